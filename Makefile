@@ -1,0 +1,31 @@
+# Two commands do everything on a machine with only Go: `make run`, `make test`.
+GO      ?= go
+# The race detector needs cgo and a C compiler; use it where one exists.
+RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
+PKGS    := ./...
+
+.PHONY: run build test test-short lint fmt vet clean
+
+## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
+run:
+	$(GO) run ./app
+
+## build: the binary, bin/seckill
+build:
+	$(GO) build -o bin/seckill ./app
+
+## test: every test, against embedded stand-ins, plus real Redis and MySQL
+## when SECKILL_TEST_REDIS_URL and SECKILL_TEST_MYSQL_DSN are set
+test:
+	$(GO) test $(RACE) -count=1 -timeout 20m $(PKGS)
+
+## lint: gofmt and go vet
+lint: fmt vet
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+vet:
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin

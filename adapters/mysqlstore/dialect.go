@@ -1,0 +1,38 @@
+package mysqlstore
+
+import (
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+	"modernc.org/sqlite"
+)
+
+// The few places where MySQL and the embedded SQLite differ live here and
+// in migrations/: the store itself has one code path.
+
+// dialect names the migrations folder of a database kind.
+type dialect string
+
+const (
+	dialectMySQL  dialect = "mysql"
+	dialectSQLite dialect = "sqlite"
+)
+
+// SQLite extended result codes for constraint violations.
+const (
+	sqliteConstraintPrimaryKey = 1555
+	sqliteConstraintUnique     = 2067
+)
+
+// isDuplicateKey reports a unique or primary key violation.
+func isDuplicateKey(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqliteConstraintUnique || se.Code() == sqliteConstraintPrimaryKey
+	}
+	return false
+}

@@ -1,0 +1,39 @@
+CREATE TABLE IF NOT EXISTS tb_user (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  phone       TEXT    NOT NULL UNIQUE,
+  nick_name   TEXT    NOT NULL DEFAULT '',
+  create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+--bun:split
+CREATE TABLE IF NOT EXISTS tb_voucher (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  title        TEXT    NOT NULL,
+  pay_value    INTEGER NOT NULL,
+  actual_value INTEGER NOT NULL,
+  type         INTEGER NOT NULL DEFAULT 1,
+  status       INTEGER NOT NULL DEFAULT 1,
+  create_time  TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  update_time  TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+--bun:split
+CREATE TABLE IF NOT EXISTS tb_seckill_voucher (
+  voucher_id  INTEGER PRIMARY KEY,
+  stock       INTEGER NOT NULL,
+  begin_time  TIMESTAMP NOT NULL,
+  end_time    TIMESTAMP NOT NULL,
+  create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+--bun:split
+CREATE TABLE IF NOT EXISTS tb_voucher_order (
+  id          INTEGER PRIMARY KEY,
+  user_id     INTEGER NOT NULL,
+  voucher_id  INTEGER NOT NULL,
+  status      INTEGER NOT NULL DEFAULT 1,
+  create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  UNIQUE (user_id, voucher_id)
+);
+--bun:split
+CREATE INDEX IF NOT EXISTS idx_order_voucher ON tb_voucher_order (voucher_id);

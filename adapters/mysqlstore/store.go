@@ -1,0 +1,368 @@
+// Package mysqlstore persists vouchers, users and orders with bun: MySQL or
+// MariaDB in production, an in-process SQLite as the embedded stand-in. The
+// schema is applied with bun/migrate at start.
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/migrate"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// Store implements the core's repositories and OrderStore.
+type Store struct {
+	db      *bun.DB
+	dialect dialect
+}
+
+// OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN. Times are
+// read and written in UTC whatever the DSN says.
+func OpenMySQL(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)
+	}
+	sqldb := sql.OpenDB(connector)
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	sqldb.SetConnMaxLifetime(5 * time.Minute)
+	s := &Store{db: bun.NewDB(sqldb, mysqldialect.New()), dialect: dialectMySQL}
+	if err := s.Ping(ctx); err != nil {
+		sqldb.Close()
+		return nil, fmt.Errorf("mysqlstore: cannot reach MySQL at %s: %w", cfg.Addr, err)
+	}
+	return s, nil
+}
+
+// OpenEmbedded opens an in-memory SQLite database. It starts empty and is
+// gone when the process exits. One connection serialises the transactions,
+// which is what keeps the conditional stock update exact.
+func OpenEmbedded(ctx context.Context) (*Store, error) {
+	sqldb, err := sql.Open("sqlite", "file:seckill?mode=memory&_pragma=foreign_keys(1)&_time_format=sqlite")
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: open sqlite: %w", err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	sqldb.SetMaxIdleConns(1)
+	sqldb.SetConnMaxLifetime(0)
+	s := &Store{db: bun.NewDB(sqldb, sqlitedialect.New()), dialect: dialectSQLite}
+	if err := s.Ping(ctx); err != nil {
+		sqldb.Close()
+		return nil, fmt.Errorf("mysqlstore: sqlite: %w", err)
+	}
+	return s, nil
+}
+
+// DB exposes the bun handle (for tests and tools).
+func (s *Store) DB() *bun.DB { return s.db }
+
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+func (s *Store) Close() error { return s.db.Close() }
+
+// Migrate applies the schema; running it again changes nothing. Concurrent
+// starts wait for each other on bun/migrate's lock table.
+func (s *Store) Migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.dialect))
+	if err != nil {
+		return err
+	}
+	ms := migrate.NewMigrations()
+	if err := ms.Discover(sub); err != nil {
+		return fmt.Errorf("mysqlstore: migrations: %w", err)
+	}
+	m := migrate.NewMigrator(s.db, ms, migrate.WithTableName("seckill_migrations"),
+		migrate.WithLocksTableName("seckill_migration_locks"), migrate.WithMarkAppliedOnSuccess(true))
+	if err := m.Init(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: init migrations: %w", err)
+	}
+	if err := lockWithin(ctx, m, 30*time.Second); err != nil {
+		return err
+	}
+	defer m.Unlock(context.WithoutCancel(ctx))
+	if _, err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: migrate: %w", err)
+	}
+	return nil
+}
+
+func lockWithin(ctx context.Context, m *migrate.Migrator, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := m.Lock(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mysqlstore: another process holds the migration lock "+
+				"(table seckill_migration_locks; delete its row if that process died): %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+type userRow struct {
+	bun.BaseModel `bun:"table:tb_user"`
+	ID            int64     `bun:"id,pk,autoincrement"`
+	Phone         string    `bun:"phone"`
+	NickName      string    `bun:"nick_name"`
+	CreateTime    time.Time `bun:"create_time"`
+	UpdateTime    time.Time `bun:"update_time"`
+}
+
+type voucherRow struct {
+	bun.BaseModel `bun:"table:tb_voucher"`
+	ID            int64     `bun:"id,pk,autoincrement"`
+	Title         string    `bun:"title"`
+	PayValue      int64     `bun:"pay_value"`
+	ActualValue   int64     `bun:"actual_value"`
+	Type          int       `bun:"type"`
+	Status        int       `bun:"status"`
+	CreateTime    time.Time `bun:"create_time"`
+	UpdateTime    time.Time `bun:"update_time"`
+}
+
+type seckillVoucherRow struct {
+	bun.BaseModel `bun:"table:tb_seckill_voucher"`
+	VoucherID     int64     `bun:"voucher_id,pk"`
+	Stock         int64     `bun:"stock"`
+	BeginTime     time.Time `bun:"begin_time"`
+	EndTime       time.Time `bun:"end_time"`
+	CreateTime    time.Time `bun:"create_time"`
+	UpdateTime    time.Time `bun:"update_time"`
+}
+
+type orderRow struct {
+	bun.BaseModel `bun:"table:tb_voucher_order"`
+	ID            int64     `bun:"id,pk"`
+	UserID        int64     `bun:"user_id"`
+	VoucherID     int64     `bun:"voucher_id"`
+	Status        int       `bun:"status"`
+	CreateTime    time.Time `bun:"create_time"`
+	UpdateTime    time.Time `bun:"update_time"`
+}
+
+const (
+	voucherTypeSeckill  = 1
+	voucherStatusOnSale = 1
+	orderStatusCreated  = 1
+)
+
+// errStockAnomaly aborts a batch transaction whose stock update would go
+// below zero.
+var errStockAnomaly = errors.New("stock would go below zero, or the voucher has no stock row")
+
+// SaveOrders implements core.OrderStore. The batch is one transaction: per
+// voucher, one multi-row INSERT that skips duplicates, then one conditional
+// stock update by the number of rows really inserted. If a voucher's stock
+// would go negative the transaction is rolled back and the orders are saved
+// one by one, to single out the ones to reject.
+func (s *Store) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+	res, err := s.saveBatch(ctx, orders)
+	if !errors.Is(err, errStockAnomaly) {
+		return res, err
+	}
+	var total core.SaveResult
+	for _, o := range orders {
+		r, err := s.saveBatch(ctx, []core.Order{o})
+		switch {
+		case errors.Is(err, errStockAnomaly):
+			total.Rejected = append(total.Rejected, core.Rejection{Order: o, Reason: errStockAnomaly.Error()})
+		case err != nil:
+			return total, err
+		default:
+			total.Created += r.Created
+			total.Duplicates += r.Duplicates
+		}
+	}
+	return total, nil
+}
+
+func (s *Store) saveBatch(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+	byVoucher := make(map[int64][]orderRow)
+	now := time.Now().UTC()
+	for _, o := range orders {
+		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], orderRow{
+			ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
+			CreateTime: o.CreatedAt.UTC(), UpdateTime: now,
+		})
+	}
+	// Vouchers in a fixed order, so two batches never lock stock rows in
+	// opposite orders (a deadlock).
+	vouchers := make([]int64, 0, len(byVoucher))
+	for v := range byVoucher {
+		vouchers = append(vouchers, v)
+	}
+	slices.Sort(vouchers)
+
+	var res core.SaveResult
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res = core.SaveResult{}
+		for _, v := range vouchers {
+			rows := byVoucher[v]
+			r, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("insert orders: %w", err)
+			}
+			inserted, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			res.Created += int(inserted)
+			res.Duplicates += len(rows) - int(inserted)
+			if inserted == 0 {
+				continue
+			}
+			u, err := tx.NewUpdate().Table("tb_seckill_voucher").
+				Set("stock = stock - ?", inserted).
+				Set("update_time = ?", now).
+				Where("voucher_id = ?", v).
+				Where("stock >= ?", inserted).
+				Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("take stock: %w", err)
+			}
+			if n, err := u.RowsAffected(); err != nil {
+				return err
+			} else if n != 1 {
+				return errStockAnomaly
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errStockAnomaly) {
+			return core.SaveResult{}, err
+		}
+		return core.SaveResult{}, fmt.Errorf("mysqlstore: save orders: %w", err)
+	}
+	return res, nil
+}
+
+// FindOrder implements core.OrderReader.
+func (s *Store) FindOrder(ctx context.Context, orderID int64) (core.Order, error) {
+	var row orderRow
+	err := s.db.NewSelect().Model(&row).Where("id = ?", orderID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Order{}, core.ErrOrderNotFound
+	}
+	if err != nil {
+		return core.Order{}, fmt.Errorf("mysqlstore: find order: %w", err)
+	}
+	return core.Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, CreatedAt: row.CreateTime.UTC()}, nil
+}
+
+// CreateVoucher implements core.VoucherRepository.
+func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
+	now := time.Now().UTC()
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		row := voucherRow{Title: v.Title, PayValue: v.PayValue, ActualValue: v.ActualValue,
+			Type: voucherTypeSeckill, Status: voucherStatusOnSale, CreateTime: now, UpdateTime: now}
+		if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: insert voucher: %w", err)
+		}
+		sk := seckillVoucherRow{VoucherID: row.ID, Stock: v.Stock, BeginTime: v.BeginAt.UTC(),
+			EndTime: v.EndAt.UTC(), CreateTime: now, UpdateTime: now}
+		if _, err := tx.NewInsert().Model(&sk).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: insert seckill voucher: %w", err)
+		}
+		v.ID = row.ID
+		return nil
+	})
+}
+
+// DeleteVoucher implements core.VoucherRepository.
+func (s *Store) DeleteVoucher(ctx context.Context, id int64) error {
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewDelete().Model((*seckillVoucherRow)(nil)).Where("voucher_id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: delete seckill voucher: %w", err)
+		}
+		if _, err := tx.NewDelete().Model((*voucherRow)(nil)).Where("id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: delete voucher: %w", err)
+		}
+		return nil
+	})
+}
+
+// FindVoucher implements core.VoucherRepository.
+func (s *Store) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	var row struct {
+		voucherRow `bun:",extend"`
+		Stock      int64     `bun:"stock"`
+		BeginTime  time.Time `bun:"begin_time"`
+		EndTime    time.Time `bun:"end_time"`
+	}
+	err := s.db.NewSelect().
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time").
+		TableExpr("tb_voucher AS v").
+		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
+		Where("v.id = ?", id).
+		Scan(ctx, &row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Voucher{}, core.ErrVoucherNotFound
+	}
+	if err != nil {
+		return core.Voucher{}, fmt.Errorf("mysqlstore: find voucher: %w", err)
+	}
+	return core.Voucher{ID: row.ID, Title: row.Title, PayValue: row.PayValue, ActualValue: row.ActualValue,
+		Stock: row.Stock, BeginAt: row.BeginTime.UTC(), EndAt: row.EndTime.UTC()}, nil
+}
+
+// UserIDByPhone implements core.UserRepository: the user with this phone,
+// created if new. Two first logins racing both end with the same id.
+func (s *Store) UserIDByPhone(ctx context.Context, phone string) (int64, error) {
+	for range 2 {
+		var id int64
+		err := s.db.NewSelect().Model((*userRow)(nil)).Column("id").Where("phone = ?", phone).Scan(ctx, &id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("mysqlstore: find user: %w", err)
+		}
+		now := time.Now().UTC()
+		row := userRow{Phone: phone, NickName: "user_" + phone[max(0, len(phone)-4):], CreateTime: now, UpdateTime: now}
+		_, err = s.db.NewInsert().Model(&row).Exec(ctx)
+		if err == nil {
+			return row.ID, nil
+		}
+		if !isDuplicateKey(err) {
+			return 0, fmt.Errorf("mysqlstore: create user: %w", err)
+		}
+	}
+	return 0, errors.New("mysqlstore: user vanished between insert and select")
+}
+
+var (
+	_ core.OrderStore        = (*Store)(nil)
+	_ core.OrderReader       = (*Store)(nil)
+	_ core.VoucherRepository = (*Store)(nil)
+	_ core.UserRepository    = (*Store)(nil)
+)

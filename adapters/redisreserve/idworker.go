@@ -1,0 +1,74 @@
+package redisreserve
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Epoch is the ID worker's time origin, 2022-01-01T00:00:00Z, as in the
+// classic design.
+var Epoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var nextIDScript = redis.NewScript(lua.NextID)
+
+// IDWorker is the classic Redis ID worker: (seconds since Epoch) << 32 |
+// a per-UTC-day counter. The counter is taken from Redis in blocks, so most
+// ids cost no round trip; ids stay unique because the (day, counter) pair is
+// unique and a block is dropped when the day changes.
+type IDWorker struct {
+	rdb       redis.UniversalClient
+	keys      Keys
+	blockSize int64
+	now       func() time.Time
+
+	mu       sync.Mutex
+	day      string
+	next     int64 // next counter value to hand out
+	blockEnd int64 // last counter value of the block
+}
+
+// counterTTL keeps a day's counter a day past its end, then Redis drops it.
+const counterTTL = 48 * time.Hour
+
+// NewIDWorker builds a worker taking blockSize ids per round trip
+// (1 reproduces the classic one INCR per id).
+func NewIDWorker(rdb redis.UniversalClient, prefix string, blockSize int64) *IDWorker {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if blockSize <= 0 {
+		blockSize = 100
+	}
+	return &IDWorker{rdb: rdb, keys: Keys{Prefix: prefix}, blockSize: blockSize, now: time.Now}
+}
+
+// NextID implements core.IDGenerator.
+func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now().UTC()
+	day := now.Format("20060102")
+	if day != w.day || w.next > w.blockEnd {
+		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDCounter(now)},
+			w.blockSize, int64(counterTTL/time.Second)).Int64()
+		if err != nil {
+			return 0, fmt.Errorf("redisreserve: id counter: %w", err)
+		}
+		w.day, w.next, w.blockEnd = day, end-w.blockSize+1, end
+	}
+	if w.blockEnd > 1<<32-1 {
+		return 0, fmt.Errorf("redisreserve: id counter for %s exhausted", day)
+	}
+	seq := w.next
+	w.next++
+	return (now.Unix()-Epoch.Unix())<<32 | seq, nil
+}
+
+var _ core.IDGenerator = (*IDWorker)(nil)

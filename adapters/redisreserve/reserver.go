@@ -1,0 +1,180 @@
+package redisreserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Handoff is how the reservation script hands the order to the queue.
+type Handoff string
+
+const (
+	HandoffXAdd    Handoff = "xadd"
+	HandoffLPush   Handoff = "lpush"
+	HandoffPublish Handoff = "publish"
+	// HandoffNone: the caller enqueues the order itself (core.Publisher).
+	HandoffNone Handoff = "none"
+)
+
+// Config configures a Reserver.
+type Config struct {
+	// Prefix starts every key. Default DefaultPrefix.
+	Prefix string
+	// Handoff and QueueKey say where the script sends a reserved order.
+	// Default HandoffNone.
+	Handoff  Handoff
+	QueueKey string
+	// OnPublished, if set, is told how many subscribers received each
+	// order published with HandoffPublish (0 means nobody will persist it).
+	OnPublished func(receivers int64)
+}
+
+// Reserver runs the reservation scripts; it implements core.Reserver and
+// core.StockBoard.
+type Reserver struct {
+	rdb     redis.UniversalClient
+	cfg     Config
+	keys    Keys
+	seckill *redis.Script
+	release *redis.Script
+}
+
+var (
+	seckillScript = redis.NewScript(lua.Seckill)
+	releaseScript = redis.NewScript(lua.Release)
+)
+
+// New validates cfg and builds a Reserver. Call Load once at start.
+func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	switch cfg.Handoff {
+	case "":
+		cfg.Handoff = HandoffNone
+	case HandoffNone:
+	case HandoffXAdd, HandoffLPush, HandoffPublish:
+		if cfg.QueueKey == "" {
+			return nil, fmt.Errorf("redisreserve: handoff %q needs a QueueKey", cfg.Handoff)
+		}
+	default:
+		return nil, fmt.Errorf("redisreserve: unknown handoff %q", cfg.Handoff)
+	}
+	return &Reserver{rdb: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix}, seckill: seckillScript, release: releaseScript}, nil
+}
+
+// Keys exposes the key names (for operators' tools and tests).
+func (r *Reserver) Keys() Keys { return r.keys }
+
+// Load puts the scripts into Redis's script cache, so each request is one
+// EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
+func (r *Reserver) Load(ctx context.Context) error {
+	for _, s := range []*redis.Script{r.seckill, r.release, nextIDScript} {
+		if err := s.Load(ctx, r.rdb).Err(); err != nil {
+			return fmt.Errorf("redisreserve: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Reserve runs seckill.lua for the order.
+func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
+	queueKey := r.cfg.QueueKey
+	if queueKey == "" {
+		// Unused by the script, but every KEYS slot must name a key.
+		queueKey = r.keys.Orders(o.VoucherID)
+	}
+	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey}
+	res, err := r.seckill.Run(ctx, r.rdb, keys,
+		o.UserID, o.ID, core.EncodeOrder(o), string(r.cfg.Handoff)).Slice()
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
+	}
+	return r.parseReservation(res)
+}
+
+func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
+	if len(res) != 3 {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %d values, want 3", len(res))
+	}
+	code, ok1 := res[0].(int64)
+	idText, ok2 := res[1].(string)
+	receivers, ok3 := res[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %T %T %T", res[0], res[1], res[2])
+	}
+	out := core.Reservation{Result: core.ReservationResult(code)}
+	if code < int64(core.Reserved) || code > int64(core.AlreadyPurchased) {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned unknown code %d", code)
+	}
+	if idText != "" {
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if err != nil {
+			return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned order id %q", idText)
+		}
+		out.OrderID = id
+	}
+	if out.Result == core.Reserved && r.cfg.Handoff == HandoffPublish && r.cfg.OnPublished != nil {
+		r.cfg.OnPublished(receivers)
+	}
+	return out, nil
+}
+
+// Release runs release.lua: the stock comes back if this order holds it.
+func (r *Reserver) Release(ctx context.Context, o core.Order) error {
+	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}
+	if err := r.release.Run(ctx, r.rdb, keys, o.UserID, o.ID).Err(); err != nil {
+		return fmt.Errorf("redisreserve: release script: %w", err)
+	}
+	return nil
+}
+
+// ReservedOrder returns the order the user holds for the voucher.
+func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error) {
+	v, err := r.rdb.HGet(ctx, r.keys.Orders(voucherID), strconv.FormatInt(userID, 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("redisreserve: reserved order: %w", err)
+	}
+	return v, true, nil
+}
+
+// LoadVoucher writes a voucher's stock and window in one transaction, so
+// the script never sees one without the other.
+func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli())
+		p.Set(ctx, r.keys.Stock(v.ID), v.Stock, 0)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
+	}
+	return nil
+}
+
+// RemainingStock is the live stock count.
+func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, error) {
+	n, err := r.rdb.Get(ctx, r.keys.Stock(voucherID)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, core.ErrVoucherNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redisreserve: stock: %w", err)
+	}
+	return n, nil
+}
+
+var (
+	_ core.Reserver   = (*Reserver)(nil)
+	_ core.StockBoard = (*Reserver)(nil)
+)

@@ -1,0 +1,342 @@
+// Package streamgroup is the default queue: a Redis Stream read by a
+// consumer group. The reservation script XADDs each order; consumers
+// XREADGROUP in batches and XACK after the database commit. Entries a dead
+// consumer held are claimed with XAUTOCLAIM once idle long enough; an entry
+// delivered too often is moved to a dead-letter stream.
+package streamgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Name is the SECKILL_QUEUE value of this backend.
+const Name = "streamgroup"
+
+// BodyField is the stream entry field that holds the order message.
+const BodyField = "order"
+
+// Config configures the queue. Zero values take the defaults.
+type Config struct {
+	// Stream is the stream key. Default "seckill:orders".
+	Stream string
+	// Group is the consumer group. Default "seckill-persisters".
+	Group string
+	// DeadLetterStream receives entries that cannot be processed.
+	// Default Stream + ":dead".
+	DeadLetterStream string
+	// ConsumerPrefix names this process's consumers (PREFIX-0, PREFIX-1…).
+	// Default: hostname, pid and a random suffix, unique per process. Set a
+	// stable one (a pod name) to have a restarted process take back its own
+	// pending entries at once instead of after ClaimMinIdle.
+	ConsumerPrefix string
+	// ClaimMinIdle: a pending entry idle this long is claimed from its
+	// consumer, presumed dead. Default 30s.
+	ClaimMinIdle time.Duration
+	// ClaimInterval is how often a consumer looks for such entries.
+	// Default ClaimMinIdle/2, at most 5s.
+	ClaimInterval time.Duration
+	// Block is how long one XREADGROUP waits for new entries; it bounds
+	// how fast a consumer notices shutdown. Default 1s.
+	Block time.Duration
+	// TrimInterval is how often acknowledged entries are trimmed; entries
+	// younger than TrimRetention are kept, for inspection. Defaults 10s, 10m.
+	TrimInterval, TrimRetention time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = "seckill:orders"
+	}
+	if c.Group == "" {
+		c.Group = "seckill-persisters"
+	}
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = c.Stream + ":dead"
+	}
+	if c.ConsumerPrefix == "" {
+		host, _ := os.Hostname()
+		c.ConsumerPrefix = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	}
+	if c.ClaimMinIdle <= 0 {
+		c.ClaimMinIdle = 30 * time.Second
+	}
+	if c.ClaimInterval <= 0 {
+		c.ClaimInterval = min(c.ClaimMinIdle/2, 5*time.Second)
+	}
+	if c.Block <= 0 {
+		c.Block = time.Second
+	}
+	if c.TrimInterval <= 0 {
+		c.TrimInterval = 10 * time.Second
+	}
+	if c.TrimRetention < 0 {
+		c.TrimRetention = 0
+	} else if c.TrimRetention == 0 {
+		c.TrimRetention = 10 * time.Minute
+	}
+}
+
+// Queue is the stream consumer-group backend; it implements core.Queue.
+type Queue struct {
+	rdb redis.UniversalClient
+	cfg Config
+	log *slog.Logger
+}
+
+// New creates the group (and the stream) if missing.
+func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.Logger) (*Queue, error) {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	q := &Queue{rdb: rdb, cfg: cfg, log: log}
+	if err := q.ensureGroup(ctx); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// ensureGroup creates the group from the start of the stream, so entries
+// added before the first consumer ever ran are not skipped.
+func (q *Queue) ensureGroup(ctx context.Context) error {
+	err := q.rdb.XGroupCreateMkStream(ctx, q.cfg.Stream, q.cfg.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("streamgroup: create group %s on %s: %w", q.cfg.Group, q.cfg.Stream, err)
+	}
+	return nil
+}
+
+func (q *Queue) Name() string { return Name }
+
+// Stream is the key the reservation script XADDs to.
+func (q *Queue) Stream() string { return q.cfg.Stream }
+
+// Config returns the effective configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+func (q *Queue) Guarantees() core.Guarantees {
+	return core.Guarantees{
+		DurableAcrossConsumerCrash: true,
+		Acknowledged:               true,
+		Replayable:                 true,
+		CompetingConsumers:         true,
+	}
+}
+
+// Consumer returns consumer ConsumerPrefix-index of the group.
+func (q *Queue) Consumer(index int) (core.Consumer, error) {
+	return &consumer{q: q, name: fmt.Sprintf("%s-%d", q.cfg.ConsumerPrefix, index)}, nil
+}
+
+func (q *Queue) Close() error { return nil }
+
+type consumer struct {
+	q    *Queue
+	name string
+	// ownDrained is set once the entries this name held before (a restart
+	// under the same name) are fetched again.
+	ownDrained bool
+	lastClaim  time.Time
+	claimStart string
+	closed     atomic.Bool
+}
+
+func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	if c.closed.Load() {
+		return nil, errors.New("streamgroup: consumer closed")
+	}
+	if !c.ownDrained {
+		ds, err := c.readOwnPending(ctx, max)
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+		c.ownDrained = true
+	}
+	if time.Since(c.lastClaim) >= c.q.cfg.ClaimInterval {
+		ds, err := c.claimIdle(ctx, max)
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+	}
+	return c.readNew(ctx, max)
+}
+
+// readNew waits up to Block for entries never delivered to the group.
+func (c *consumer) readNew(ctx context.Context, max int) ([]core.Delivery, error) {
+	streams, err := c.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group:    c.q.cfg.Group,
+		Consumer: c.name,
+		Streams:  []string{c.q.cfg.Stream, ">"},
+		Count:    int64(max),
+		Block:    c.q.cfg.Block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		// The stream was deleted (FLUSHALL, an operator): recreate the group
+		// rather than fail forever.
+		c.q.log.Warn("consumer group missing, recreating", "stream", c.q.cfg.Stream, "group", c.q.cfg.Group)
+		return nil, c.q.ensureGroup(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: xreadgroup: %w", err)
+	}
+	var out []core.Delivery
+	for _, s := range streams {
+		for _, m := range s.Messages {
+			out = append(out, delivery(m, 1))
+		}
+	}
+	return out, nil
+}
+
+// readOwnPending re-reads entries delivered to this consumer name and never
+// acked (reading from id 0 returns the consumer's pending entries).
+func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery, error) {
+	streams, err := c.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group:    c.q.cfg.Group,
+		Consumer: c.name,
+		Streams:  []string{c.q.cfg.Stream, "0"},
+		Count:    int64(max),
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: read own pending: %w", err)
+	}
+	var msgs []redis.XMessage
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
+	}
+	return c.withAttempts(ctx, msgs)
+}
+
+// claimIdle takes over entries idle longer than ClaimMinIdle from any
+// consumer of the group: their consumer is presumed dead.
+func (c *consumer) claimIdle(ctx context.Context, max int) ([]core.Delivery, error) {
+	start := c.claimStart
+	if start == "" {
+		start = "0-0"
+	}
+	msgs, next, err := c.q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream:   c.q.cfg.Stream,
+		Group:    c.q.cfg.Group,
+		Consumer: c.name,
+		MinIdle:  c.q.cfg.ClaimMinIdle,
+		Start:    start,
+		Count:    int64(max),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: xautoclaim: %w", err)
+	}
+	// A full scan ends when the cursor comes back to 0-0; until then the
+	// next call continues where this one stopped.
+	if next == "0-0" || next == "" {
+		c.claimStart = ""
+		c.lastClaim = time.Now()
+	} else {
+		c.claimStart = next
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	c.q.log.Info("claimed idle entries from a presumed dead consumer",
+		"consumer", c.name, "entries", len(msgs))
+	return c.withAttempts(ctx, msgs)
+}
+
+// withAttempts looks up how often each entry was delivered (XPENDING), so
+// the pipeline can dead-letter an entry that keeps coming back.
+func (c *consumer) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]core.Delivery, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	pending, err := c.q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream:   c.q.cfg.Stream,
+		Group:    c.q.cfg.Group,
+		Start:    msgs[0].ID,
+		End:      msgs[len(msgs)-1].ID,
+		Count:    int64(len(msgs)),
+		Consumer: c.name,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: xpending: %w", err)
+	}
+	attempts := make(map[string]int, len(pending))
+	for _, p := range pending {
+		attempts[p.ID] = int(p.RetryCount)
+	}
+	out := make([]core.Delivery, 0, len(msgs))
+	for _, m := range msgs {
+		n := attempts[m.ID]
+		if n < 1 {
+			n = 1
+		}
+		out = append(out, delivery(m, n))
+	}
+	return out, nil
+}
+
+func delivery(m redis.XMessage, attempt int) core.Delivery {
+	// A pending entry deleted from the stream comes back with no fields:
+	// its empty body fails to decode and it is dead-lettered.
+	body, _ := m.Values[BodyField].(string)
+	return core.Delivery{ID: m.ID, Body: []byte(body), Attempt: attempt}
+}
+
+// Ack acknowledges on the stream the entries were read from (the classic
+// code acked a different key, leaving everything pending), in one XACK.
+func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	if err := c.q.rdb.XAck(ctx, c.q.cfg.Stream, c.q.cfg.Group, ids...).Err(); err != nil {
+		return fmt.Errorf("streamgroup: xack: %w", err)
+	}
+	return nil
+}
+
+// DeadLetter copies the entry to the dead-letter stream and acks it, in one
+// MULTI, so it is never both lost and acked.
+func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
+	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{
+			Stream: c.q.cfg.DeadLetterStream,
+			Values: []any{BodyField, d.Body, "source_id", d.ID, "attempt", d.Attempt,
+				"reason", reason, "consumer", c.name},
+		})
+		p.XAck(ctx, c.q.cfg.Stream, c.q.cfg.Group, d.ID)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("streamgroup: dead-letter %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Close stops this consumer. Its pending entries stay in the group, to be
+// re-read under the same name or claimed by another consumer.
+func (c *consumer) Close() error {
+	c.closed.Store(true)
+	return nil
+}
+
+var _ core.Queue = (*Queue)(nil)

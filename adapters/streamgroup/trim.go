@@ -1,0 +1,82 @@
+package streamgroup
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Maintain trims the stream every TrimInterval until ctx is done.
+func (q *Queue) Maintain(ctx context.Context) {
+	t := time.NewTicker(q.cfg.TrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := q.Trim(ctx); err != nil && ctx.Err() == nil {
+				q.log.Warn("stream trim failed", "stream", q.cfg.Stream, "err", err)
+			}
+		}
+	}
+}
+
+// Trim drops entries every group has acknowledged and that are older than
+// TrimRetention. It never uses MAXLEN, which drops the oldest entries
+// whether acked or not: the bound is the oldest entry still pending in any
+// group, or the first one not yet delivered. It returns how many entries
+// were removed.
+func (q *Queue) Trim(ctx context.Context) (int64, error) {
+	groups, err := q.rdb.XInfoGroups(ctx, q.cfg.Stream).Result()
+	if err != nil {
+		return 0, fmt.Errorf("streamgroup: xinfo groups: %w", err)
+	}
+	if len(groups) == 0 {
+		return 0, nil
+	}
+	bound := idAt(time.Now().Add(-q.cfg.TrimRetention))
+	for _, g := range groups {
+		// Entries up to last-delivered-id were delivered; those after it
+		// were not and must stay. Keep last-delivered itself too (MINID
+		// removes only entries strictly below the bound).
+		if g.LastDeliveredID != "" && lessID(g.LastDeliveredID, bound) {
+			bound = g.LastDeliveredID
+		}
+		if g.Pending > 0 {
+			p, err := q.rdb.XPending(ctx, q.cfg.Stream, g.Name).Result()
+			if err != nil {
+				return 0, fmt.Errorf("streamgroup: xpending %s: %w", g.Name, err)
+			}
+			if p.Count > 0 && lessID(p.Lower, bound) {
+				bound = p.Lower
+			}
+		}
+	}
+	n, err := q.rdb.XTrimMinID(ctx, q.cfg.Stream, bound).Result()
+	if err != nil {
+		return 0, fmt.Errorf("streamgroup: xtrim: %w", err)
+	}
+	return n, nil
+}
+
+func idAt(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) + "-0" }
+
+// lessID orders stream ids "ms-seq" numerically.
+func lessID(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	if am != bm {
+		return am < bm
+	}
+	return as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	ms, seq, _ := strings.Cut(id, "-")
+	m, _ := strconv.ParseUint(ms, 10, 64)
+	s, _ := strconv.ParseUint(seq, 10, 64)
+	return m, s
+}

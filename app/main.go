@@ -1,0 +1,57 @@
+// Command seckill serves the flash-sale API. With SECKILL_REDIS_URL and
+// SECKILL_MYSQL_DSN unset it runs on embedded stand-ins; see README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	cfg, err := LoadConfig(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	log := newLogger(cfg.LogFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	s, err := build(ctx, cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	defer s.close()
+	if cfg.GeneratedSecrets {
+		// Embedded mode only: secrets were made up for this run, and the
+		// demo needs the admin token.
+		log.Info("generated secrets for this run", "admin_token", cfg.AdminToken)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
+		return 1
+	}
+	if err := s.serve(ctx, ln); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}
+
+func newLogger(format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

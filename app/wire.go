@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/logincode"
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/adapters/userlock"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// server is one wired instance: dependencies, queue, pipeline, HTTP.
+type server struct {
+	cfg      Config
+	log      *slog.Logger
+	mini     *miniredis.Miniredis // nil unless Redis is embedded
+	rdb      redis.UniversalClient
+	store    *mysqlstore.Store
+	queue    core.Queue
+	pipeline *core.Pipeline
+	http     *fiber.App
+	metrics  *metrics
+}
+
+// build connects to (or starts) Redis and the database, applies the schema,
+// loads the scripts, creates the queue's structures and wires the API.
+func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err error) {
+	s := &server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if err := s.connectRedis(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
+		log.Warn("running on embedded stand-ins: they start empty and keep nothing after exit",
+			"redis", map[bool]string{true: "embedded miniredis", false: "configured"}[cfg.EmbeddedRedis()],
+			"sql", map[bool]string{true: "embedded SQLite (in memory)", false: "configured"}[cfg.EmbeddedSQL()])
+	}
+
+	sg, err := streamgroup.New(ctx, s.rdb, streamgroup.Config{
+		Stream:         cfg.KeyPrefix + "orders",
+		ClaimMinIdle:   cfg.ClaimMinIdle,
+		ConsumerPrefix: cfg.ConsumerName,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	s.queue = sg
+	reserver, err := redisreserve.New(s.rdb, redisreserve.Config{
+		Prefix: cfg.KeyPrefix, Handoff: redisreserve.HandoffXAdd, QueueKey: sg.Stream(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := reserver.Load(ctx); err != nil {
+		return nil, err
+	}
+
+	var orders core.OrderStore = s.store
+	if cfg.UserLock {
+		orders = userlock.New(s.store, s.rdb, cfg.KeyPrefix)
+	}
+	s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{
+		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver,
+	}, log, s.metrics)
+
+	a := &api{
+		log:      log,
+		seckill:  core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, 100), reserver, nil, s.store),
+		catalog:  core.NewCatalog(s.store, reserver),
+		users:    s.store,
+		codes:    logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
+		tokens:   newTokens(cfg.JWTSecret),
+		metrics:  s.metrics,
+		devCodes: cfg.DevCodes,
+		admin:    cfg.AdminToken,
+		ready:    s.ready,
+	}
+	s.http = a.newServer()
+	return s, nil
+}
+
+func (s *server) connectRedis(ctx context.Context) error {
+	var opts *redis.Options
+	if s.cfg.EmbeddedRedis() {
+		s.mini = miniredis.NewMiniRedis()
+		if err := s.mini.Start(); err != nil {
+			return fmt.Errorf("embedded redis: %w", err)
+		}
+		// Without it miniredis never expires keys on its own.
+		s.mini.ClockTTL(true)
+		opts = &redis.Options{Addr: s.mini.Addr()}
+	} else {
+		var err error
+		if opts, err = redis.ParseURL(s.cfg.RedisURL); err != nil {
+			return fmt.Errorf("config: SECKILL_REDIS_URL: %w", err)
+		}
+	}
+	opts.PoolSize = 64
+	s.rdb = redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %w", opts.Addr, err)
+	}
+	return nil
+}
+
+func (s *server) openStore(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if s.cfg.EmbeddedSQL() {
+		s.store, err = mysqlstore.OpenEmbedded(pctx)
+	} else {
+		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+	}
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return s.store.Migrate(mctx)
+}
+
+func (s *server) ready(ctx context.Context) error {
+	return errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx))
+}
+
+// serve runs the API on ln and the pipeline until ctx is done, then shuts
+// down in order: stop taking requests and finish those in flight, then stop
+// the consumers (each finishes and acks its batch), then close connections.
+func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPipeline()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.pipeline.Run(pipeCtx); err != nil {
+			s.log.Error("pipeline stopped", "err", err)
+		}
+	})
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- s.http.Listener(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", s.cfg.Consumers)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-httpErr:
+		err = fmt.Errorf("http server: %w", err)
+	}
+	s.log.Info("shutting down")
+	if serr := s.http.ShutdownWithTimeout(5 * time.Second); serr != nil {
+		s.log.Warn("http shutdown", "err", serr)
+	}
+	stopPipeline()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(4 * time.Second):
+		s.log.Warn("consumers did not stop in time; their batches stay pending and will be redelivered")
+	}
+	return err
+}
+
+func (s *server) close() {
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+	if s.mini != nil {
+		s.mini.Close()
+	}
+}
+

@@ -1,0 +1,61 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Catalog creates vouchers and answers what is on sale. A voucher is
+// durable in the repository and live in the stock board (Redis); Create
+// returns only once both hold it.
+type Catalog struct {
+	repo  VoucherRepository
+	board StockBoard
+	// Vouchers never change after creation, so their details are cached:
+	// the crowd polling a sale then reads only the live stock.
+	cache sync.Map // int64 -> Voucher
+}
+
+func NewCatalog(repo VoucherRepository, board StockBoard) *Catalog {
+	return &Catalog{repo: repo, board: board}
+}
+
+// Create validates, stores and loads a voucher; v.ID is set on success.
+func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	if err := c.repo.CreateVoucher(ctx, v); err != nil {
+		return Wrap("create voucher", CodeUnavailable, err)
+	}
+	if err := c.board.LoadVoucher(ctx, *v); err != nil {
+		// A voucher in the database but not in Redis could never be sold;
+		// undo it so the admin can simply retry.
+		derr := c.repo.DeleteVoucher(context.WithoutCancel(ctx), v.ID)
+		return Wrap("load voucher", CodeUnavailable, errors.Join(err, derr))
+	}
+	c.cache.Store(v.ID, *v)
+	return nil
+}
+
+// Get returns a voucher with its remaining stock.
+func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
+	var v Voucher
+	if cached, ok := c.cache.Load(id); ok {
+		v = cached.(Voucher)
+	} else {
+		found, err := c.repo.FindVoucher(ctx, id)
+		if err != nil {
+			return Voucher{}, Wrap("get voucher", CodeUnavailable, err)
+		}
+		v = found
+		c.cache.Store(id, v)
+	}
+	stock, err := c.board.RemainingStock(ctx, id)
+	if err != nil {
+		return Voucher{}, Wrap("get voucher stock", CodeUnavailable, err)
+	}
+	v.Stock = stock
+	return v, nil
+}

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is the machine-readable kind of a failure. The values are the error
+// codes of the HTTP contract, so a caller branches on the kind, never on text.
+type Code string
+
+const (
+	CodeBadRequest       Code = "bad_request"
+	CodeUnauthorized     Code = "unauthorized"
+	CodeBadCode          Code = "bad_code"
+	CodeRateLimited      Code = "rate_limited"
+	CodeVoucherNotFound  Code = "voucher_not_found"
+	CodeNotStarted       Code = "not_started"
+	CodeEnded            Code = "ended"
+	CodeSoldOut          Code = "sold_out"
+	CodeAlreadyPurchased Code = "already_purchased"
+	CodeOrderNotFound    Code = "order_not_found"
+	CodeBusy             Code = "busy"
+	CodeNotReady         Code = "not_ready"
+	// CodeUnavailable is a dependency (Redis, the database) that failed.
+	CodeUnavailable Code = "unavailable"
+	// CodeInternal is a bug; its message is never shown to a client.
+	CodeInternal Code = "internal"
+)
+
+// Error carries a Code, a message fit for a client, the operation that
+// failed and, optionally, the cause (which is for logs, not for clients).
+type Error struct {
+	Code    Code
+	Op      string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
+	}
+	switch {
+	case e.Op != "" && e.Err != nil:
+		return fmt.Sprintf("%s: %s: %v", e.Op, msg, e.Err)
+	case e.Op != "":
+		return e.Op + ": " + msg
+	case e.Err != nil:
+		return msg + ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrSoldOut) true for any *Error of the same code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code && t.Op == "" && t.Err == nil
+	}
+	return false
+}
+
+// E builds an *Error of the given code with a client-facing message.
+func E(code Code, message string) *Error { return &Error{Code: code, Message: message} }
+
+// Wrap marks err as a failure of op, keeping err's code if it has one and
+// otherwise classing it as code.
+func Wrap(op string, code Code, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return &Error{Code: ce.Code, Op: op, Message: ce.Message, Err: err}
+	}
+	return &Error{Code: code, Op: op, Err: err}
+}
+
+// CodeOf returns the Code carried by err, or CodeInternal.
+func CodeOf(err error) Code {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return CodeInternal
+}
+
+// MessageOf returns the client-facing message of err; causes are never
+// included, so no SQL or Redis text reaches a client.
+func MessageOf(err error) string {
+	var ce *Error
+	if errors.As(err, &ce) && ce.Message != "" {
+		return ce.Message
+	}
+	switch CodeOf(err) {
+	case CodeUnavailable:
+		return "a dependency is unavailable, try again"
+	case CodeInternal:
+		return "internal error"
+	}
+	return string(CodeOf(err))
+}
+
+// Sentinel errors for the outcomes of a seckill and of look-ups.
+var (
+	ErrVoucherNotFound  = E(CodeVoucherNotFound, "voucher not found")
+	ErrNotStarted       = E(CodeNotStarted, "the sale has not started")
+	ErrEnded            = E(CodeEnded, "the sale has ended")
+	ErrSoldOut          = E(CodeSoldOut, "sold out")
+	ErrAlreadyPurchased = E(CodeAlreadyPurchased, "you already have an order for this voucher")
+	ErrOrderNotFound    = E(CodeOrderNotFound, "order not found")
+	ErrBusy             = E(CodeBusy, "too many orders in flight, retry shortly")
+)

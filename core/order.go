@@ -1,0 +1,75 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Order is one user's purchase of one seckill voucher. Its ID comes from the
+// ID worker before the reservation, so a retried reservation carries the same
+// ID and can be recognised as a replay.
+type Order struct {
+	ID        int64
+	UserID    int64
+	VoucherID int64
+	CreatedAt time.Time
+}
+
+// OrderStatus is where an order is on its way to the database.
+type OrderStatus string
+
+const (
+	// StatusQueued: reserved in Redis, not yet persisted.
+	StatusQueued OrderStatus = "queued"
+	// StatusCreated: the row is in the database.
+	StatusCreated OrderStatus = "created"
+)
+
+// orderMessage is the wire form of an Order on every queue. The order id is a
+// string because it exceeds 2^53 and some consumers are not written in Go.
+type orderMessage struct {
+	ID        string `json:"id"`
+	UserID    int64  `json:"userId"`
+	VoucherID int64  `json:"voucherId"`
+	CreatedAt int64  `json:"createdAt"` // unix milliseconds
+}
+
+// EncodeOrder is the message body handed to a queue.
+func EncodeOrder(o Order) []byte {
+	b, _ := json.Marshal(orderMessage{
+		ID:        strconv.FormatInt(o.ID, 10),
+		UserID:    o.UserID,
+		VoucherID: o.VoucherID,
+		CreatedAt: o.CreatedAt.UnixMilli(),
+	})
+	return b
+}
+
+// DecodeOrder parses a message body strictly: unknown fields, trailing data,
+// missing or non-positive ids are errors, so a poison message is recognised
+// here and never reaches the database.
+func DecodeOrder(body []byte) (Order, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var m orderMessage
+	if err := dec.Decode(&m); err != nil {
+		return Order{}, fmt.Errorf("decode order message: %w", err)
+	}
+	if dec.More() {
+		return Order{}, fmt.Errorf("decode order message: trailing data")
+	}
+	id, err := strconv.ParseInt(m.ID, 10, 64)
+	if err != nil || id <= 0 {
+		return Order{}, fmt.Errorf("decode order message: bad order id %q", m.ID)
+	}
+	if m.UserID <= 0 || m.VoucherID <= 0 {
+		return Order{}, fmt.Errorf("decode order message: user and voucher ids must be positive")
+	}
+	if m.CreatedAt <= 0 {
+		return Order{}, fmt.Errorf("decode order message: missing createdAt")
+	}
+	return Order{ID: id, UserID: m.UserID, VoucherID: m.VoucherID, CreatedAt: time.UnixMilli(m.CreatedAt).UTC()}, nil
+}

@@ -1,0 +1,70 @@
+package core
+
+import "context"
+
+// ReservationResult is the outcome of the atomic reservation script.
+type ReservationResult int
+
+const (
+	// Reserved: stock taken, the user recorded, the order handed to the queue.
+	// A replay of the same order id also returns Reserved.
+	Reserved ReservationResult = iota
+	// VoucherMissing: the voucher's stock is not loaded (unknown voucher).
+	VoucherMissing
+	NotStarted
+	Ended
+	SoldOut
+	// AlreadyPurchased: the user holds a different order for this voucher.
+	AlreadyPurchased
+)
+
+// Err maps a refused reservation onto the contract's error; nil for Reserved.
+func (r ReservationResult) Err() error {
+	switch r {
+	case Reserved:
+		return nil
+	case VoucherMissing:
+		return ErrVoucherNotFound
+	case NotStarted:
+		return ErrNotStarted
+	case Ended:
+		return ErrEnded
+	case SoldOut:
+		return ErrSoldOut
+	case AlreadyPurchased:
+		return ErrAlreadyPurchased
+	}
+	return E(CodeInternal, "unknown reservation result")
+}
+
+// Reservation is what Reserve decided. OrderID is the reserved order, or the
+// order the user already holds when Result is AlreadyPurchased.
+type Reservation struct {
+	Result  ReservationResult
+	OrderID int64
+}
+
+// Reserver takes stock for an order atomically: time window, stock and
+// one-order-per-user are checked and the reservation made in one step.
+// Reserve must be safe to run twice with the same order (clients retry).
+type Reserver interface {
+	Reserve(ctx context.Context, o Order) (Reservation, error)
+	// Release undoes the reservation of exactly this order; releasing twice,
+	// or releasing an order that was never reserved, changes nothing.
+	Release(ctx context.Context, o Order) error
+	// ReservedOrder is the order id the user holds for the voucher, if any.
+	ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error)
+}
+
+// StockBoard holds the sale state the reservation reads: stock and window.
+type StockBoard interface {
+	// LoadVoucher publishes a new voucher's stock and time window.
+	LoadVoucher(ctx context.Context, v Voucher) error
+	// RemainingStock is the stock left; ErrVoucherNotFound when not loaded.
+	RemainingStock(ctx context.Context, voucherID int64) (int64, error)
+}
+
+// IDGenerator hands out unique, roughly time-ordered order ids.
+type IDGenerator interface {
+	NextID(ctx context.Context) (int64, error)
+}

@@ -1,0 +1,88 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Seckill is the shopper's use case: reserve atomically, hand the order to
+// the queue, answer with the order id. Persistence happens later, in the
+// Pipeline, so no database is touched on this path (except under the sync
+// backend, whose Reserver is the database itself).
+type Seckill struct {
+	ids      IDGenerator
+	reserver Reserver
+	// publisher is nil when the reservation itself enqueues the order.
+	publisher Publisher
+	orders    OrderReader
+	now       func() time.Time
+}
+
+// NewSeckill wires the use case. publisher may be nil.
+func NewSeckill(ids IDGenerator, reserver Reserver, publisher Publisher, orders OrderReader) *Seckill {
+	return &Seckill{ids: ids, reserver: reserver, publisher: publisher, orders: orders, now: time.Now}
+}
+
+// Buy reserves one voucher for a user and returns the order id.
+func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
+	id, err := s.ids.NextID(ctx)
+	if err != nil {
+		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
+	}
+	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC()}
+	r, err := s.reserver.Reserve(ctx, o)
+	if err != nil {
+		return 0, Wrap("seckill: reserve", CodeUnavailable, err)
+	}
+	if err := r.Result.Err(); err != nil {
+		return 0, err
+	}
+	if s.publisher != nil {
+		if err := s.publisher.Publish(ctx, EncodeOrder(o)); err != nil {
+			// The order never entered the queue: give the stock back, or
+			// it is lost to every other shopper.
+			if rerr := s.reserver.Release(context.WithoutCancel(ctx), o); rerr != nil {
+				return 0, Wrap("seckill: release after failed publish", CodeUnavailable, errors.Join(err, rerr))
+			}
+			if errors.Is(err, ErrQueueFull) {
+				return 0, ErrBusy
+			}
+			return 0, Wrap("seckill: publish", CodeUnavailable, err)
+		}
+	}
+	return r.OrderID, nil
+}
+
+// OrderOf returns the order a user holds for a voucher and whether it is
+// still queued or already persisted.
+func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
+	id, ok, err := s.reserver.ReservedOrder(ctx, userID, voucherID)
+	if err != nil {
+		return 0, "", Wrap("order status: reservation", CodeUnavailable, err)
+	}
+	if !ok {
+		return 0, "", ErrOrderNotFound
+	}
+	_, err = s.orders.FindOrder(ctx, id)
+	switch {
+	case err == nil:
+		return id, StatusCreated, nil
+	case errors.Is(err, ErrOrderNotFound):
+		return id, StatusQueued, nil
+	}
+	return 0, "", Wrap("order status: store", CodeUnavailable, err)
+}
+
+// Order returns a persisted order if userID owns it. Another user's order is
+// reported as not found, so ids cannot be probed.
+func (s *Seckill) Order(ctx context.Context, userID, orderID int64) (Order, error) {
+	o, err := s.orders.FindOrder(ctx, orderID)
+	if err != nil {
+		return Order{}, Wrap("find order", CodeUnavailable, err)
+	}
+	if o.UserID != userID {
+		return Order{}, ErrOrderNotFound
+	}
+	return o, nil
+}

@@ -1,0 +1,49 @@
+package core
+
+import "context"
+
+// OrderStore persists orders. SaveOrders writes a whole batch in one
+// transaction: each new order is inserted and its stock taken. It is
+// idempotent: an order already persisted (same id, or same user and voucher)
+// counts as a duplicate, never as an error, so redelivery is harmless.
+type OrderStore interface {
+	SaveOrders(ctx context.Context, orders []Order) (SaveResult, error)
+}
+
+// SaveResult tells what became of a batch.
+type SaveResult struct {
+	Created    int
+	Duplicates int
+	// Rejected orders were not persisted because taking their stock would
+	// have driven it below zero: the reservation and the database disagree,
+	// an anomaly to dead-letter and investigate, never to ack silently.
+	Rejected []Rejection
+}
+
+// Rejection is an order the store refused, with the reason.
+type Rejection struct {
+	Order  Order
+	Reason string
+}
+
+// OrderReader finds persisted orders.
+type OrderReader interface {
+	// FindOrder returns ErrOrderNotFound when no row has the id.
+	FindOrder(ctx context.Context, orderID int64) (Order, error)
+}
+
+// VoucherRepository is the durable catalogue of vouchers.
+type VoucherRepository interface {
+	// CreateVoucher inserts the voucher and its seckill row and sets v.ID.
+	CreateVoucher(ctx context.Context, v *Voucher) error
+	// DeleteVoucher removes a voucher whose creation could not be completed.
+	DeleteVoucher(ctx context.Context, id int64) error
+	// FindVoucher returns ErrVoucherNotFound when there is none; Stock is the
+	// database's stock column.
+	FindVoucher(ctx context.Context, id int64) (Voucher, error)
+}
+
+// UserRepository keeps shoppers; a user is created on first login.
+type UserRepository interface {
+	UserIDByPhone(ctx context.Context, phone string) (int64, error)
+}

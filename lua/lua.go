@@ -1,0 +1,20 @@
+// Package lua holds the Redis scripts. Each starts with a comment block that
+// lists its KEYS, ARGV and every return value.
+package lua
+
+import _ "embed"
+
+// Seckill is the atomic reservation shared by every Redis-backed queue.
+//
+//go:embed seckill.lua
+var Seckill string
+
+// Release undoes one reservation idempotently.
+//
+//go:embed release.lua
+var Release string
+
+// NextID takes a block of the ID worker's per-day counter.
+//
+//go:embed nextid.lua
+var NextID string

@@ -1,0 +1,14 @@
+-- nextid.lua: take a block of the ID worker's per-day counter.
+--
+-- KEYS[1] -> seckill:id:{yyyymmdd}   string: the day's counter (UTC day)
+--
+-- ARGV[1] -> block size (how many ids to take)
+-- ARGV[2] -> time to live of the counter, in seconds
+--
+-- Returns the counter's new value: the block is (value - size, value].
+
+local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+if v == tonumber(ARGV[1]) then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return v
