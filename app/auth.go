@@ -95,4 +95,3 @@ func requireAdmin(adminToken string) fiber.Handler {
 		return c.Next()
 	}
 }
-

@@ -193,4 +193,3 @@ func (s *server) close() {
 		s.mini.Close()
 	}
 }
-
