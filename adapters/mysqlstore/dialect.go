@@ -36,3 +36,23 @@ func isDuplicateKey(err error) bool {
 	}
 	return false
 }
+
+// isTransientConflict reports an error that a retry of the same
+// transaction resolves: a deadlock or lock wait timeout in MySQL, a busy
+// database in SQLite.
+func isTransientConflict(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqliteBusy || se.Code()&0xff == sqliteLocked
+	}
+	return false
+}
+
+const (
+	sqliteBusy   = 5
+	sqliteLocked = 6
+)

@@ -205,7 +205,27 @@ func (s *Store) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveR
 	return total, nil
 }
 
+// conflictRetries bounds the immediate retries of a batch that lost a
+// deadlock: consumers saving overlapping batches (after a claim) take the
+// unique-index locks in different orders, and one of them is chosen as the
+// victim. The pipeline's backoff covers anything longer.
+const conflictRetries = 5
+
 func (s *Store) saveBatch(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.saveBatchOnce(ctx, orders)
+		if err == nil || attempt >= conflictRetries || !isTransientConflict(err) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
 	byVoucher := make(map[int64][]orderRow)
 	now := time.Now().UTC()
 	for _, o := range orders {

@@ -1,0 +1,250 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// forEachStore runs fn against the embedded SQLite and, when configured,
+// a fresh database on the real MySQL server; both are migrated.
+func forEachStore(t *testing.T, fn func(t *testing.T, s *mysqlstore.Store)) {
+	t.Helper()
+	for _, name := range []string{"sqlite", "mysql"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var s *mysqlstore.Store
+			var err error
+			if name == "sqlite" {
+				s, err = mysqlstore.OpenEmbedded(ctx)
+			} else {
+				dsn, ok := testenv.MySQLDatabase(t)
+				if !ok {
+					t.Skipf("%s is not set: real MySQL not tested (CI sets it)", testenv.MySQLDSNEnv)
+				}
+				s, err = mysqlstore.OpenMySQL(ctx, dsn)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fn(t, s)
+		})
+	}
+}
+
+func newVoucher(t *testing.T, s *mysqlstore.Store, stock int64) core.Voucher {
+	t.Helper()
+	v := core.Voucher{Title: "v", PayValue: 1, ActualValue: 2, Stock: stock,
+		BeginAt: time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond),
+		EndAt:   time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)}
+	if err := s.CreateVoucher(context.Background(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func dbStock(t *testing.T, s *mysqlstore.Store, voucherID int64) int64 {
+	t.Helper()
+	v, err := s.FindVoucher(context.Background(), voucherID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Stock
+}
+
+func orderCount(t *testing.T, s *mysqlstore.Store, voucherID int64) int {
+	t.Helper()
+	n, err := s.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucherID).Count(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}
+
+func order(id, user, voucher int64) core.Order {
+	return core.Order{ID: id, UserID: user, VoucherID: voucher, CreatedAt: time.Now().UTC()}
+}
+
+func TestMigrateTwiceChangesNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		v := newVoucher(t, s, 3)
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatalf("second migrate: %v", err)
+		}
+		if dbStock(t, s, v.ID) != 3 {
+			t.Fatal("second migrate lost data")
+		}
+	})
+}
+
+func TestVoucherRoundTrip(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 7)
+		got, err := s.FindVoucher(ctx, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Title != v.Title || got.Stock != 7 || !got.BeginAt.Equal(v.BeginAt) || !got.EndAt.Equal(v.EndAt) {
+			t.Fatalf("read back %+v, wrote %+v", got, v)
+		}
+		if err := s.DeleteVoucher(ctx, v.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FindVoucher(ctx, v.ID); !errors.Is(err, core.ErrVoucherNotFound) {
+			t.Fatalf("after delete: err = %v, want ErrVoucherNotFound", err)
+		}
+	})
+}
+
+func TestSaveOrdersInsertsAndTakesStock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		a, b := newVoucher(t, s, 10), newVoucher(t, s, 10)
+		res, err := s.SaveOrders(ctx, []core.Order{order(1, 1, a.ID), order(2, 2, a.ID), order(3, 1, b.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Created != 3 || res.Duplicates != 0 || len(res.Rejected) != 0 {
+			t.Fatalf("result %+v, want 3 created", res)
+		}
+		if dbStock(t, s, a.ID) != 8 || dbStock(t, s, b.ID) != 9 {
+			t.Fatalf("stock a=%d b=%d, want 8 and 9", dbStock(t, s, a.ID), dbStock(t, s, b.ID))
+		}
+		got, err := s.FindOrder(ctx, 2)
+		if err != nil || got.UserID != 2 || got.VoucherID != a.ID {
+			t.Fatalf("FindOrder(2) = %+v, %v", got, err)
+		}
+		if _, err := s.FindOrder(ctx, 999); !errors.Is(err, core.ErrOrderNotFound) {
+			t.Fatalf("FindOrder(999) err = %v, want ErrOrderNotFound", err)
+		}
+	})
+}
+
+func TestSaveOrdersCountsDuplicatesAsDone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 10)
+		if _, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID)}); err != nil {
+			t.Fatal(err)
+		}
+		// The same order again (a redelivery), and another order id for the
+		// same user and voucher: neither is an error, neither takes stock.
+		res, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID), order(50, 1, v.ID), order(2, 2, v.ID)})
+		if err != nil {
+			t.Fatalf("duplicates blocked the batch: %v", err)
+		}
+		if res.Created != 1 || res.Duplicates != 2 {
+			t.Fatalf("result %+v, want 1 created and 2 duplicates", res)
+		}
+		if n := dbStock(t, s, v.ID); n != 8 {
+			t.Fatalf("stock = %d, want 8", n)
+		}
+	})
+}
+
+func TestSaveOrdersRejectsWhatWouldOversell(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v, ok := newVoucher(t, s, 2), newVoucher(t, s, 5)
+		res, err := s.SaveOrders(ctx, []core.Order{
+			order(1, 1, v.ID), order(2, 2, v.ID), order(3, 3, v.ID), order(4, 1, ok.ID), order(5, 1, 987654),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Created != 3 || len(res.Rejected) != 2 {
+			t.Fatalf("result %+v, want 3 created and 2 rejected", res)
+		}
+		rejected := map[int64]bool{}
+		for _, r := range res.Rejected {
+			rejected[r.Order.ID] = true
+		}
+		if !rejected[3] || !rejected[5] {
+			t.Fatalf("rejected %v, want orders 3 (no stock left) and 5 (no such voucher)", rejected)
+		}
+		if n := dbStock(t, s, v.ID); n != 0 {
+			t.Fatalf("stock = %d, want 0, never negative", n)
+		}
+		if n := orderCount(t, s, v.ID); n != 2 {
+			t.Fatalf("%d orders for the sold-out voucher, want 2", n)
+		}
+	})
+}
+
+// TestConcurrentOverlappingBatchesStayExact: consumers that received the
+// same orders (a claim after a stall) persist each once, and the stock
+// falls by exactly the number of rows.
+func TestConcurrentOverlappingBatchesStayExact(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		const stock, orders = 300, 400
+		v := newVoucher(t, s, stock)
+		all := make([]core.Order, orders)
+		for i := range all {
+			all[i] = order(int64(i+1), int64(i+1), v.ID)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var created int
+		for w := range 4 {
+			wg.Go(func() {
+				// Each worker saves every order, in batches of 50, from
+				// a different starting point.
+				for i := 0; i < orders; i += 50 {
+					start := (i + w*100) % orders
+					batch := all[start:min(start+50, orders)]
+					res, err := s.SaveOrders(context.Background(), batch)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					created += res.Created
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		rows := orderCount(t, s, v.ID)
+		left := dbStock(t, s, v.ID)
+		if rows != stock || left != 0 || created != stock {
+			t.Fatalf("rows=%d stock left=%d created=%d, want %d rows, 0 left, %d created", rows, left, created, stock, stock)
+		}
+	})
+}
+
+func TestUserIDByPhoneCreatesOnceUnderRace(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ids := make([]int64, 8)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Go(func() {
+				id, err := s.UserIDByPhone(context.Background(), "13800000000")
+				if err != nil {
+					t.Error(err)
+				}
+				ids[i] = id
+			})
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id != ids[0] || id <= 0 {
+				t.Fatalf("ids %v: want one positive id", ids)
+			}
+		}
+		other, err := s.UserIDByPhone(context.Background(), "13800000001")
+		if err != nil || other == ids[0] {
+			t.Fatalf("second phone got id %d (%v)", other, err)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package redisreserve
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+)
+
+func TestIDWorkerIDsAreUniqueAcrossWorkersAndGoroutines(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		// Two workers stand for two server processes sharing the counter.
+		workers := []*IDWorker{NewIDWorker(r.Client, r.Prefix, 7), NewIDWorker(r.Client, r.Prefix, 7)}
+		const perGoroutine = 300
+		var mu sync.Mutex
+		seen := make(map[int64]bool)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			w := workers[g%2]
+			wg.Go(func() {
+				for range perGoroutine {
+					id, err := w.NextID(context.Background())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if seen[id] {
+						t.Errorf("id %d handed out twice", id)
+					}
+					seen[id] = true
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != 8*perGoroutine {
+			t.Fatalf("%d unique ids, want %d", len(seen), 8*perGoroutine)
+		}
+	})
+}
+
+func TestIDWorkerLayoutAndDayRollover(t *testing.T) {
+	r := testenv.Miniredis(t)
+	w := NewIDWorker(r.Client, r.Prefix, 100)
+	day1 := time.Date(2026, 11, 29, 23, 59, 59, 0, time.UTC)
+	w.now = func() time.Time { return day1 }
+	a, err := w.NextID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a>>32, day1.Unix()-Epoch.Unix(); got != want {
+		t.Fatalf("timestamp part = %d, want %d seconds since the epoch", got, want)
+	}
+	if seq := a & (1<<32 - 1); seq != 1 {
+		t.Fatalf("first sequence of the day = %d, want 1", seq)
+	}
+	ttl := r.Client.TTL(context.Background(), w.keys.IDCounter(day1)).Val()
+	if ttl <= 0 || ttl > counterTTL {
+		t.Fatalf("counter TTL = %v, want it set and at most %v", ttl, counterTTL)
+	}
+
+	// At midnight the rest of the old block is dropped: the new day's
+	// counter starts again, and its ids are still above the old ones.
+	day2 := day1.Add(2 * time.Second)
+	w.now = func() time.Time { return day2 }
+	b, err := w.NextID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := b & (1<<32 - 1); seq != 1 {
+		t.Fatalf("first sequence of the new day = %d, want 1 (a fresh counter)", seq)
+	}
+	if b <= a {
+		t.Fatalf("id after midnight %d is not above %d", b, a)
+	}
+}

@@ -1,0 +1,305 @@
+package redisreserve_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+type sale struct {
+	r      testenv.Redis
+	res    *redisreserve.Reserver
+	keys   redisreserve.Keys
+	stream string
+}
+
+func newSale(t *testing.T, r testenv.Redis, handoff redisreserve.Handoff) sale {
+	t.Helper()
+	stream := r.Prefix + string(handoff) + ":orders"
+	cfg := redisreserve.Config{Prefix: r.Prefix, Handoff: handoff, QueueKey: stream}
+	if handoff == redisreserve.HandoffNone {
+		cfg.QueueKey = ""
+	}
+	res, err := redisreserve.New(r.Client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sale{r: r, res: res, keys: res.Keys(), stream: stream}
+}
+
+func (s sale) load(t *testing.T, id, stock int64, begin, end time.Time) {
+	t.Helper()
+	v := core.Voucher{ID: id, Title: "t", Stock: stock, BeginAt: begin, EndAt: end}
+	if err := s.res.LoadVoucher(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s sale) reserve(t *testing.T, orderID, userID, voucherID int64) core.Reservation {
+	t.Helper()
+	o := core.Order{ID: orderID, UserID: userID, VoucherID: voucherID, CreatedAt: time.Now()}
+	r, err := s.res.Reserve(context.Background(), o)
+	if err != nil {
+		t.Fatalf("reserve order %d: %v", orderID, err)
+	}
+	return r
+}
+
+func (s sale) stock(t *testing.T, voucherID int64) int64 {
+	t.Helper()
+	n, err := s.res.RemainingStock(context.Background(), voucherID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (s sale) streamLen(t *testing.T) int64 {
+	t.Helper()
+	n, err := s.r.Client.XLen(context.Background(), s.stream).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+var (
+	past   = func() time.Time { return time.Now().Add(-time.Hour) }
+	future = func() time.Time { return time.Now().Add(time.Hour) }
+)
+
+func TestReservationScriptBranches(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		s := newSale(t, r, redisreserve.HandoffXAdd)
+		ctx := context.Background()
+
+		t.Run("missing stock key is its own result, not a Lua error", func(t *testing.T) {
+			got := s.reserve(t, 1, 1, 404)
+			if got.Result != core.VoucherMissing {
+				t.Fatalf("result = %v, want VoucherMissing", got.Result)
+			}
+		})
+		t.Run("stock without a window is not loaded", func(t *testing.T) {
+			r.Client.Set(ctx, s.keys.Stock(405), 10, 0)
+			if got := s.reserve(t, 2, 1, 405); got.Result != core.VoucherMissing {
+				t.Fatalf("result = %v, want VoucherMissing", got.Result)
+			}
+		})
+		t.Run("before the window", func(t *testing.T) {
+			s.load(t, 10, 5, future(), future().Add(time.Hour))
+			if got := s.reserve(t, 3, 1, 10); got.Result != core.NotStarted {
+				t.Fatalf("result = %v, want NotStarted", got.Result)
+			}
+			if s.stock(t, 10) != 5 {
+				t.Fatal("a refused reservation took stock")
+			}
+		})
+		t.Run("after the window", func(t *testing.T) {
+			s.load(t, 11, 5, past().Add(-time.Hour), past())
+			if got := s.reserve(t, 4, 1, 11); got.Result != core.Ended {
+				t.Fatalf("result = %v, want Ended", got.Result)
+			}
+		})
+		t.Run("reserve takes stock, records the user and emits one message", func(t *testing.T) {
+			s.load(t, 12, 2, past(), future())
+			before := s.streamLen(t)
+			got := s.reserve(t, 100, 7, 12)
+			if got.Result != core.Reserved || got.OrderID != 100 {
+				t.Fatalf("got %+v, want Reserved order 100", got)
+			}
+			if n := s.stock(t, 12); n != 1 {
+				t.Fatalf("stock = %d, want 1", n)
+			}
+			held, ok, err := s.res.ReservedOrder(ctx, 7, 12)
+			if err != nil || !ok || held != 100 {
+				t.Fatalf("ReservedOrder = %d %v %v, want 100", held, ok, err)
+			}
+			if n := s.streamLen(t) - before; n != 1 {
+				t.Fatalf("stream grew by %d, want 1", n)
+			}
+			last, err := r.Client.XRevRangeN(ctx, s.stream, "+", "-", 1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := core.DecodeOrder([]byte(last[0].Values["order"].(string)))
+			if err != nil || o.ID != 100 || o.UserID != 7 || o.VoucherID != 12 {
+				t.Fatalf("emitted message = %+v (%v), want order 100 of user 7 for voucher 12", o, err)
+			}
+		})
+		t.Run("replay of the same order id is success, reserved and emitted once", func(t *testing.T) {
+			s.load(t, 13, 1, past(), future())
+			before := s.streamLen(t)
+			first := s.reserve(t, 200, 8, 13)
+			// Stock is now 0: a replay must not report sold out or
+			// already purchased to the buyer who got the item.
+			again := s.reserve(t, 200, 8, 13)
+			if first.Result != core.Reserved || again.Result != core.Reserved || again.OrderID != 200 {
+				t.Fatalf("first %+v, replay %+v: want both Reserved with order 200", first, again)
+			}
+			if n := s.stock(t, 13); n != 0 {
+				t.Fatalf("stock = %d after a replay, want 0", n)
+			}
+			if n := s.streamLen(t) - before; n != 1 {
+				t.Fatalf("replay emitted %d messages, want 1", n)
+			}
+		})
+		t.Run("same user with another order id is already purchased", func(t *testing.T) {
+			s.load(t, 14, 5, past(), future())
+			s.reserve(t, 300, 9, 14)
+			got := s.reserve(t, 301, 9, 14)
+			if got.Result != core.AlreadyPurchased || got.OrderID != 300 {
+				t.Fatalf("got %+v, want AlreadyPurchased holding order 300", got)
+			}
+			if n := s.stock(t, 14); n != 4 {
+				t.Fatalf("stock = %d, want 4", n)
+			}
+		})
+		t.Run("sold out", func(t *testing.T) {
+			s.load(t, 15, 1, past(), future())
+			s.reserve(t, 400, 10, 15)
+			if got := s.reserve(t, 401, 11, 15); got.Result != core.SoldOut {
+				t.Fatalf("result = %v, want SoldOut", got.Result)
+			}
+			if n := s.stock(t, 15); n != 0 {
+				t.Fatalf("stock = %d, want 0", n)
+			}
+		})
+		t.Run("release gives the stock back once, and only for that order", func(t *testing.T) {
+			s.load(t, 16, 3, past(), future())
+			s.reserve(t, 500, 12, 16)
+			o := core.Order{ID: 500, UserID: 12, VoucherID: 16}
+			stale := core.Order{ID: 499, UserID: 12, VoucherID: 16}
+			if err := s.res.Release(ctx, stale); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.stock(t, 16); n != 2 {
+				t.Fatalf("a stale release changed stock to %d, want 2", n)
+			}
+			for range 2 {
+				if err := s.res.Release(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := s.stock(t, 16); n != 3 {
+				t.Fatalf("stock = %d after two releases, want 3", n)
+			}
+			if _, ok, _ := s.res.ReservedOrder(ctx, 12, 16); ok {
+				t.Fatal("the user still holds the released order")
+			}
+			if got := s.reserve(t, 501, 12, 16); got.Result != core.Reserved {
+				t.Fatalf("after release the user could not buy again: %+v", got)
+			}
+		})
+	})
+}
+
+func TestHandoffs(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		t.Run("lpush", func(t *testing.T) {
+			s := newSale(t, r, redisreserve.HandoffLPush)
+			s.load(t, 20, 5, past(), future())
+			s.reserve(t, 1, 1, 20)
+			if n := r.Client.LLen(ctx, s.stream).Val(); n != 1 {
+				t.Fatalf("list length = %d, want 1", n)
+			}
+		})
+		t.Run("publish counts its receivers", func(t *testing.T) {
+			var heard []int64
+			stream := r.Prefix + "orders"
+			res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix,
+				Handoff: redisreserve.HandoffPublish, QueueKey: stream,
+				OnPublished: func(n int64) { heard = append(heard, n) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := sale{r: r, res: res, keys: res.Keys(), stream: stream}
+			s.load(t, 21, 5, past(), future())
+			s.reserve(t, 1, 1, 21)
+			sub := r.Client.Subscribe(ctx, stream)
+			defer sub.Close()
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.reserve(t, 2, 2, 21)
+			msg, err := sub.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, err := core.DecodeOrder([]byte(msg.Payload)); err != nil || o.ID != 2 {
+				t.Fatalf("received %q (%v), want order 2", msg.Payload, err)
+			}
+			if len(heard) != 2 || heard[0] != 0 || heard[1] != 1 {
+				t.Fatalf("receivers = %v, want [0 1]", heard)
+			}
+		})
+		t.Run("none emits nothing", func(t *testing.T) {
+			s := newSale(t, r, redisreserve.HandoffNone)
+			s.load(t, 22, 5, past(), future())
+			if got := s.reserve(t, 1, 1, 22); got.Result != core.Reserved {
+				t.Fatalf("got %+v", got)
+			}
+			if n := r.Client.Exists(ctx, s.stream).Val(); n != 0 {
+				t.Fatal("handoff none wrote to the queue key")
+			}
+		})
+	})
+}
+
+func TestScriptIsReloadedAfterScriptFlush(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		if r.Real() {
+			t.Skip("SCRIPT FLUSH would disturb other tests sharing the server")
+		}
+		s := newSale(t, r, redisreserve.HandoffXAdd)
+		s.load(t, 30, 5, past(), future())
+		r.Client.ScriptFlush(context.Background())
+		if got := s.reserve(t, 1, 1, 30); got.Result != core.Reserved {
+			t.Fatalf("got %+v after SCRIPT FLUSH", got)
+		}
+	})
+}
+
+// hashTag is what Redis Cluster hashes: the text between the first { and
+// the next }.
+func hashTag(key string) string {
+	_, rest, ok := strings.Cut(key, "{")
+	if !ok {
+		return key
+	}
+	tag, _, ok := strings.Cut(rest, "}")
+	if !ok || tag == "" {
+		return key
+	}
+	return tag
+}
+
+func TestKeysOfOneVoucherShareAHashTag(t *testing.T) {
+	k := redisreserve.Keys{Prefix: "seckill:"}
+	for _, key := range []string{k.Stock(42), k.Window(42), k.Orders(42)} {
+		if got := hashTag(key); got != "42" {
+			t.Errorf("key %q hashes on %q, want the voucher id 42", key, got)
+		}
+	}
+	if k.Stock(42) != "seckill:stock:{42}" || k.Orders(42) != "seckill:order:{42}" {
+		t.Fatalf("key names changed: %s %s (the contract names them)", k.Stock(42), k.Orders(42))
+	}
+}
+
+func TestRemainingStockOfUnknownVoucher(t *testing.T) {
+	r := testenv.Miniredis(t)
+	s := newSale(t, r, redisreserve.HandoffXAdd)
+	_, err := s.res.RemainingStock(context.Background(), 999)
+	if !errors.Is(err, core.ErrVoucherNotFound) {
+		t.Fatalf("err = %v, want ErrVoucherNotFound", err)
+	}
+}

@@ -1,0 +1,153 @@
+// Package testenv gives tests the services they run against: always the
+// embedded stand-ins, and the real Redis and MySQL when
+// SECKILL_TEST_REDIS_URL and SECKILL_TEST_MYSQL_DSN name them. Under CI
+// (CI=true) a missing or unreachable real service fails the test instead of
+// being skipped, so a green CI always means both targets ran.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// RedisURLEnv names the real Redis of the tests.
+	RedisURLEnv = "SECKILL_TEST_REDIS_URL"
+	// MySQLDSNEnv names the real MySQL server; tests create a database of
+	// their own on it and drop it afterwards.
+	MySQLDSNEnv = "SECKILL_TEST_MYSQL_DSN"
+)
+
+// InCI reports whether a missing real service must fail the tests.
+func InCI() bool { v := os.Getenv("CI"); return v != "" && v != "0" && v != "false" }
+
+// Redis is one Redis a test runs against.
+type Redis struct {
+	Name   string // "miniredis" or "redis"
+	Client *redis.Client
+	// Mini is the embedded server (nil for real Redis), for tests that
+	// move its clock.
+	Mini *miniredis.Miniredis
+	// Prefix is unique to the test: keys under it belong to the test alone,
+	// so tests share a real Redis without flushing it.
+	Prefix string
+}
+
+// Real reports whether this is a real Redis server.
+func (r Redis) Real() bool { return r.Mini == nil }
+
+// ForEachRedis runs fn as a subtest against each Redis target.
+func ForEachRedis(t *testing.T, fn func(t *testing.T, r Redis)) {
+	t.Helper()
+	for _, name := range []string{"miniredis", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			var r Redis
+			var ok bool
+			if name == "miniredis" {
+				r, ok = Miniredis(t), true
+			} else {
+				r, ok = RealRedis(t)
+			}
+			if !ok {
+				t.Skipf("%s is not set: real Redis not tested (CI sets it)", RedisURLEnv)
+			}
+			fn(t, r)
+		})
+	}
+}
+
+// Miniredis starts an embedded Redis for the test.
+func Miniredis(t testing.TB) Redis {
+	t.Helper()
+	m := miniredis.RunT(t)
+	m.ClockTTL(true)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return Redis{Name: "miniredis", Client: c, Mini: m, Prefix: "t" + RandomSuffix() + ":"}
+}
+
+// RealRedis connects to SECKILL_TEST_REDIS_URL; ok is false when it is not
+// set outside CI. Keys under the test's prefix are deleted afterwards.
+func RealRedis(t testing.TB) (Redis, bool) {
+	t.Helper()
+	url := os.Getenv(RedisURLEnv)
+	if url == "" {
+		if InCI() {
+			t.Fatalf("%s must be set in CI", RedisURLEnv)
+		}
+		return Redis{}, false
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("%s: %v", RedisURLEnv, err)
+	}
+	c := redis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("real Redis at %s does not answer: %v", opts.Addr, err)
+	}
+	r := Redis{Name: "redis", Client: c, Prefix: "t" + RandomSuffix() + ":"}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, r.Prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		c.Close()
+	})
+	return r, true
+}
+
+// MySQLDatabase creates a fresh database on SECKILL_TEST_MYSQL_DSN and
+// returns a DSN for it; ok is false when it is not set outside CI. The
+// database is dropped when the test ends.
+func MySQLDatabase(t testing.TB) (dsn string, ok bool) {
+	t.Helper()
+	base := os.Getenv(MySQLDSNEnv)
+	if base == "" {
+		if InCI() {
+			t.Fatalf("%s must be set in CI", MySQLDSNEnv)
+		}
+		return "", false
+	}
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		t.Fatalf("%s: %v", MySQLDSNEnv, err)
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name := "seckill_t_" + RandomSuffix()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("real MySQL at %s: create database: %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() {
+		admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
+		admin.Close()
+	})
+	cfg.DBName = name
+	cfg.ParseTime = true
+	return cfg.FormatDSN(), true
+}
+
+// RandomSuffix is 8 random hex digits.
+func RandomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,51 @@
+package lua_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Commands the scripts may call that take no key.
+var keyless = map[string]bool{"TIME": true}
+
+var callPattern = regexp.MustCompile(`redis\.call\(\s*'([A-Za-z]+)'\s*(?:,\s*([^,)]+))?`)
+
+// TestScriptsTakeEveryKeyFromKEYS catches the classic bug of building key
+// names inside a script ('seckill:stock:' .. id): Redis Cluster cannot route
+// such a script, and it hides which keys the script touches.
+func TestScriptsTakeEveryKeyFromKEYS(t *testing.T) {
+	scripts := map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID}
+	for name, src := range scripts {
+		calls := callPattern.FindAllStringSubmatch(src, -1)
+		if len(calls) == 0 {
+			t.Fatalf("%s: found no redis.call", name)
+		}
+		for _, c := range calls {
+			cmd, firstArg := strings.ToUpper(c[1]), strings.TrimSpace(c[2])
+			if keyless[cmd] {
+				continue
+			}
+			if !regexp.MustCompile(`^KEYS\[\d+\]$`).MatchString(firstArg) {
+				t.Errorf("%s: redis.call('%s', %s): the key must be a KEYS[i]", name, cmd, firstArg)
+			}
+		}
+	}
+}
+
+// TestScriptsDocumentKeysArgvAndReturns: each script starts with the block
+// that lists its KEYS, ARGV and return values.
+func TestScriptsDocumentKeysArgvAndReturns(t *testing.T) {
+	for name, src := range map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID} {
+		for _, want := range []string{"-- KEYS[1]", "-- ARGV[1]", "-- Returns"} {
+			if !strings.Contains(src, want) {
+				t.Errorf("%s: header lacks %q", name, want)
+			}
+		}
+		if !strings.HasPrefix(src, "--") {
+			t.Errorf("%s must start with its comment block", name)
+		}
+	}
+}
