@@ -51,7 +51,8 @@ type Config struct {
 	// how fast a consumer notices shutdown. Default 1s.
 	Block time.Duration
 	// TrimInterval is how often acknowledged entries are trimmed; entries
-	// younger than TrimRetention are kept, for inspection. Defaults 10s, 10m.
+	// younger than TrimRetention are kept, for inspection. Defaults 10s and
+	// 10m; a negative TrimRetention keeps nothing that was acknowledged.
 	TrimInterval, TrimRetention time.Duration
 }
 
@@ -81,9 +82,7 @@ func (c *Config) setDefaults() {
 	if c.TrimInterval <= 0 {
 		c.TrimInterval = 10 * time.Second
 	}
-	if c.TrimRetention < 0 {
-		c.TrimRetention = 0
-	} else if c.TrimRetention == 0 {
+	if c.TrimRetention == 0 {
 		c.TrimRetention = 10 * time.Minute
 	}
 }

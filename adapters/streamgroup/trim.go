@@ -37,7 +37,12 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 	if len(groups) == 0 {
 		return 0, nil
 	}
-	bound := idAt(time.Now().Add(-q.cfg.TrimRetention))
+	// MINID removes entries strictly below the bound; "+" stands for no
+	// bound yet.
+	bound := "+"
+	if q.cfg.TrimRetention > 0 {
+		bound = idAt(time.Now().Add(-q.cfg.TrimRetention))
+	}
 	for _, g := range groups {
 		// Entries up to last-delivered-id were delivered; those after it
 		// were not and must stay. Keep last-delivered itself too (MINID
@@ -55,6 +60,9 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 			}
 		}
 	}
+	if bound == "+" {
+		return 0, nil // no group has read anything yet
+	}
 	n, err := q.rdb.XTrimMinID(ctx, q.cfg.Stream, bound).Result()
 	if err != nil {
 		return 0, fmt.Errorf("streamgroup: xtrim: %w", err)
@@ -64,8 +72,11 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 
 func idAt(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) + "-0" }
 
-// lessID orders stream ids "ms-seq" numerically.
+// lessID orders stream ids "ms-seq" numerically; "+" is above every id.
 func lessID(a, b string) bool {
+	if a == "+" || b == "+" {
+		return b == "+" && a != "+"
+	}
 	am, as := splitID(a)
 	bm, bs := splitID(b)
 	if am != bm {

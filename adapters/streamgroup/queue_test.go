@@ -1,0 +1,268 @@
+package streamgroup_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+func newQueue(t *testing.T, r testenv.Redis, consumerPrefix string, minIdle time.Duration) *streamgroup.Queue {
+	t.Helper()
+	q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+		Stream:         r.Prefix + "orders",
+		ConsumerPrefix: consumerPrefix,
+		ClaimMinIdle:   minIdle,
+		ClaimInterval:  10 * time.Millisecond,
+		Block:          50 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func consumer(t *testing.T, q *streamgroup.Queue, i int) core.Consumer {
+	t.Helper()
+	c, err := q.Consumer(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func publish(t *testing.T, r testenv.Redis, q *streamgroup.Queue, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		body := core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()})
+		if err := r.Client.XAdd(context.Background(), &redis.XAddArgs{
+			Stream: q.Stream(), Values: []any{streamgroup.BodyField, body},
+		}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fetchN fetches until n deliveries arrived or a deadline passed.
+func fetchN(t *testing.T, c core.Consumer, n int) []core.Delivery {
+	t.Helper()
+	var got []core.Delivery
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < n && time.Now().Before(deadline) {
+		ds, err := c.Fetch(context.Background(), n-len(got))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ds...)
+	}
+	if len(got) != n {
+		t.Fatalf("fetched %d deliveries, want %d", len(got), n)
+	}
+	return got
+}
+
+func orderIDs(t *testing.T, ds []core.Delivery) map[int64]int {
+	t.Helper()
+	out := map[int64]int{}
+	for _, d := range ds {
+		o, err := core.DecodeOrder(d.Body)
+		if err != nil {
+			t.Fatalf("delivery %s: %v", d.ID, err)
+		}
+		out[o.ID] = d.Attempt
+	}
+	return out
+}
+
+func pendingCount(t *testing.T, r testenv.Redis, q *streamgroup.Queue) int64 {
+	t.Helper()
+	p, err := r.Client.XPending(context.Background(), q.Stream(), q.Config().Group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Count
+}
+
+// Classic bug: no group at start, and every XREADGROUP fails with NOGROUP.
+// Entries added before the first consumer ran must be delivered too.
+func TestGroupIsCreatedAtStartAndSeesEarlierEntries(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		publish(t, r, q, 1, 2)
+		// A second New on the same stream meets BUSYGROUP and is fine.
+		q2 := newQueue(t, r, "p2", time.Minute)
+		ds := fetchN(t, consumer(t, q2, 0), 2)
+		if ids := orderIDs(t, ds); ids[1] != 1 || ids[2] != 1 {
+			t.Fatalf("got %v, want orders 1 and 2 on their first attempt", ids)
+		}
+	})
+}
+
+// Classic bug: XACK on another key than the one read, leaving every entry
+// pending forever.
+func TestAckClearsPendingOnTheStreamRead(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		c := consumer(t, q, 0)
+		publish(t, r, q, 1, 2, 3)
+		ds := fetchN(t, c, 3)
+		if n := pendingCount(t, r, q); n != 3 {
+			t.Fatalf("pending before ack = %d, want 3", n)
+		}
+		if err := c.Ack(context.Background(), ds); err != nil {
+			t.Fatal(err)
+		}
+		if n := pendingCount(t, r, q); n != 0 {
+			t.Fatalf("pending after ack = %d, want 0", n)
+		}
+		if err := c.Ack(context.Background(), ds); err != nil {
+			t.Fatalf("acking twice: %v", err)
+		}
+	})
+}
+
+func TestEntriesOfADeadConsumerAreClaimed(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", 200*time.Millisecond)
+		dead, alive := consumer(t, q, 0), consumer(t, q, 1)
+		publish(t, r, q, 1, 2)
+		fetchN(t, dead, 2) // and never acks: it died holding them
+		ds := fetchN(t, alive, 2)
+		ids := orderIDs(t, ds)
+		if ids[1] != 2 || ids[2] != 2 {
+			t.Fatalf("claimed %v, want orders 1 and 2 on their second attempt", ids)
+		}
+		if err := alive.Ack(context.Background(), ds); err != nil {
+			t.Fatal(err)
+		}
+		if n := pendingCount(t, r, q); n != 0 {
+			t.Fatalf("pending = %d after the claimer acked, want 0", n)
+		}
+	})
+}
+
+// Classic bug: a restarted process reads only new entries (">") under a new
+// consumer name, and what the old name held stays pending forever.
+func TestRestartUnderANewNameDoesNotStrandPendingEntries(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		before := newQueue(t, r, "host-1-aaa", 200*time.Millisecond)
+		publish(t, r, before, 1, 2, 3)
+		fetchN(t, consumer(t, before, 0), 3)
+
+		after := newQueue(t, r, "host-2-bbb", 200*time.Millisecond)
+		ds := fetchN(t, consumer(t, after, 0), 3)
+		if ids := orderIDs(t, ds); len(ids) != 3 {
+			t.Fatalf("the restarted process got %v, want the 3 stranded orders", ids)
+		}
+	})
+}
+
+// With a stable consumer name the restarted process takes its own pending
+// entries back at once, without waiting for the claim idle time.
+func TestRestartUnderTheSameNameTakesBackItsPendingAtOnce(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		before := newQueue(t, r, "pod-0", time.Hour)
+		publish(t, r, before, 1, 2)
+		fetchN(t, consumer(t, before, 0), 2)
+
+		after := newQueue(t, r, "pod-0", time.Hour)
+		ds := fetchN(t, consumer(t, after, 0), 2)
+		if ids := orderIDs(t, ds); ids[1] != 2 || ids[2] != 2 {
+			t.Fatalf("got %v, want orders 1 and 2 again, second attempt", ids)
+		}
+	})
+}
+
+func TestDeadLetterMovesTheEntryAndAcksIt(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		c := consumer(t, q, 0)
+		publish(t, r, q, 7)
+		ds := fetchN(t, c, 1)
+		if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
+			t.Fatal(err)
+		}
+		if n := pendingCount(t, r, q); n != 0 {
+			t.Fatalf("pending = %d, want 0: a dead-lettered entry is acked", n)
+		}
+		dead, err := r.Client.XRange(context.Background(), q.Config().DeadLetterStream, "-", "+").Result()
+		if err != nil || len(dead) != 1 {
+			t.Fatalf("dead-letter stream has %d entries (%v), want 1", len(dead), err)
+		}
+		v := dead[0].Values
+		if v["source_id"] != ds[0].ID || v["reason"] != "poison: test" || v[streamgroup.BodyField] != string(ds[0].Body) {
+			t.Fatalf("dead letter = %v, want the source id, reason and body", v)
+		}
+	})
+}
+
+func TestTrimNeverDropsUnacknowledgedEntries(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+			Stream: r.Prefix + "orders", ConsumerPrefix: "p", TrimRetention: -1, Block: 50 * time.Millisecond,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := consumer(t, q, 0)
+		publish(t, r, q, 1, 2, 3, 4, 5, 6)
+		ds := fetchN(t, c, 4) // 1-4 delivered, 5 and 6 not yet
+		// Ack 1, 2 and 4; 3 stays pending.
+		if err := c.Ack(context.Background(), []core.Delivery{ds[0], ds[1], ds[3]}); err != nil {
+			t.Fatal(err)
+		}
+		removed, err := q.Trim(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := r.Client.XRange(context.Background(), q.Stream(), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []int64
+		for _, m := range left {
+			o, _ := core.DecodeOrder([]byte(m.Values[streamgroup.BodyField].(string)))
+			kept = append(kept, o.ID)
+		}
+		if removed != 2 || len(kept) != 4 || kept[0] != 3 {
+			t.Fatalf("trim removed %d and kept %v, want 2 removed and 3,4,5,6 kept", removed, kept)
+		}
+	})
+}
+
+// If the stream disappears (FLUSHALL, an operator's DEL) consumers
+// recreate the group instead of failing with NOGROUP forever.
+func TestConsumersSurviveTheStreamBeingDeleted(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		c := consumer(t, q, 0)
+		publish(t, r, q, 1)
+		fetchN(t, c, 1)
+		r.Client.Del(context.Background(), q.Stream())
+		// The first fetch may report the missing group; the next recover.
+		c.Fetch(context.Background(), 10)
+		publish(t, r, q, 2)
+		ds := fetchN(t, c, 1)
+		if ids := orderIDs(t, ds); ids[2] != 1 {
+			t.Fatalf("after the stream was deleted got %v, want order 2", ids)
+		}
+	})
+}
+
+func TestFetchReturnsWhenContextIsCancelled(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		c := consumer(t, q, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := c.Fetch(ctx, 10); err == nil {
+			t.Fatal("Fetch on a cancelled context returned no error")
+		}
+	})
+}

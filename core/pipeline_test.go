@@ -1,0 +1,257 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// fakeQueue is an in-memory acknowledged queue: fetched deliveries stay
+// pending until acked or dead-lettered.
+type fakeQueue struct {
+	mu      sync.Mutex
+	ready   []core.Delivery
+	pending map[string]core.Delivery
+	acked   []string
+	dead    map[string]string // delivery id -> reason
+	seq     int
+}
+
+func newFakeQueue() *fakeQueue {
+	return &fakeQueue{pending: map[string]core.Delivery{}, dead: map[string]string{}}
+}
+
+func (q *fakeQueue) push(body []byte, attempt int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.seq++
+	q.ready = append(q.ready, core.Delivery{ID: fmt.Sprint(q.seq), Body: body, Attempt: attempt})
+}
+
+func (q *fakeQueue) Name() string                        { return "fake" }
+func (q *fakeQueue) Guarantees() core.Guarantees         { return core.Guarantees{Acknowledged: true} }
+func (q *fakeQueue) Consumer(int) (core.Consumer, error) { return q, nil }
+func (q *fakeQueue) Close() error                        { return nil }
+
+func (q *fakeQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	q.mu.Lock()
+	n := min(max, len(q.ready))
+	ds := append([]core.Delivery(nil), q.ready[:n]...)
+	q.ready = q.ready[n:]
+	for _, d := range ds {
+		q.pending[d.ID] = d
+	}
+	q.mu.Unlock()
+	if n == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return ds, nil
+}
+
+func (q *fakeQueue) Ack(_ context.Context, ds []core.Delivery) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, d := range ds {
+		delete(q.pending, d.ID)
+		q.acked = append(q.acked, d.ID)
+	}
+	return nil
+}
+
+func (q *fakeQueue) DeadLetter(_ context.Context, d core.Delivery, reason string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.pending, d.ID)
+	q.dead[d.ID] = reason
+	return nil
+}
+
+func (q *fakeQueue) state() (ready, pending, acked, dead int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ready), len(q.pending), len(q.acked), len(q.dead)
+}
+
+// fakeStore persists into a map, failing the first failures calls and
+// rejecting orders of voucher rejectVoucher.
+type fakeStore struct {
+	mu            sync.Mutex
+	rows          map[int64]core.Order
+	calls         int
+	failures      int
+	rejectVoucher int64
+}
+
+func (s *fakeStore) SaveOrders(_ context.Context, orders []core.Order) (core.SaveResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls <= s.failures {
+		return core.SaveResult{}, errors.New("database is down")
+	}
+	if s.rows == nil {
+		s.rows = map[int64]core.Order{}
+	}
+	var res core.SaveResult
+	for _, o := range orders {
+		switch {
+		case o.VoucherID == s.rejectVoucher:
+			res.Rejected = append(res.Rejected, core.Rejection{Order: o, Reason: "stock would go below zero"})
+		case s.rows[o.ID] != (core.Order{}):
+			res.Duplicates++
+		default:
+			s.rows[o.ID] = o
+			res.Created++
+		}
+	}
+	return res, nil
+}
+
+func (s *fakeStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rows)
+}
+
+func body(id, voucher int64) []byte {
+	return core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: voucher, CreatedAt: time.Now()})
+}
+
+func fastConfig() core.PipelineConfig {
+	return core.PipelineConfig{Consumers: 1, BatchSize: 10, MaxDeliveries: 3,
+		RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond}
+}
+
+func handle(p *core.Pipeline, q *fakeQueue) {
+	ds, _ := q.Fetch(context.Background(), 100)
+	p.Handle(context.Background(), q, ds)
+}
+
+func TestPoisonMessageIsDeadLetteredAndTheBatchMovesOn(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{}
+	q.push(body(1, 1), 1)
+	q.push([]byte(`{"not":"an order"}`), 1)
+	q.push([]byte(`garbage`), 1)
+	q.push(body(2, 1), 1)
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+
+	ready, pending, acked, dead := q.state()
+	if s.count() != 2 || acked != 2 || dead != 2 || pending != 0 || ready != 0 {
+		t.Fatalf("persisted=%d acked=%d dead=%d pending=%d: want the 2 orders persisted and acked, the 2 poison messages dead-lettered",
+			s.count(), acked, dead, pending)
+	}
+}
+
+func TestMessageDeliveredTooOftenIsDeadLetteredUnprocessed(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{}
+	q.push(body(1, 1), 4) // MaxDeliveries is 3
+	q.push(body(2, 1), 3)
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+	if _, ok := s.rows[1]; ok {
+		t.Fatal("the message past MaxDeliveries was persisted")
+	}
+	if _, ok := s.rows[2]; !ok {
+		t.Fatal("the message at MaxDeliveries was not persisted")
+	}
+	if _, _, _, dead := q.state(); dead != 1 {
+		t.Fatalf("dead = %d, want 1", dead)
+	}
+}
+
+func TestStoreFailuresAreRetriedAndNothingIsAckedBeforeTheCommit(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{failures: 3}
+	q.push(body(1, 1), 1)
+	q.push(body(2, 1), 1)
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+	if s.calls != 4 || s.count() != 2 {
+		t.Fatalf("store calls=%d rows=%d, want 4 calls (3 failures) and 2 rows", s.calls, s.count())
+	}
+	if _, pending, acked, _ := q.state(); acked != 2 || pending != 0 {
+		t.Fatalf("acked=%d pending=%d, want 2 acked", acked, pending)
+	}
+}
+
+func TestShutdownWhileTheStoreFailsLeavesTheBatchUnacked(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{failures: 1 << 30}
+	q.push(body(1, 1), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := core.NewPipeline(q, s, fastConfig(), nil, nil)
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		calls := s.calls
+		s.mu.Unlock()
+		if calls >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel while the store was failing")
+	}
+	if _, pending, acked, dead := q.state(); pending != 1 || acked != 0 || dead != 0 {
+		t.Fatalf("pending=%d acked=%d dead=%d, want the message left pending for redelivery", pending, acked, dead)
+	}
+}
+
+func TestStockAnomalyIsDeadLetteredNotAcked(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{rejectVoucher: 9}
+	q.push(body(1, 1), 1)
+	q.push(body(2, 9), 1)
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+	_, _, acked, dead := q.state()
+	if acked != 1 || dead != 1 {
+		t.Fatalf("acked=%d dead=%d, want the good order acked and the anomaly dead-lettered", acked, dead)
+	}
+	for _, reason := range q.dead {
+		if reason == "" || reason[:len(core.DeadLetterStockAnomaly)] != string(core.DeadLetterStockAnomaly) {
+			t.Fatalf("dead-letter reason %q does not name the stock anomaly", reason)
+		}
+	}
+}
+
+func TestRedeliveredCopiesInOneBatchArePersistedOnceAndAllAcked(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{}
+	q.push(body(1, 1), 1)
+	q.push(body(1, 1), 2) // the same order delivered twice (list/stream backends can)
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+	if _, _, acked, _ := q.state(); acked != 2 || s.count() != 1 {
+		t.Fatalf("acked=%d rows=%d, want both deliveries acked and one row", acked, s.count())
+	}
+}
+
+func TestRunDrainsEverythingWithSeveralConsumers(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{}
+	for i := range 1000 {
+		q.push(body(int64(i+1), 1), 1)
+	}
+	cfg := fastConfig()
+	cfg.Consumers = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { core.NewPipeline(q, s, cfg, nil, nil).Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.count() < 1000 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if _, pending, acked, _ := q.state(); s.count() != 1000 || acked != 1000 || pending != 0 {
+		t.Fatalf("rows=%d acked=%d pending=%d, want 1000, 1000, 0", s.count(), acked, pending)
+	}
+}

@@ -1,0 +1,112 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+type counterIDs struct{ n int64 }
+
+func (c *counterIDs) NextID(context.Context) (int64, error) { c.n++; return c.n, nil }
+
+type fakeReserver struct {
+	result   core.ReservationResult
+	reserved []core.Order
+	released []core.Order
+}
+
+func (r *fakeReserver) Reserve(_ context.Context, o core.Order) (core.Reservation, error) {
+	if r.result != core.Reserved {
+		return core.Reservation{Result: r.result}, nil
+	}
+	r.reserved = append(r.reserved, o)
+	return core.Reservation{Result: core.Reserved, OrderID: o.ID}, nil
+}
+func (r *fakeReserver) Release(_ context.Context, o core.Order) error {
+	r.released = append(r.released, o)
+	return nil
+}
+func (r *fakeReserver) ReservedOrder(context.Context, int64, int64) (int64, bool, error) {
+	return 0, false, nil
+}
+
+type fakePublisher struct{ err error }
+
+func (p fakePublisher) Publish(context.Context, []byte) error { return p.err }
+
+func TestRefusedReservationsMapToContractErrors(t *testing.T) {
+	for result, want := range map[core.ReservationResult]core.Code{
+		core.VoucherMissing:   core.CodeVoucherNotFound,
+		core.NotStarted:       core.CodeNotStarted,
+		core.Ended:            core.CodeEnded,
+		core.SoldOut:          core.CodeSoldOut,
+		core.AlreadyPurchased: core.CodeAlreadyPurchased,
+	} {
+		s := core.NewSeckill(&counterIDs{}, &fakeReserver{result: result}, nil, nil)
+		_, err := s.Buy(context.Background(), 1, 1)
+		if core.CodeOf(err) != want {
+			t.Errorf("result %v: code %q, want %q", result, core.CodeOf(err), want)
+		}
+	}
+}
+
+func TestFullQueueReleasesTheReservationAndSaysBusy(t *testing.T) {
+	r := &fakeReserver{}
+	s := core.NewSeckill(&counterIDs{}, r, fakePublisher{err: core.ErrQueueFull}, nil)
+	_, err := s.Buy(context.Background(), 1, 1)
+	if !errors.Is(err, core.ErrBusy) {
+		t.Fatalf("err = %v, want ErrBusy", err)
+	}
+	if len(r.released) != 1 || r.released[0] != r.reserved[0] {
+		t.Fatalf("released %v, want the reserved order %v", r.released, r.reserved)
+	}
+}
+
+func TestFailedPublishReleasesTheReservation(t *testing.T) {
+	r := &fakeReserver{}
+	s := core.NewSeckill(&counterIDs{}, r, fakePublisher{err: errors.New("boom")}, nil)
+	_, err := s.Buy(context.Background(), 1, 1)
+	if core.CodeOf(err) != core.CodeUnavailable || len(r.released) != 1 {
+		t.Fatalf("err = %v, released %d: want unavailable and one release", err, len(r.released))
+	}
+}
+
+type fakeRepo struct{ deleted []int64 }
+
+func (f *fakeRepo) CreateVoucher(_ context.Context, v *core.Voucher) error { v.ID = 5; return nil }
+func (f *fakeRepo) DeleteVoucher(_ context.Context, id int64) error {
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+func (f *fakeRepo) FindVoucher(context.Context, int64) (core.Voucher, error) {
+	return core.Voucher{}, core.ErrVoucherNotFound
+}
+
+type failingBoard struct{}
+
+func (failingBoard) LoadVoucher(context.Context, core.Voucher) error { return errors.New("redis down") }
+func (failingBoard) RemainingStock(context.Context, int64) (int64, error) {
+	return 0, errors.New("redis down")
+}
+
+func TestVoucherThatCannotBeLoadedIsRolledBack(t *testing.T) {
+	repo := &fakeRepo{}
+	v := validVoucher()
+	err := core.NewCatalog(repo, failingBoard{}).Create(context.Background(), &v)
+	if core.CodeOf(err) != core.CodeUnavailable {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	if len(repo.deleted) != 1 || repo.deleted[0] != 5 {
+		t.Fatalf("deleted %v, want voucher 5 removed again", repo.deleted)
+	}
+}
+
+func TestGetUnknownVoucherIsNotFound(t *testing.T) {
+	_, err := core.NewCatalog(&fakeRepo{}, failingBoard{}).Get(context.Background(), 77)
+	if !errors.Is(err, core.ErrVoucherNotFound) {
+		t.Fatalf("err = %v, want ErrVoucherNotFound", err)
+	}
+}
