@@ -29,7 +29,7 @@ type Config struct {
 	Queue        string        // SECKILL_QUEUE
 	JWTSecret    []byte        // SECKILL_JWT_SECRET
 	AdminToken   string        // SECKILL_ADMIN_TOKEN
-	Consumers    int           // SECKILL_CONSUMERS
+	Consumers    int           // SECKILL_CONSUMERS; 0: serve the API only
 	BatchSize    int           // SECKILL_BATCH_SIZE
 	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
@@ -98,7 +98,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if !implementedQueues[c.Queue] {
 		return c, &configError{"SECKILL_QUEUE", c.Queue, "this backend is not available in this build yet; use streamgroup"}
 	}
-	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 1, 256); err != nil {
+	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
 		return c, err
 	}
 	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 256, 1, 10000); err != nil {

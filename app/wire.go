@@ -152,11 +152,13 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPipeline()
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := s.pipeline.Run(pipeCtx); err != nil {
-			s.log.Error("pipeline stopped", "err", err)
-		}
-	})
+	if s.cfg.Consumers > 0 {
+		wg.Go(func() {
+			if err := s.pipeline.Run(pipeCtx); err != nil {
+				s.log.Error("pipeline stopped", "err", err)
+			}
+		})
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Listener(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", s.cfg.Consumers)

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+)
+
+// harness is one running server, on the embedded stand-ins or on the real
+// Redis and MySQL, with an HTTP client pointed at it.
+type harness struct {
+	t      testing.TB
+	cfg    Config
+	srv    *server
+	base   string
+	client *http.Client
+	tokens *tokens
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// forEachStack runs fn against a server on the embedded stand-ins and one on
+// the real services (skipped outside CI when they are not configured).
+func forEachStack(t *testing.T, mutate func(*Config), fn func(t *testing.T, h *harness)) {
+	t.Helper()
+	for _, stack := range []string{"embedded", "real"} {
+		t.Run(stack, func(t *testing.T) {
+			fn(t, startServer(t, stack, mutate))
+		})
+	}
+}
+
+func testConfig() Config {
+	return Config{
+		Addr: "127.0.0.1:0", Queue: "streamgroup",
+		JWTSecret: []byte("test-secret-0123456789"), AdminToken: "test-admin-token-0123",
+		Consumers: 2, BatchSize: 256, MaxDeliver: 5, ClaimMinIdle: 30 * time.Second,
+		DevCodes: true, KeyPrefix: "t" + testenv.RandomSuffix() + ":", LogFormat: "text",
+	}
+}
+
+func startServer(t *testing.T, stack string, mutate func(*Config)) *harness {
+	t.Helper()
+	cfg := testConfig()
+	if stack == "real" {
+		r, ok := testenv.RealRedis(t)
+		if !ok {
+			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.RedisURLEnv)
+		}
+		dsn, ok := testenv.MySQLDatabase(t)
+		if !ok {
+			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
+		}
+		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return startWith(t, cfg)
+}
+
+func startWith(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := build(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("build: %v", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t: t, cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+		tokens: newTokens(cfg.JWTSecret), stop: cancel, done: make(chan error, 1),
+	}
+	go func() { h.done <- srv.serve(ctx, ln) }()
+	t.Cleanup(func() {
+		h.shutdown()
+		srv.close()
+	})
+	return h
+}
+
+// shutdown stops the server as SIGTERM would; it is safe to call twice.
+func (h *harness) shutdown() {
+	h.stop()
+	select {
+	case err, ok := <-h.done:
+		if ok && err != nil {
+			h.t.Errorf("serve: %v", err)
+		}
+		close(h.done)
+	case <-time.After(15 * time.Second):
+		h.t.Error("server did not stop within 15s")
+	}
+}
+
+// do sends a JSON request; body may be nil, a string (sent as is) or a
+// value to marshal. It returns the status and the decoded JSON body.
+func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
+	h.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	default:
+		buf, _ := json.Marshal(b)
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, h.base+path, r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	if len(raw) > 0 && json.Unmarshal(raw, &out) != nil {
+		out["_raw"] = string(raw)
+	}
+	return resp.StatusCode, out
+}
+
+func (h *harness) shopper(userID int64) string {
+	h.t.Helper()
+	tok, err := h.tokens.issue(userID, time.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+func (h *harness) createVoucher(stock int64, begin, end time.Time) int64 {
+	h.t.Helper()
+	status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
+		"title": "test voucher", "payValue": 100, "actualValue": 200, "stock": stock,
+		"beginTime": begin.Format(time.RFC3339Nano), "endTime": end.Format(time.RFC3339Nano),
+	})
+	if status != http.StatusCreated {
+		h.t.Fatalf("create voucher: %d %v", status, body)
+	}
+	return int64(body["id"].(float64))
+}
+
+func (h *harness) openVoucher(stock int64) int64 {
+	return h.createVoucher(stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// rows counts persisted orders of a voucher and its database stock.
+func (h *harness) rows(voucherID int64) (orders int, stock int64) {
+	h.t.Helper()
+	ctx := context.Background()
+	n, err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucherID).Count(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	err = h.srv.store.DB().NewSelect().Table("tb_seckill_voucher").Column("stock").
+		Where("voucher_id = ?", voucherID).Scan(ctx, &stock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return int(n), stock
+}
+
+// waitForRows polls until the voucher has want persisted orders.
+func (h *harness) waitForRows(voucherID int64, want int, within time.Duration) int {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n, _ := h.rows(voucherID)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func idString(v int64) string { return strconv.FormatInt(v, 10) }
