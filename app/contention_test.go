@@ -25,7 +25,7 @@ func TestContentionThroughHTTP(t *testing.T) {
 		work := make(chan attempt)
 		var mu sync.Mutex
 		accepted := map[string]int64{} // order id -> user
-		wins := map[int64]int{}         // user -> accepted count
+		wins := map[int64]int{}        // user -> accepted count
 		codes := map[string]int{}
 		var serverErrors atomic.Int64
 		var wg sync.WaitGroup
