@@ -38,9 +38,9 @@ type Config struct {
 	KeyPrefix    string        // SECKILL_KEY_PREFIX
 	ConsumerName string        // SECKILL_CONSUMER_NAME
 	LogFormat    string        // SECKILL_LOG_FORMAT: text or json
-	// GeneratedSecrets is set when the secrets were made up at start
-	// (embedded mode), so the log can say how to get an admin token.
-	GeneratedSecrets bool
+	// GeneratedAdminToken is set when the admin token was made up at start
+	// (embedded mode only): the log then shows it, since nobody else knows it.
+	GeneratedAdminToken bool
 }
 
 // EmbeddedRedis and EmbeddedSQL tell whether a stand-in replaces a server.
@@ -123,11 +123,10 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if embedded {
 		if len(c.JWTSecret) == 0 {
 			c.JWTSecret = []byte(randomHex(32))
-			c.GeneratedSecrets = true
 		}
 		if c.AdminToken == "" {
 			c.AdminToken = randomHex(16)
-			c.GeneratedSecrets = true
+			c.GeneratedAdminToken = true
 		}
 	} else {
 		// With real servers, a made-up secret would differ on every

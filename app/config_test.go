@@ -16,7 +16,7 @@ func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
-		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedSecrets {
+		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken {
 		t.Fatalf("defaults: %+v", c)
 	}
 	other, _ := LoadConfig(env(nil))
@@ -42,7 +42,7 @@ func TestConfigWithRealServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DevCodes || c.GeneratedSecrets {
+	if c.DevCodes || c.GeneratedAdminToken {
 		t.Fatalf("with real servers dev codes must default off: %+v", c)
 	}
 }

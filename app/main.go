@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() { os.Exit(run()) }
@@ -21,6 +23,7 @@ func run() int {
 		return 2
 	}
 	log := newLogger(cfg.LogFormat)
+	redis.SetLogger(redisLogger{log})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -30,10 +33,10 @@ func run() int {
 		return 1
 	}
 	defer s.close()
-	if cfg.GeneratedSecrets {
-		// Embedded mode only: secrets were made up for this run, and the
-		// demo needs the admin token.
-		log.Info("generated secrets for this run", "admin_token", cfg.AdminToken)
+	if cfg.GeneratedAdminToken {
+		// Embedded mode only, and only a token made up for this run: the
+		// demo needs it. A configured token is never logged.
+		log.Info("generated an admin token for this run (set SECKILL_ADMIN_TOKEN to choose one)", "admin_token", cfg.AdminToken)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -46,6 +49,14 @@ func run() int {
 	}
 	log.Info("stopped cleanly")
 	return 0
+}
+
+// redisLogger sends go-redis's own messages (dial failures, pool
+// warnings) to the structured log instead of bare stderr lines.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, args ...any) {
+	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, args...))
 }
 
 func newLogger(format string) *slog.Logger {
