@@ -121,6 +121,31 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 func (p *Pipeline) consume(ctx context.Context, c Consumer) {
+	p.consumeUntilDone(ctx, c)
+	if _, ok := p.queue.(DrainingQueue); ok {
+		p.drain(ctx, c)
+	}
+}
+
+// drain empties an in-process queue after the stop signal. The server stops
+// taking requests before it stops the pipeline, so nothing new arrives.
+func (p *Pipeline) drain(ctx context.Context, c Consumer) {
+	work := context.WithoutCancel(ctx)
+	for {
+		fctx, cancel := context.WithTimeout(work, p.cfg.AttemptTimeout)
+		ds, err := c.Fetch(fctx, p.cfg.BatchSize)
+		cancel()
+		if err != nil || len(ds) == 0 {
+			return
+		}
+		p.obs.BatchFetched(len(ds))
+		// Store failures during the drain are retried on work until they
+		// succeed or the process is killed: these messages exist nowhere else.
+		p.Handle(work, c, ds)
+	}
+}
+
+func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 	wait := p.newBackoff()
 	for ctx.Err() == nil {
 		ds, err := c.Fetch(ctx, p.cfg.BatchSize)

@@ -15,8 +15,13 @@ type Guarantees struct {
 	Acknowledged bool
 	// Replayable: messages can be read again after they were consumed.
 	Replayable bool
-	// CompetingConsumers: consumers share the work, each message going to one.
+	// CompetingConsumers: consumers in different processes share the work,
+	// each message going to one of them. (Within one process every backend
+	// hands each message to one consumer.)
 	CompetingConsumers bool
+	// RetainsWithoutConsumer: a message published while no consumer runs is
+	// kept until one does.
+	RetainsWithoutConsumer bool
 }
 
 // Delivery is one message as a consumer received it.
@@ -67,6 +72,13 @@ type Publisher interface {
 // (trimming, reclaiming); the pipeline runs Maintain while it runs.
 type MaintainedQueue interface {
 	Maintain(ctx context.Context)
+}
+
+// DrainingQueue is implemented by backends that hold messages in process
+// memory: on shutdown the pipeline keeps consuming until Fetch comes back
+// empty, instead of stopping at once and losing them.
+type DrainingQueue interface {
+	DrainOnStop()
 }
 
 // ErrQueueFull: a bounded queue refused a message.

@@ -131,6 +131,7 @@ func (q *Queue) Guarantees() core.Guarantees {
 		Acknowledged:               true,
 		Replayable:                 true,
 		CompetingConsumers:         true,
+		RetainsWithoutConsumer:     true,
 	}
 }
 

@@ -1,0 +1,43 @@
+package streamgroup_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
+)
+
+func TestConformance(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		const claimAfter = 300 * time.Millisecond
+		queuetest.Run(t, queuetest.Backend{
+			Open: func(t *testing.T, ns string) core.Queue {
+				q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+					Stream: r.Prefix + ns, ClaimMinIdle: claimAfter,
+					ClaimInterval: 50 * time.Millisecond, Block: 100 * time.Millisecond,
+				}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q
+			},
+			Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
+				// What seckill.lua does with handoff "xadd".
+				return r.Client.XAdd(context.Background(), &redis.XAddArgs{
+					Stream: r.Prefix + ns, Values: []any{streamgroup.BodyField, body},
+				}).Err()
+			},
+			// The process state is the consumers' names and cursors:
+			// abandoning them is what a SIGKILL leaves behind.
+			Crash:          func(*testing.T, core.Queue) {},
+			Shared:         true,
+			RedeliveryWait: claimAfter,
+		})
+	})
+}

@@ -1,0 +1,505 @@
+// Package queuetest is the conformance suite every queue backend runs (in
+// the spirit of Watermill's universal tests). A backend declares its
+// core.Guarantees; the suite checks that each declared guarantee holds, and
+// shows each undeclared one failing where a test can show it, so the
+// comparison table in docs/iterations.md is backed by tests, not claims.
+//
+// Unlike Watermill's suite it kills consumers mid-batch and checks that
+// competing consumers split the work without duplicates.
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Backend is what the suite needs to drive one queue backend.
+type Backend struct {
+	// Open opens the queue named ns as a new process would: shared state
+	// (Redis keys) survives, process state is new. Open after Crash is a
+	// restart. Each test uses a namespace of its own.
+	Open func(t *testing.T, ns string) core.Queue
+	// Publish hands one body to queue ns the way the reservation does (the
+	// script's XADD/LPUSH/PUBLISH, or core.Publisher). q is the queue of the
+	// publishing process; Redis backends may ignore it.
+	Publish func(t *testing.T, ns string, q core.Queue, body []byte) error
+	// Crash stops q as SIGKILL would: no ack, no cleanup, in-process state
+	// and background goroutines gone.
+	Crash func(t *testing.T, q core.Queue)
+	// Shared: queues opened separately see the same messages (Redis);
+	// false for an in-process queue.
+	Shared bool
+	// Capacity bounds an in-process queue; 0 means unbounded.
+	Capacity int
+	// RedeliveryWait is how long a crashed consumer's messages take to come
+	// back (claim idle time, heartbeat expiry). Default 0.
+	RedeliveryWait time.Duration
+}
+
+// Run runs the whole suite against b.
+func Run(t *testing.T, b Backend) {
+	n := 0
+	scoped := func(f func(*testing.T, scope)) func(*testing.T) {
+		return func(t *testing.T) {
+			n++
+			f(t, scope{Backend: b, ns: fmt.Sprintf("ct%d", n)})
+		}
+	}
+	t.Run("DeliversEachMessageOnceAmongConsumersOfAProcess", scoped(deliversOnce))
+	t.Run("MessagesPublishedWhileNoConsumerRuns", scoped(offlineConsumers))
+	t.Run("ConsumersInTwoProcesses", scoped(twoProcesses))
+	t.Run("ConsumerKilledMidBatch", scoped(killedMidBatch))
+	t.Run("Backpressure", scoped(backpressure))
+	t.Run("FetchReturnsWhenCancelled", scoped(fetchCancelled))
+	t.Run("CloseWhileBlockedAndConcurrently", scoped(closeWhileBlocked))
+	t.Run("RestartResumesWithoutRedelivery", scoped(restartResumes))
+	t.Run("DeadLetteredMessageIsNotRedelivered", scoped(deadLettered))
+}
+
+// scope is the backend bound to one test's namespace.
+type scope struct {
+	Backend
+	ns string
+}
+
+func (s scope) open(t *testing.T) core.Queue { return s.Backend.Open(t, s.ns) }
+
+func (s scope) publish(t *testing.T, q core.Queue, body []byte) error {
+	return s.Backend.Publish(t, s.ns, q, body)
+}
+
+// Body is the message of order id, as the reservation encodes it.
+func Body(id int64) []byte {
+	return core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()})
+}
+
+func publishRange(t *testing.T, b scope, q core.Queue, from, to int64) {
+	t.Helper()
+	for id := from; id <= to; id++ {
+		if err := b.publish(t, q, Body(id)); err != nil {
+			t.Fatalf("publish %d: %v", id, err)
+		}
+	}
+}
+
+func closeQueue(t *testing.T, q core.Queue) {
+	t.Helper()
+	if err := q.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
+// tally counts deliveries per order id.
+type tally struct {
+	mu     sync.Mutex
+	counts map[int64]int
+	total  int
+}
+
+func newTally() *tally { return &tally{counts: map[int64]int{}} }
+
+func (s *tally) add(t *testing.T, ds []core.Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range ds {
+		o, err := core.DecodeOrder(d.Body)
+		if err != nil {
+			t.Errorf("delivery %s: %v", d.ID, err)
+			continue
+		}
+		s.counts[o.ID]++
+		s.total++
+	}
+}
+
+func (s *tally) snapshot() (distinct, total, dup int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.counts {
+		if n > 1 {
+			dup += n - 1
+		}
+	}
+	return len(s.counts), s.total, dup
+}
+
+// consume runs n consumers of q, acking every batch, until the tally holds
+// at least want deliveries and nothing new came for quiet, or until max.
+// It also runs the queue's maintenance (reapers, claims) meanwhile.
+func consume(t *testing.T, q core.Queue, n int, s *tally, want int, quiet, max time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	if m, ok := q.(core.MaintainedQueue); ok {
+		wg.Go(func() { m.Maintain(ctx) })
+	}
+	var last sync.Mutex
+	lastDelivery := time.Now()
+	for i := range n {
+		c, err := q.Consumer(i)
+		if err != nil {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+		wg.Go(func() {
+			defer c.Close()
+			for ctx.Err() == nil {
+				ds, err := c.Fetch(ctx, 50)
+				if err != nil {
+					if ctx.Err() == nil {
+						time.Sleep(10 * time.Millisecond)
+					}
+					continue
+				}
+				if len(ds) == 0 {
+					continue
+				}
+				s.add(t, ds)
+				last.Lock()
+				lastDelivery = time.Now()
+				last.Unlock()
+				if err := c.Ack(context.Background(), ds); err != nil {
+					t.Errorf("ack: %v", err)
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		_, total, _ := s.snapshot()
+		last.Lock()
+		idle := time.Since(lastDelivery)
+		last.Unlock()
+		if total >= want && idle >= quiet {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func deliversOnce(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	const n = 300
+	s := newTally()
+	// Consumers first: a queue without retention needs its subscriber.
+	done := make(chan struct{})
+	go func() { consume(t, q, 3, s, n, 300*time.Millisecond, 20*time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, q, 1, n)
+	<-done
+	distinct, total, dup := s.snapshot()
+	if distinct != n || dup != 0 {
+		t.Fatalf("%d of %d messages delivered, %d deliveries, %d duplicates: want each exactly once",
+			distinct, n, total, dup)
+	}
+}
+
+func offlineConsumers(t *testing.T, b scope) {
+	if !b.Shared {
+		t.Skip("an in-process queue has no consumers in another process; see ConsumerKilledMidBatch")
+	}
+	first := b.open(t)
+	b.Crash(t, first) // no process consumes now
+	const n = 40
+	publishRange(t, b, first, 1, n)
+	q := b.open(t)
+	defer closeQueue(t, q)
+	s := newTally()
+	want := n
+	if !q.Guarantees().RetainsWithoutConsumer {
+		want = 0
+	}
+	consume(t, q, 1, s, want, 300*time.Millisecond+b.RedeliveryWait, 10*time.Second)
+	distinct, _, _ := s.snapshot()
+	if q.Guarantees().RetainsWithoutConsumer {
+		if distinct != n {
+			t.Fatalf("%d of %d messages published while no consumer ran were delivered later; the backend declares it retains them", distinct, n)
+		}
+		return
+	}
+	if distinct != 0 {
+		t.Fatalf("%d messages published with no consumer arrived, yet the backend declares it does not retain them", distinct)
+	}
+	t.Logf("lost %d of %d messages published while no consumer ran (not retained, as declared)", n, n)
+}
+
+func twoProcesses(t *testing.T, b scope) {
+	if !b.Shared {
+		t.Skip("an in-process queue is not shared between processes")
+	}
+	q1, q2 := b.open(t), b.open(t)
+	defer closeQueue(t, q1)
+	defer closeQueue(t, q2)
+	const n = 200
+	s1, s2 := newTally(), newTally()
+	competing := q1.Guarantees().CompetingConsumers
+	want1, want2 := 1, 1
+	if !competing {
+		want1, want2 = n, n
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { consume(t, q1, 1, s1, want1, 500*time.Millisecond, 20*time.Second) })
+	wg.Go(func() { consume(t, q2, 1, s2, want2, 500*time.Millisecond, 20*time.Second) })
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, q1, 1, n)
+	wg.Wait()
+
+	d1, _, dup1 := s1.snapshot()
+	d2, _, dup2 := s2.snapshot()
+	both := 0
+	for id := range s1.counts {
+		if s2.counts[id] > 0 {
+			both++
+		}
+	}
+	if dup1 != 0 || dup2 != 0 {
+		t.Fatalf("a process got a message twice (%d, %d duplicates)", dup1, dup2)
+	}
+	if competing {
+		if d1+d2 != n || both != 0 {
+			t.Fatalf("processes got %d and %d messages, %d in both: want %d split without overlap", d1, d2, both, n)
+		}
+		if d1 == 0 || d2 == 0 {
+			t.Fatalf("processes got %d and %d messages: the work was not shared", d1, d2)
+		}
+		return
+	}
+	if d1 != n || d2 != n {
+		t.Fatalf("processes got %d and %d of %d: a non-competing backend gives every process everything", d1, d2, n)
+	}
+	t.Logf("each process received all %d messages (not competing, as declared): the idempotent store absorbs the copies", n)
+}
+
+func killedMidBatch(t *testing.T, b scope) {
+	q := b.open(t)
+	const n = 60
+	publishRange(t, b, q, 1, n)
+	c, err := q.Consumer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := fetchSome(t, c, 20)
+	b.Crash(t, q) // died holding the batch, before the ack
+
+	// The restarted process (or, for a shared queue, any other one). An
+	// in-process queue died with its process: the restart starts empty.
+	survivor := b.open(t)
+	defer closeQueue(t, survivor)
+	s := newTally()
+	durable := survivor.Guarantees().DurableAcrossConsumerCrash
+	want := n
+	if !durable {
+		want = n - len(held)
+		if !b.Shared {
+			want = 0
+		}
+	}
+	consume(t, survivor, 2, s, want, 500*time.Millisecond+2*b.RedeliveryWait, 10*time.Second+10*b.RedeliveryWait)
+	distinct, _, _ := s.snapshot()
+	heldBack := 0
+	for _, id := range held {
+		if s.counts[id] > 0 {
+			heldBack++
+		}
+	}
+	if durable {
+		if distinct != n || heldBack != len(held) {
+			t.Fatalf("after the crash %d of %d messages were delivered, %d of the %d the dead consumer held: the backend declares them durable",
+				distinct, n, heldBack, len(held))
+		}
+		return
+	}
+	if heldBack != 0 {
+		t.Fatalf("%d messages the dead consumer held came back, yet the backend declares no durability", heldBack)
+	}
+	t.Logf("lost %d of %d messages to the crash: the %d held by the consumer%s (not durable, as declared)",
+		n-distinct, n, len(held), map[bool]string{true: "", false: " and everything still buffered in the process"}[b.Shared])
+}
+
+// fetchSome fetches once (retrying empty fetches) and returns the ids held.
+func fetchSome(t *testing.T, c core.Consumer, max int) []int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := c.Fetch(context.Background(), max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		ids := make([]int64, 0, len(ds))
+		for _, d := range ds {
+			o, err := core.DecodeOrder(d.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, o.ID)
+		}
+		return ids
+	}
+	t.Fatal("nothing to fetch")
+	return nil
+}
+
+func backpressure(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	if b.Capacity > 0 {
+		publishRange(t, b, q, 1, int64(b.Capacity))
+		start := time.Now()
+		err := b.publish(t, q, Body(int64(b.Capacity+1)))
+		if !errors.Is(err, core.ErrQueueFull) {
+			t.Fatalf("publish into a full queue: %v, want ErrQueueFull", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a full queue made the publisher wait %v; it must refuse at once", took)
+		}
+		c, _ := q.Consumer(0)
+		fetchSome(t, c, 1)
+		if err := b.publish(t, q, Body(int64(b.Capacity+2))); err != nil {
+			t.Fatalf("publish after a consumer made room: %v", err)
+		}
+		return
+	}
+	// Unbounded: a slow consumer never blocks or fails the publisher, and
+	// catches up with everything.
+	const n = 500
+	s := newTally()
+	done := make(chan struct{})
+	go func() { consume(t, q, 1, s, n, 300*time.Millisecond, 20*time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	publishRange(t, b, q, 1, n)
+	t.Logf("published %d in %v while the consumer ran", n, time.Since(start))
+	<-done
+	if distinct, _, _ := s.snapshot(); distinct != n {
+		t.Fatalf("the consumer caught up with %d of %d", distinct, n)
+	}
+}
+
+func fetchCancelled(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	c, err := q.Consumer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		for ctx.Err() == nil {
+			c.Fetch(ctx, 10)
+		}
+		close(returned)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Fetch did not return within 3s of its context being cancelled")
+	}
+}
+
+func closeWhileBlocked(t *testing.T, b scope) {
+	q := b.open(t)
+	c, err := q.Consumer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan struct{})
+	go func() {
+		for {
+			if _, err := c.Fetch(context.Background(), 10); err != nil {
+				close(returned)
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() { c.Close() })
+		wg.Go(func() { q.Close() })
+	}
+	wg.Wait()
+	select {
+	case <-returned:
+	case <-time.After(3 * time.Second):
+		t.Fatal("a Fetch blocked on a closed consumer did not return an error within 3s")
+	}
+}
+
+func restartResumes(t *testing.T, b scope) {
+	q := b.open(t)
+	s := newTally()
+	done := make(chan struct{})
+	go func() { consume(t, q, 1, s, 20, 300*time.Millisecond, 10*time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, q, 1, 20)
+	<-done
+	closeQueue(t, q)
+
+	again := b.open(t)
+	defer closeQueue(t, again)
+	s2 := newTally()
+	done = make(chan struct{})
+	go func() { consume(t, again, 1, s2, 10, 500*time.Millisecond+b.RedeliveryWait, 10*time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, again, 21, 30)
+	<-done
+	distinct, total, _ := s2.snapshot()
+	for id := range s2.counts {
+		if id <= 20 {
+			t.Fatalf("after a clean restart message %d, consumed and acked before, came again", id)
+		}
+	}
+	if distinct != 10 || total != 10 {
+		t.Fatalf("after the restart %d deliveries of %d messages, want the 10 new ones once", total, distinct)
+	}
+}
+
+func deadLettered(t *testing.T, b scope) {
+	q := b.open(t)
+	publishRange(t, b, q, 1, 1)
+	c, _ := q.Consumer(0)
+	ds := fetchSomeDeliveries(t, c)
+	if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
+		t.Fatal(err)
+	}
+	closeQueue(t, q)
+	again := b.open(t)
+	defer closeQueue(t, again)
+	s := newTally()
+	consume(t, again, 1, s, 0, 300*time.Millisecond+2*b.RedeliveryWait, 5*time.Second)
+	if _, total, _ := s.snapshot(); total != 0 {
+		t.Fatalf("%d deliveries after the only message was dead-lettered, want 0", total)
+	}
+}
+
+func fetchSomeDeliveries(t *testing.T, c core.Consumer) []core.Delivery {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := c.Fetch(context.Background(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) > 0 {
+			return ds
+		}
+	}
+	t.Fatal("nothing to fetch")
+	return nil
+}
