@@ -455,7 +455,10 @@ func restartResumes(t *testing.T, b scope) {
 	defer closeQueue(t, again)
 	s2 := newTally()
 	done = make(chan struct{})
-	go func() { consume(t, again, 1, s2, 10, 500*time.Millisecond+b.RedeliveryWait, 10*time.Second); close(done) }()
+	go func() {
+		consume(t, again, 1, s2, 10, 500*time.Millisecond+b.RedeliveryWait, 10*time.Second)
+		close(done)
+	}()
 	time.Sleep(50 * time.Millisecond)
 	publishRange(t, b, again, 21, 30)
 	<-done
