@@ -82,7 +82,14 @@ func Body(id int64) []byte {
 func publishRange(t *testing.T, b scope, q core.Queue, from, to int64) {
 	t.Helper()
 	for id := from; id <= to; id++ {
-		if err := b.publish(t, q, Body(id)); err != nil {
+		// A bounded queue refuses while full; the shopper would retry.
+		deadline := time.Now().Add(10 * time.Second)
+		err := b.publish(t, q, Body(id))
+		for errors.Is(err, core.ErrQueueFull) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			err = b.publish(t, q, Body(id))
+		}
+		if err != nil {
 			t.Fatalf("publish %d: %v", id, err)
 		}
 	}

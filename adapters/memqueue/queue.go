@@ -1,0 +1,186 @@
+// Package memqueue is the BlockingQueue iteration of the classic design: a
+// bounded in-process channel between the reservation and the consumers.
+// It is fast and needs nothing, and it is exactly as durable as the process:
+// a crash loses everything it holds. When it is full, Publish refuses at
+// once (the caller releases the reservation and answers 503 busy); on a
+// clean stop the pipeline drains it into the database before exit.
+package memqueue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Name is the SECKILL_QUEUE value of this backend.
+const Name = "memory"
+
+// Config configures the queue. Zero values take the defaults.
+type Config struct {
+	// Capacity bounds the messages held. Default 10000.
+	Capacity int
+	// Block is how long an empty Fetch waits. Default 1s.
+	Block time.Duration
+	// DeadLetters is how many dead-lettered messages are kept for
+	// inspection (the oldest go first). Default 1000.
+	DeadLetters int
+}
+
+// Queue implements core.Queue, core.Publisher and core.DrainingQueue.
+type Queue struct {
+	cfg    Config
+	log    *slog.Logger
+	ch     chan []byte
+	closed chan struct{}
+	once   sync.Once
+	seq    atomic.Int64
+
+	mu   sync.Mutex
+	dead []DeadLetter
+}
+
+// DeadLetter is a message the pipeline gave up on.
+type DeadLetter struct {
+	Body   []byte
+	Reason string
+}
+
+func New(cfg Config, log *slog.Logger) *Queue {
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 10000
+	}
+	if cfg.Block <= 0 {
+		cfg.Block = time.Second
+	}
+	if cfg.DeadLetters <= 0 {
+		cfg.DeadLetters = 1000
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{cfg: cfg, log: log, ch: make(chan []byte, cfg.Capacity), closed: make(chan struct{})}
+}
+
+func (q *Queue) Name() string { return Name }
+
+func (q *Queue) Guarantees() core.Guarantees {
+	return core.Guarantees{RetainsWithoutConsumer: true}
+}
+
+// ErrClosed: the queue was closed.
+var ErrClosed = errors.New("memqueue: closed")
+
+// Publish enqueues body, or returns core.ErrQueueFull at once.
+func (q *Queue) Publish(_ context.Context, body []byte) error {
+	select {
+	case <-q.closed:
+		return ErrClosed
+	default:
+	}
+	select {
+	case q.ch <- body:
+		return nil
+	default:
+		return core.ErrQueueFull
+	}
+}
+
+// Depth is the number of messages waiting.
+func (q *Queue) Depth() int { return len(q.ch) }
+
+// DrainOnStop marks this queue as one the pipeline must empty on stop.
+func (q *Queue) DrainOnStop() {}
+
+// DeadLetters returns the dead-lettered messages kept.
+func (q *Queue) DeadLetters() []DeadLetter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]DeadLetter(nil), q.dead...)
+}
+
+func (q *Queue) Consumer(int) (core.Consumer, error) {
+	return &consumer{q: q, closed: make(chan struct{})}, nil
+}
+
+// Close stops consumers and publishers. Messages still held are lost unless
+// the pipeline drained them first.
+func (q *Queue) Close() error {
+	q.once.Do(func() { close(q.closed) })
+	return nil
+}
+
+type consumer struct {
+	q      *Queue
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	select {
+	case <-c.closed:
+		return nil, ErrClosed
+	case <-c.q.closed:
+		return nil, ErrClosed
+	default:
+	}
+	t := time.NewTimer(c.q.cfg.Block)
+	defer t.Stop()
+	var first []byte
+	select {
+	case first = <-c.q.ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, ErrClosed
+	case <-c.q.closed:
+		return nil, ErrClosed
+	case <-t.C:
+		return nil, nil
+	}
+	out := []core.Delivery{c.delivery(first)}
+	for len(out) < max {
+		select {
+		case body := <-c.q.ch:
+			out = append(out, c.delivery(body))
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (c *consumer) delivery(body []byte) core.Delivery {
+	return core.Delivery{ID: strconv.FormatInt(c.q.seq.Add(1), 10), Body: body, Attempt: 1}
+}
+
+// Ack has nothing to do: a fetched message has already left the channel.
+func (c *consumer) Ack(context.Context, []core.Delivery) error { return nil }
+
+func (c *consumer) DeadLetter(_ context.Context, d core.Delivery, reason string) error {
+	q := c.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.dead) >= q.cfg.DeadLetters {
+		q.dead = q.dead[1:]
+	}
+	q.dead = append(q.dead, DeadLetter{Body: d.Body, Reason: reason})
+	q.log.Error("in-process dead letter (kept in memory only)", "body", string(d.Body), "reason", reason)
+	return nil
+}
+
+func (c *consumer) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+var (
+	_ core.Queue         = (*Queue)(nil)
+	_ core.Publisher     = (*Queue)(nil)
+	_ core.DrainingQueue = (*Queue)(nil)
+)
