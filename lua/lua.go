@@ -18,3 +18,8 @@ var Release string
 //
 //go:embed nextid.lua
 var NextID string
+
+// ReclaimList returns a dead consumer's processing list to the queue.
+//
+//go:embed reclaim_list.lua
+var ReclaimList string

@@ -1,0 +1,372 @@
+// Package listqueue is the List iteration of the classic design: the
+// reservation script LPUSHes each order and consumers BRPOP it.
+//
+// Plain mode is the classic one: a popped message exists only in the
+// consumer's memory, so a consumer that dies before persisting loses it.
+// Reliable mode (Config.Reliable) moves each message with BLMOVE into a
+// processing list of its consumer and removes it after the commit; every
+// consumer keeps a heartbeat key alive, and a reaper returns the processing
+// list of a consumer whose heartbeat expired to the queue.
+package listqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Name is the SECKILL_QUEUE value of this backend.
+const Name = "list"
+
+// Config configures the queue. Zero values take the defaults.
+type Config struct {
+	// Key is the list the reservation LPUSHes to. Default "seckill:orders:list".
+	Key string
+	// Reliable turns on processing lists, heartbeats and the reaper.
+	Reliable bool
+	// ConsumerPrefix names this process's consumers. Default: hostname, pid
+	// and a random suffix. A stable name (a pod name) lets a restarted
+	// process take back its own processing list at once.
+	ConsumerPrefix string
+	// HeartbeatTTL: a consumer whose heartbeat is older is dead, and its
+	// processing list goes back to the queue. Default 10s.
+	HeartbeatTTL time.Duration
+	// ReapInterval is how often dead consumers are looked for.
+	// Default HeartbeatTTL/2.
+	ReapInterval time.Duration
+	// Block is how long one BRPOP/BLMOVE waits, in whole seconds (what the
+	// commands take). Default and minimum 1s.
+	Block time.Duration
+	// DeadLetterStream receives messages the pipeline gives up on.
+	// Default Key + ":dead".
+	DeadLetterStream string
+}
+
+func (c *Config) setDefaults() {
+	if c.Key == "" {
+		c.Key = "seckill:orders:list"
+	}
+	if c.ConsumerPrefix == "" {
+		host, _ := os.Hostname()
+		c.ConsumerPrefix = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	}
+	if c.HeartbeatTTL <= 0 {
+		c.HeartbeatTTL = 10 * time.Second
+	}
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = c.HeartbeatTTL / 2
+	}
+	c.Block = max(c.Block.Round(time.Second), time.Second)
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = c.Key + ":dead"
+	}
+}
+
+var reclaimScript = redis.NewScript(lua.ReclaimList)
+
+// Queue implements core.Queue.
+type Queue struct {
+	rdb redis.UniversalClient
+	cfg Config
+	log *slog.Logger
+
+	stop     chan struct{} // closed by Close: heartbeats end
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	seq      atomic.Int64
+}
+
+func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) *Queue {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{rdb: rdb, cfg: cfg, log: log, stop: make(chan struct{})}
+}
+
+func (q *Queue) Name() string { return Name }
+
+// Key is the list the reservation script LPUSHes to.
+func (q *Queue) Key() string { return q.cfg.Key }
+
+// Config returns the effective configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+func (q *Queue) Guarantees() core.Guarantees {
+	return core.Guarantees{
+		DurableAcrossConsumerCrash: q.cfg.Reliable,
+		Acknowledged:               q.cfg.Reliable,
+		CompetingConsumers:         true,
+		RetainsWithoutConsumer:     true,
+	}
+}
+
+func (q *Queue) processingKey(name string) string { return q.cfg.Key + ":processing:" + name }
+func (q *Queue) aliveKey(name string) string      { return q.cfg.Key + ":alive:" + name }
+func (q *Queue) consumersKey() string             { return q.cfg.Key + ":consumers" }
+func (q *Queue) attemptsKey() string              { return q.cfg.Key + ":attempts" }
+
+// Consumer returns consumer ConsumerPrefix-index. In reliable mode it first
+// takes back what an earlier process of the same name left in its
+// processing list, then starts its heartbeat.
+func (q *Queue) Consumer(index int) (core.Consumer, error) {
+	c := &consumer{q: q, name: fmt.Sprintf("%s-%d", q.cfg.ConsumerPrefix, index), closed: make(chan struct{})}
+	if !q.cfg.Reliable {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := q.reclaim(ctx, c.name); err != nil {
+		return nil, err
+	}
+	if err := q.rdb.SAdd(ctx, q.consumersKey(), c.name).Err(); err != nil {
+		return nil, fmt.Errorf("listqueue: register consumer: %w", err)
+	}
+	if err := c.beat(ctx); err != nil {
+		return nil, err
+	}
+	q.wg.Go(c.heartbeat)
+	return c, nil
+}
+
+// reclaim returns name's processing list to the queue if name is dead.
+func (q *Queue) reclaim(ctx context.Context, name string) (int64, error) {
+	n, err := reclaimScript.Run(ctx, q.rdb,
+		[]string{q.aliveKey(name), q.processingKey(name), q.cfg.Key, q.consumersKey(), q.attemptsKey()},
+		name).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("listqueue: reclaim %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// Maintain runs the reaper (reliable mode) until ctx is done.
+func (q *Queue) Maintain(ctx context.Context) {
+	if !q.cfg.Reliable {
+		return
+	}
+	t := time.NewTicker(q.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := q.Reap(ctx); err != nil && ctx.Err() == nil {
+				q.log.Warn("list reaper failed", "err", err)
+			}
+		}
+	}
+}
+
+// Reap returns the processing lists of dead consumers to the queue.
+func (q *Queue) Reap(ctx context.Context) error {
+	names, err := q.rdb.SMembers(ctx, q.consumersKey()).Result()
+	if err != nil {
+		return fmt.Errorf("listqueue: consumers: %w", err)
+	}
+	for _, name := range names {
+		n, err := q.reclaim(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			q.log.Warn("returned a dead consumer's messages to the queue", "consumer", name, "messages", n)
+		}
+	}
+	return nil
+}
+
+// Close stops this process's heartbeats. What its consumers still hold
+// goes back to the queue once the heartbeats expire.
+func (q *Queue) Close() error {
+	q.stopOnce.Do(func() { close(q.stop) })
+	q.wg.Wait()
+	return nil
+}
+
+type consumer struct {
+	q      *Queue
+	name   string
+	closed chan struct{}
+	once   sync.Once
+}
+
+var errClosed = errors.New("listqueue: consumer closed")
+
+func (c *consumer) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	case <-c.q.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *consumer) beat(ctx context.Context) error {
+	if err := c.q.rdb.Set(ctx, c.q.aliveKey(c.name), time.Now().UnixMilli(), c.q.cfg.HeartbeatTTL).Err(); err != nil {
+		return fmt.Errorf("listqueue: heartbeat: %w", err)
+	}
+	return nil
+}
+
+func (c *consumer) heartbeat() {
+	t := time.NewTicker(c.q.cfg.HeartbeatTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-c.q.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.q.cfg.HeartbeatTTL/3)
+			if err := c.beat(ctx); err != nil {
+				c.q.log.Warn("heartbeat failed", "consumer", c.name, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	if c.isClosed() {
+		return nil, errClosed
+	}
+	if c.q.cfg.Reliable {
+		return c.fetchReliable(ctx, max)
+	}
+	return c.fetchPlain(ctx, max)
+}
+
+func (c *consumer) fetchPlain(ctx context.Context, max int) ([]core.Delivery, error) {
+	first, err := c.q.rdb.BRPop(ctx, c.q.cfg.Block, c.q.cfg.Key).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listqueue: brpop: %w", err)
+	}
+	bodies := []string{first[1]}
+	if max > 1 {
+		more, err := c.q.rdb.RPopCount(ctx, c.q.cfg.Key, max-1).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			// The first message is already popped: hand it over anyway.
+			c.q.log.Warn("rpop failed after brpop", "err", err)
+		}
+		bodies = append(bodies, more...)
+	}
+	return c.deliveries(bodies, nil), nil
+}
+
+func (c *consumer) fetchReliable(ctx context.Context, max int) ([]core.Delivery, error) {
+	processing := c.q.processingKey(c.name)
+	first, err := c.q.rdb.BLMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT", c.q.cfg.Block).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listqueue: blmove: %w", err)
+	}
+	bodies := []string{first}
+	if max > 1 {
+		// The rest of the batch in one round trip; a nil means empty.
+		cmds, _ := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for range max - 1 {
+				p.LMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT")
+			}
+			return nil
+		})
+		for _, cmd := range cmds {
+			if s, err := cmd.(*redis.StringCmd).Result(); err == nil {
+				bodies = append(bodies, s)
+			}
+		}
+	}
+	counts, err := c.q.rdb.HMGet(ctx, c.q.attemptsKey(), bodies...).Result()
+	if err != nil {
+		// The batch is in the processing list; attempts are a nicety.
+		c.q.log.Warn("reading redelivery counts failed", "err", err)
+		counts = nil
+	}
+	return c.deliveries(bodies, counts), nil
+}
+
+func (c *consumer) deliveries(bodies []string, redeliveries []any) []core.Delivery {
+	out := make([]core.Delivery, len(bodies))
+	for i, b := range bodies {
+		attempt := 1
+		if i < len(redeliveries) {
+			if s, ok := redeliveries[i].(string); ok {
+				n, _ := strconv.Atoi(s)
+				attempt += n
+			}
+		}
+		out[i] = core.Delivery{ID: c.name + ":" + strconv.FormatInt(c.q.seq.Add(1), 10), Body: []byte(b), Attempt: attempt}
+	}
+	return out
+}
+
+// Ack removes the messages from the processing list (reliable mode).
+func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
+	if !c.q.cfg.Reliable || len(ds) == 0 {
+		return nil
+	}
+	processing := c.q.processingKey(c.name)
+	_, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fields := make([]string, len(ds))
+		for i, d := range ds {
+			p.LRem(ctx, processing, 1, d.Body)
+			fields[i] = string(d.Body)
+		}
+		p.HDel(ctx, c.q.attemptsKey(), fields...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listqueue: ack: %w", err)
+	}
+	return nil
+}
+
+// DeadLetter moves a message to the dead-letter stream and, in reliable
+// mode, out of the processing list, in one MULTI.
+func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
+	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: c.q.cfg.DeadLetterStream, Values: []any{
+			"order", d.Body, "attempt", d.Attempt, "reason", reason, "consumer", c.name}})
+		if c.q.cfg.Reliable {
+			p.LRem(ctx, c.q.processingKey(c.name), 1, d.Body)
+			p.HDel(ctx, c.q.attemptsKey(), string(d.Body))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listqueue: dead-letter: %w", err)
+	}
+	return nil
+}
+
+// Close stops this consumer's heartbeat; its processing list stays until
+// the heartbeat expires and a reaper (or this name, restarted) takes it.
+func (c *consumer) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+var (
+	_ core.Queue           = (*Queue)(nil)
+	_ core.MaintainedQueue = (*Queue)(nil)
+)

@@ -1,0 +1,68 @@
+package listqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/listqueue"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
+)
+
+func backend(r testenv.Redis, reliable bool) queuetest.Backend {
+	const ttl = 400 * time.Millisecond
+	return queuetest.Backend{
+		Open: func(t *testing.T, ns string) core.Queue {
+			return listqueue.New(r.Client, listqueue.Config{
+				Key: r.Prefix + ns, Reliable: reliable, HeartbeatTTL: ttl,
+				ReapInterval: 50 * time.Millisecond,
+			}, nil)
+		},
+		Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
+			// What seckill.lua does with handoff "lpush".
+			return r.Client.LPush(context.Background(), r.Prefix+ns, body).Err()
+		},
+		// SIGKILL: the heartbeats stop and nothing is acked or cleaned up.
+		Crash:          func(_ *testing.T, q core.Queue) { q.Close() },
+		Shared:         true,
+		RedeliveryWait: ttl,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		t.Run("plain", func(t *testing.T) { queuetest.Run(t, backend(r, false)) })
+		t.Run("reliable", func(t *testing.T) { queuetest.Run(t, backend(r, true)) })
+	})
+}
+
+// TestReclaimedMessagesCountTheirDeliveries: a message returned by the
+// reaper carries its delivery count, so the pipeline can dead-letter one
+// that keeps killing its consumer.
+func TestReclaimedMessagesCountTheirDeliveries(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		b := backend(r, true)
+		for attempt := 1; attempt <= 3; attempt++ {
+			q := b.Open(t, "attempts")
+			if attempt == 1 {
+				b.Publish(t, "attempts", q, queuetest.Body(1))
+			}
+			c, err := q.Consumer(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ds []core.Delivery
+			deadline := time.Now().Add(5 * time.Second)
+			for len(ds) == 0 && time.Now().Before(deadline) {
+				q.(core.MaintainedQueue).(*listqueue.Queue).Reap(context.Background())
+				ds, _ = c.Fetch(context.Background(), 10)
+			}
+			if len(ds) != 1 || ds[0].Attempt != attempt {
+				t.Fatalf("delivery %d: got %+v, want one message on attempt %d", attempt, ds, attempt)
+			}
+			q.Close() // dies holding it
+		}
+	})
+}
