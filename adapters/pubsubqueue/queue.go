@@ -1,0 +1,173 @@
+// Package pubsubqueue is the Pub/Sub iteration of the classic design: the
+// reservation script PUBLISHes each order and every process SUBSCRIBEs.
+// Redis keeps nothing: an order published while no process is subscribed,
+// or while a subscriber is disconnected or dead, is reserved in Redis and
+// never persisted. The reservation counts PUBLISH calls that reached no
+// subscriber (seckill_published_unheard_total); this package is here so the
+// comparison can show that weakness, measured.
+package pubsubqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Name is the SECKILL_QUEUE value of this backend.
+const Name = "pubsub"
+
+// Config configures the queue. Zero values take the defaults.
+type Config struct {
+	// Channel the reservation publishes to. Default "seckill:orders:channel".
+	Channel string
+	// Buffer is how many received messages wait in the process for a
+	// consumer. Default 10000. When it is full go-redis waits up to a
+	// minute, then drops messages: Pub/Sub has no backpressure.
+	Buffer int
+	// Block is how long an empty Fetch waits. Default 1s.
+	Block time.Duration
+	// DeadLetterStream receives messages the pipeline gives up on.
+	// Default Channel + ":dead".
+	DeadLetterStream string
+}
+
+// Queue implements core.Queue. One subscription per process feeds all its
+// consumers, so within the process each message is handled once.
+type Queue struct {
+	rdb  redis.UniversalClient
+	cfg  Config
+	log  *slog.Logger
+	sub  *redis.PubSub
+	msgs <-chan *redis.Message
+	seq  atomic.Int64
+
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// New subscribes and returns once Redis confirmed the subscription, so no
+// order published after New returns is missed by this process.
+func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.Logger) (*Queue, error) {
+	if cfg.Channel == "" {
+		cfg.Channel = "seckill:orders:channel"
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 10000
+	}
+	if cfg.Block <= 0 {
+		cfg.Block = time.Second
+	}
+	if cfg.DeadLetterStream == "" {
+		cfg.DeadLetterStream = cfg.Channel + ":dead"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sub := rdb.Subscribe(ctx, cfg.Channel)
+	if _, err := sub.Receive(ctx); err != nil {
+		sub.Close()
+		return nil, fmt.Errorf("pubsubqueue: subscribe %s: %w", cfg.Channel, err)
+	}
+	return &Queue{rdb: rdb, cfg: cfg, log: log, sub: sub,
+		msgs: sub.Channel(redis.WithChannelSize(cfg.Buffer)), closed: make(chan struct{})}, nil
+}
+
+func (q *Queue) Name() string { return Name }
+
+// Channel is what the reservation script PUBLISHes to.
+func (q *Queue) Channel() string { return q.cfg.Channel }
+
+// Buffered is the number of received messages waiting for a consumer.
+func (q *Queue) Buffered() int { return len(q.msgs) }
+
+// Guarantees: none. Pub/Sub is fire-and-forget and every subscribed process
+// receives every message.
+func (q *Queue) Guarantees() core.Guarantees { return core.Guarantees{} }
+
+func (q *Queue) Consumer(int) (core.Consumer, error) {
+	return &consumer{q: q, closed: make(chan struct{})}, nil
+}
+
+// Close unsubscribes; messages received and not yet fetched are lost.
+func (q *Queue) Close() error {
+	var err error
+	q.closeOnce.Do(func() {
+		close(q.closed)
+		err = q.sub.Close()
+	})
+	return err
+}
+
+type consumer struct {
+	q      *Queue
+	closed chan struct{}
+	once   sync.Once
+}
+
+var errClosed = errors.New("pubsubqueue: closed")
+
+func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	t := time.NewTimer(c.q.cfg.Block)
+	defer t.Stop()
+	var first *redis.Message
+	select {
+	case m, ok := <-c.q.msgs:
+		if !ok {
+			return nil, errClosed
+		}
+		first = m
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, errClosed
+	case <-c.q.closed:
+		return nil, errClosed
+	case <-t.C:
+		return nil, nil
+	}
+	out := []core.Delivery{c.delivery(first)}
+	for len(out) < max {
+		select {
+		case m, ok := <-c.q.msgs:
+			if !ok {
+				return out, nil
+			}
+			out = append(out, c.delivery(m))
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (c *consumer) delivery(m *redis.Message) core.Delivery {
+	return core.Delivery{ID: strconv.FormatInt(c.q.seq.Add(1), 10), Body: []byte(m.Payload), Attempt: 1}
+}
+
+// Ack has nothing to do: Redis forgot the message when it published it.
+func (c *consumer) Ack(context.Context, []core.Delivery) error { return nil }
+
+func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
+	err := c.q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.q.cfg.DeadLetterStream, Values: []any{
+		"order", d.Body, "attempt", d.Attempt, "reason", reason}}).Err()
+	if err != nil {
+		return fmt.Errorf("pubsubqueue: dead-letter: %w", err)
+	}
+	return nil
+}
+
+func (c *consumer) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+var _ core.Queue = (*Queue)(nil)
