@@ -1,0 +1,91 @@
+package streamqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/streamqueue"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
+)
+
+func open(t *testing.T, r testenv.Redis, ns string, retention time.Duration) *streamqueue.Queue {
+	t.Helper()
+	q, err := streamqueue.New(context.Background(), r.Client, streamqueue.Config{
+		Stream: r.Prefix + ns, Block: 100 * time.Millisecond, TrimRetention: retention,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func publish(r testenv.Redis, ns string, body []byte) error {
+	// What seckill.lua does with handoff "xadd".
+	return r.Client.XAdd(context.Background(), &redis.XAddArgs{
+		Stream: r.Prefix + ns, Values: []any{streamqueue.BodyField, body}}).Err()
+}
+
+func TestConformance(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		queuetest.Run(t, queuetest.Backend{
+			Open: func(t *testing.T, ns string) core.Queue { return open(t, r, ns, 0) },
+			Publish: func(_ *testing.T, ns string, _ core.Queue, body []byte) error {
+				return publish(r, ns, body)
+			},
+			// The in-memory cursor dies with the process; the saved one stays.
+			Crash:  func(_ *testing.T, q core.Queue) { q.Close() },
+			Shared: true,
+		})
+	})
+}
+
+// TestCursorNeverPassesAnUnackedMessage: consumers ack out of order; the
+// saved cursor stops before the oldest message still held.
+func TestCursorNeverPassesAnUnackedMessage(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := open(t, r, "order", 0)
+		for i := int64(1); i <= 4; i++ {
+			publish(r, "order", queuetest.Body(i))
+		}
+		a, _ := q.Consumer(0)
+		b, _ := q.Consumer(1)
+		first, _ := a.Fetch(context.Background(), 2)  // 1, 2
+		second, _ := b.Fetch(context.Background(), 2) // 3, 4
+		if len(first) != 2 || len(second) != 2 {
+			t.Fatalf("fetched %d and %d, want 2 and 2", len(first), len(second))
+		}
+		b.Ack(context.Background(), second)
+		if c := q.Cursor(); c != "0-0" {
+			t.Fatalf("cursor %s moved past unacked messages 1 and 2", c)
+		}
+		a.Ack(context.Background(), first)
+		if c := q.Cursor(); c != second[1].ID {
+			t.Fatalf("cursor %s, want %s once everything before it is acked", c, second[1].ID)
+		}
+	})
+}
+
+func TestTrimKeepsWhatAReaderHasNotPassed(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := open(t, r, "trim", -1)
+		for i := int64(1); i <= 5; i++ {
+			publish(r, "trim", queuetest.Body(i))
+		}
+		c, _ := q.Consumer(0)
+		ds, _ := c.Fetch(context.Background(), 3)
+		c.Ack(context.Background(), ds) // cursor at message 3
+		removed, err := q.Trim(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := r.Client.XLen(context.Background(), r.Prefix+"trim").Val()
+		if removed != 2 || left != 3 {
+			t.Fatalf("trim removed %d and left %d, want 2 removed and messages 3, 4, 5 kept", removed, left)
+		}
+	})
+}
