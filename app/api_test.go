@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/memqueue"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 )
 
@@ -21,10 +24,10 @@ func errorCode(body map[string]any) string {
 	return c
 }
 
-// TestWalkthrough is the README's curl walk-through: code, login, create a
-// voucher, seckill, see the order.
+// TestWalkthrough is the README's curl walk-through on every backend:
+// code, login, create a voucher, seckill, see the order.
 func TestWalkthrough(t *testing.T) {
-	forEachStack(t, nil, func(t *testing.T, h *harness) {
+	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
 		status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13800000000"})
 		code, _ := body["code"].(string)
 		if status != 200 || body["sent"] != true || len(code) != 6 {
@@ -93,7 +96,7 @@ func TestWalkthrough(t *testing.T) {
 }
 
 func TestSaleWindowAndStockErrors(t *testing.T) {
-	forEachStack(t, nil, func(t *testing.T, h *harness) {
+	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
 		soon := h.createVoucher(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
 		over := h.createVoucher(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
 		one := h.openVoucher(1)
@@ -257,6 +260,71 @@ func TestPoisonMessageReachesTheDeadLetterStream(t *testing.T) {
 		p, _ := h.srv.rdb.XPending(ctx, stream, "seckill-persisters").Result()
 		if p.Count != 0 {
 			t.Fatalf("%d entries pending: the queue did not move on", p.Count)
+		}
+	})
+}
+
+// TestFullMemoryQueueAnswersBusyAndGivesTheStockBack: the BlockingQueue
+// iteration refuses when its channel is full, releases the reservation,
+// and answers 503 busy with Retry-After.
+func TestFullMemoryQueueAnswersBusyAndGivesTheStockBack(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.Queue = "memory"; c.MemoryCapacity = 1; c.Consumers = 0 })
+	voucher := h.openVoucher(10)
+	path := "/api/vouchers/" + idString(voucher) + "/seckill"
+	if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 {
+		t.Fatalf("first buy: %d %v", status, body)
+	}
+	req, _ := http.NewRequest("POST", h.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+h.shopper(2))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("buy into a full queue: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"].(float64) != 9 {
+		t.Fatalf("voucher: %d %v, want stock 9: the refused reservation must be released", status, body)
+	}
+	if status, _ := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(2), nil); status != 404 {
+		t.Fatalf("the refused shopper holds an order: %d", status)
+	}
+}
+
+// TestCleanStopDrainsTheMemoryQueue: on SIGTERM the in-process queue is
+// persisted before exit, so nothing accepted is lost. One consumer taking
+// one order per transaction falls behind 32 concurrent shoppers, so the
+// channel still holds orders when the stop comes.
+func TestCleanStopDrainsTheMemoryQueue(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "memory"; c.Consumers = 1; c.BatchSize = 1 }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(5000)
+		var accepted atomic.Int64
+		users := make(chan int64)
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				for u := range users {
+					if status, _ := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status == 200 {
+						accepted.Add(1)
+					}
+				}
+			})
+		}
+		for u := int64(1); u <= 3000; u++ {
+			users <- u
+		}
+		close(users)
+		wg.Wait()
+		buffered := h.srv.queue.(*memqueue.Queue).Depth()
+		if buffered == 0 {
+			t.Fatal("the consumer kept up: nothing was buffered at the stop, so the drain went untested")
+		}
+		h.shutdown()
+		n := int(accepted.Load())
+		if rows, stock := h.rows(voucher); rows != n || stock != int64(5000-n) {
+			t.Fatalf("after a clean stop with %d orders buffered: %d rows, stock %d; want all %d accepted persisted",
+				buffered, rows, stock, n)
 		}
 	})
 }

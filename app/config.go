@@ -17,9 +17,6 @@ import (
 // Queue backends, the values of SECKILL_QUEUE.
 var queueNames = []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup"}
 
-// implementedQueues are the backends this build can run.
-var implementedQueues = map[string]bool{"streamgroup": true}
-
 // Config is the whole configuration, read from the environment. Each field
 // names its variable; see README.md for the table.
 type Config struct {
@@ -35,9 +32,13 @@ type Config struct {
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
 	DevCodes     bool          // SECKILL_DEV_CODES
 	UserLock     bool          // SECKILL_USER_LOCK
-	KeyPrefix    string        // SECKILL_KEY_PREFIX
-	ConsumerName string        // SECKILL_CONSUMER_NAME
-	LogFormat    string        // SECKILL_LOG_FORMAT: text or json
+	// MemoryCapacity bounds the memory backend's channel.
+	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
+	// ListReliable turns on the list backend's processing lists.
+	ListReliable bool   // SECKILL_LIST_RELIABLE
+	KeyPrefix    string // SECKILL_KEY_PREFIX
+	ConsumerName string // SECKILL_CONSUMER_NAME
+	LogFormat    string // SECKILL_LOG_FORMAT: text or json
 	// GeneratedAdminToken is set when the admin token was made up at start
 	// (embedded mode only): the log then shows it, since nobody else knows it.
 	GeneratedAdminToken bool
@@ -95,9 +96,6 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if !slices.Contains(queueNames, c.Queue) {
 		return c, &configError{"SECKILL_QUEUE", c.Queue, "want one of " + strings.Join(queueNames, ", ")}
 	}
-	if !implementedQueues[c.Queue] {
-		return c, &configError{"SECKILL_QUEUE", c.Queue, "this backend is not available in this build yet; use streamgroup"}
-	}
 	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
 		return c, err
 	}
@@ -115,6 +113,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.UserLock, err = boolVar(lookup, "SECKILL_USER_LOCK", false); err != nil {
+		return c, err
+	}
+	if c.MemoryCapacity, err = intVar(lookup, "SECKILL_MEMORY_CAPACITY", 10000, 1, 10_000_000); err != nil {
+		return c, err
+	}
+	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
 		return c, err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

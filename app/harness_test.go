@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type harness struct {
 	tokens *tokens
 	stop   context.CancelFunc
 	done   chan error
+
+	stopOnce sync.Once
 }
 
 // forEachStack runs fn against a server on the embedded stand-ins and one on
@@ -37,6 +40,28 @@ func forEachStack(t *testing.T, mutate func(*Config), fn func(t *testing.T, h *h
 		t.Run(stack, func(t *testing.T) {
 			fn(t, startServer(t, stack, mutate))
 		})
+	}
+}
+
+// backends are the SECKILL_QUEUE values, plus the list's reliable mode.
+var backends = []struct {
+	name   string
+	mutate func(*Config)
+}{
+	{"sync", func(c *Config) { c.Queue = "sync" }},
+	{"memory", func(c *Config) { c.Queue = "memory" }},
+	{"list", func(c *Config) { c.Queue = "list" }},
+	{"list-reliable", func(c *Config) { c.Queue = "list"; c.ListReliable = true }},
+	{"pubsub", func(c *Config) { c.Queue = "pubsub" }},
+	{"stream", func(c *Config) { c.Queue = "stream" }},
+	{"streamgroup", func(c *Config) { c.Queue = "streamgroup" }},
+}
+
+// forEachBackendAndStack runs fn for every backend on both stacks.
+func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { forEachStack(t, b.mutate, fn) })
 	}
 }
 
@@ -100,16 +125,17 @@ func startWith(t *testing.T, cfg Config) *harness {
 
 // shutdown stops the server as SIGTERM would; it is safe to call twice.
 func (h *harness) shutdown() {
-	h.stop()
-	select {
-	case err, ok := <-h.done:
-		if ok && err != nil {
-			h.t.Errorf("serve: %v", err)
+	h.stopOnce.Do(func() {
+		h.stop()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.t.Errorf("serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			h.t.Error("server did not stop within 15s")
 		}
-		close(h.done)
-	case <-time.After(15 * time.Second):
-		h.t.Error("server did not stop within 15s")
-	}
+	})
 }
 
 // do sends a JSON request; body may be nil, a string (sent as is) or a

@@ -127,13 +127,17 @@ func (p *Pipeline) consume(ctx context.Context, c Consumer) {
 	}
 }
 
+// drainBatchSize is the least batch size of a drain: with the process on
+// its way out, throughput is all that matters.
+const drainBatchSize = 512
+
 // drain empties an in-process queue after the stop signal. The server stops
 // taking requests before it stops the pipeline, so nothing new arrives.
 func (p *Pipeline) drain(ctx context.Context, c Consumer) {
 	work := context.WithoutCancel(ctx)
 	for {
 		fctx, cancel := context.WithTimeout(work, p.cfg.AttemptTimeout)
-		ds, err := c.Fetch(fctx, p.cfg.BatchSize)
+		ds, err := c.Fetch(fctx, max(p.cfg.BatchSize, drainBatchSize))
 		cancel()
 		if err != nil || len(ds) == 0 {
 			return

@@ -205,21 +205,30 @@ func (s *Store) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveR
 	return total, nil
 }
 
-// conflictRetries bounds the immediate retries of a batch that lost a
-// deadlock: consumers saving overlapping batches (after a claim) take the
+// conflictRetries bounds the immediate retries of a transaction that lost
+// a deadlock: consumers saving overlapping batches (after a claim) take the
 // unique-index locks in different orders, and one of them is chosen as the
 // victim. The pipeline's backoff covers anything longer.
 const conflictRetries = 5
 
-func (s *Store) saveBatch(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+func (s *Store) saveBatch(ctx context.Context, orders []core.Order) (res core.SaveResult, err error) {
+	err = retryConflicts(ctx, func() error {
+		res, err = s.saveBatchOnce(ctx, orders)
+		return err
+	})
+	return res, err
+}
+
+// retryConflicts runs tx again while it loses deadlocks or lock waits.
+func retryConflicts(ctx context.Context, tx func() error) error {
 	for attempt := 1; ; attempt++ {
-		res, err := s.saveBatchOnce(ctx, orders)
+		err := tx()
 		if err == nil || attempt >= conflictRetries || !isTransientConflict(err) {
-			return res, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return res, err
+			return err
 		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
 		}
 	}
