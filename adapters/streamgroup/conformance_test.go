@@ -16,17 +16,19 @@ import (
 func TestConformance(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		const claimAfter = 300 * time.Millisecond
+		open := func(t *testing.T, ns, group string) core.Queue {
+			q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+				Stream: r.Prefix + ns, Group: group, ClaimMinIdle: claimAfter,
+				ClaimInterval: 50 * time.Millisecond, Block: 100 * time.Millisecond,
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q
+		}
 		queuetest.Run(t, queuetest.Backend{
-			Open: func(t *testing.T, ns string) core.Queue {
-				q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
-					Stream: r.Prefix + ns, ClaimMinIdle: claimAfter,
-					ClaimInterval: 50 * time.Millisecond, Block: 100 * time.Millisecond,
-				}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return q
-			},
+			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "") },
+			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix()) },
 			Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
 				// What seckill.lua does with handoff "xadd".
 				return r.Client.XAdd(context.Background(), &redis.XAddArgs{

@@ -14,9 +14,13 @@ import (
 )
 
 func open(t *testing.T, r testenv.Redis, ns string, retention time.Duration) *streamqueue.Queue {
+	return openReader(t, r, ns, "", retention)
+}
+
+func openReader(t *testing.T, r testenv.Redis, ns, reader string, retention time.Duration) *streamqueue.Queue {
 	t.Helper()
 	q, err := streamqueue.New(context.Background(), r.Client, streamqueue.Config{
-		Stream: r.Prefix + ns, Block: 100 * time.Millisecond, TrimRetention: retention,
+		Stream: r.Prefix + ns, Reader: reader, Block: 100 * time.Millisecond, TrimRetention: retention,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +38,9 @@ func TestConformance(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		queuetest.Run(t, queuetest.Backend{
 			Open: func(t *testing.T, ns string) core.Queue { return open(t, r, ns, 0) },
+			Replay: func(t *testing.T, ns string) core.Queue {
+				return openReader(t, r, ns, "replay-"+testenv.RandomSuffix(), 0)
+			},
 			Publish: func(_ *testing.T, ns string, _ core.Queue, body []byte) error {
 				return publish(r, ns, body)
 			},

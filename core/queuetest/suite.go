@@ -32,6 +32,10 @@ type Backend struct {
 	// Crash stops q as SIGKILL would: no ack, no cleanup, in-process state
 	// and background goroutines gone.
 	Crash func(t *testing.T, q core.Queue)
+	// Replay opens a reader of queue ns that has consumed nothing yet (a
+	// new consumer group, a new cursor): required when the backend declares
+	// Replayable, nil otherwise.
+	Replay func(t *testing.T, ns string) core.Queue
 	// Shared: queues opened separately see the same messages (Redis);
 	// false for an in-process queue.
 	Shared bool
@@ -60,6 +64,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CloseWhileBlockedAndConcurrently", scoped(closeWhileBlocked))
 	t.Run("RestartResumesWithoutRedelivery", scoped(restartResumes))
 	t.Run("DeadLetteredMessageIsNotRedelivered", scoped(deadLettered))
+	t.Run("ConsumedMessagesCanBeReplayed", scoped(replay))
 }
 
 // scope is the backend bound to one test's namespace.
@@ -512,4 +517,33 @@ func fetchSomeDeliveries(t *testing.T, c core.Consumer) []core.Delivery {
 	}
 	t.Fatal("nothing to fetch")
 	return nil
+}
+
+func replay(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	const n = 30
+	s := newTally()
+	done := make(chan struct{})
+	go func() { consume(t, q, 1, s, n, 300*time.Millisecond, 10*time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, q, 1, n)
+	<-done
+	if !q.Guarantees().Replayable {
+		if b.Replay != nil {
+			t.Fatal("the backend offers Replay but does not declare Replayable")
+		}
+		t.Log("not replayable, as declared: a consumed message is gone (RestartResumesWithoutRedelivery shows a restart gets nothing back)")
+		return
+	}
+	if b.Replay == nil {
+		t.Fatal("the backend declares Replayable but the harness has no Replay")
+	}
+	r := b.Replay(t, b.ns)
+	defer closeQueue(t, r)
+	again := newTally()
+	consume(t, r, 1, again, n, 300*time.Millisecond, 10*time.Second)
+	if distinct, _, _ := again.snapshot(); distinct != n {
+		t.Fatalf("a new reader replayed %d of the %d consumed messages", distinct, n)
+	}
 }
