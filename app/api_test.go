@@ -328,3 +328,47 @@ func TestCleanStopDrainsTheMemoryQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitsHoldAcrossInstances: two servers share one Redis; a
+// shopper's seckill requests and a client's login-code requests are
+// limited across both.
+func TestRateLimitsHoldAcrossInstances(t *testing.T) {
+	limited := func(c *Config) { c.SeckillRate = 2; c.CodeRate = 3 }
+	a := startServer(t, "embedded", limited)
+	cfgB := a.cfg
+	cfgB.RedisURL = "redis://" + a.srv.mini.Addr() // the same Redis, its own database
+	b := startWith(t, cfgB)
+
+	voucher := a.openVoucher(100)
+	path := "/api/vouchers/" + idString(voucher) + "/seckill"
+	shopper := a.shopper(7)
+	statuses := []int{}
+	for _, h := range []*harness{a, b, a, b} {
+		status, _ := h.do("POST", path, shopper, nil)
+		statuses = append(statuses, status)
+	}
+	// The first buys (200), the second already holds an order (409), then
+	// the limit of 2 per second across both instances answers 429.
+	if statuses[2] != 429 || statuses[3] != 429 || statuses[0] != 200 || statuses[1] != 409 {
+		t.Fatalf("statuses %v, want [200 409 429 429]", statuses)
+	}
+	if status, body := b.do("POST", path, a.shopper(8), nil); status != 200 {
+		t.Fatalf("another shopper was limited too: %d %v", status, body)
+	}
+
+	for i, h := range []*harness{a, b, a} {
+		if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "1390000000" + idString(int64(i))}); status != 200 {
+			t.Fatalf("code %d: %d %v", i, status, body)
+		}
+	}
+	req, _ := http.NewRequest("POST", b.base+"/api/auth/code", strings.NewReader(`{"phone":"13900000009"}`))
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("fourth code from one IP within a minute: %d (Retry-After %q), want 429 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

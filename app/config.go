@@ -35,7 +35,11 @@ type Config struct {
 	// MemoryCapacity bounds the memory backend's channel.
 	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
 	// ListReliable turns on the list backend's processing lists.
-	ListReliable bool   // SECKILL_LIST_RELIABLE
+	ListReliable bool // SECKILL_LIST_RELIABLE
+	// SeckillRate: seckill requests per shopper per second (0: no limit).
+	SeckillRate int // SECKILL_SECKILL_RATE
+	// CodeRate: login-code requests per client IP per minute (0: no limit).
+	CodeRate     int    // SECKILL_CODE_RATE
 	KeyPrefix    string // SECKILL_KEY_PREFIX
 	ConsumerName string // SECKILL_CONSUMER_NAME
 	LogFormat    string // SECKILL_LOG_FORMAT: text or json
@@ -119,6 +123,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
+		return c, err
+	}
+	if c.SeckillRate, err = intVar(lookup, "SECKILL_SECKILL_RATE", 5, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.CodeRate, err = intVar(lookup, "SECKILL_CODE_RATE", 20, 0, 1_000_000); err != nil {
 		return c, err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

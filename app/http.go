@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
@@ -33,6 +34,9 @@ type api struct {
 	metrics  *metrics
 	devCodes bool
 	admin    string
+	limits   *rateLimits
+	// seckillRate and codeRate are the per-shopper and per-IP limits.
+	seckillRate, codeRate redis_rate.Limit
 	// ready reports whether the dependencies answer.
 	ready func(ctx context.Context) error
 }
@@ -68,11 +72,11 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/readyz", a.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{})))
 
-	app.Post("/api/auth/code", a.sendCode)
+	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, byIP), a.sendCode)
 	app.Post("/api/auth/login", a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
 	app.Get("/api/vouchers/:id", a.getVoucher)
-	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.buy)
+	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
 	app.Get("/api/orders/:orderId", a.tokens.requireShopper, a.getOrder)
 	return app

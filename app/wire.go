@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -77,16 +78,19 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err er
 	}
 
 	a := &api{
-		log:      log,
-		seckill:  core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, 100), sale.reserver, sale.publisher, s.store),
-		catalog:  core.NewCatalog(s.store, sale.board),
-		users:    s.store,
-		codes:    logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
-		tokens:   newTokens(cfg.JWTSecret),
-		metrics:  s.metrics,
-		devCodes: cfg.DevCodes,
-		admin:    cfg.AdminToken,
-		ready:    s.ready,
+		log:         log,
+		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, 100), sale.reserver, sale.publisher, s.store),
+		catalog:     core.NewCatalog(s.store, sale.board),
+		users:       s.store,
+		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
+		tokens:      newTokens(cfg.JWTSecret),
+		metrics:     s.metrics,
+		devCodes:    cfg.DevCodes,
+		admin:       cfg.AdminToken,
+		limits:      newRateLimits(s.rdb, cfg.KeyPrefix, log),
+		seckillRate: redis_rate.PerSecond(cfg.SeckillRate),
+		codeRate:    redis_rate.PerMinute(cfg.CodeRate),
+		ready:       s.ready,
 	}
 	s.http = a.newServer()
 	return s, nil

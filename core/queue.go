@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Guarantees declares what a queue backend promises. The conformance suite
@@ -79,6 +80,29 @@ type MaintainedQueue interface {
 // empty, instead of stopping at once and losing them.
 type DrainingQueue interface {
 	DrainOnStop()
+}
+
+// QueueStats is a snapshot of a queue for metrics. A field is -1 where the
+// backend has no such thing (or cannot tell cheaply).
+type QueueStats struct {
+	// Depth: messages waiting, not yet delivered to a consumer.
+	Depth int64
+	// Pending: delivered and not yet acknowledged.
+	Pending int64
+	// Lag: how far the consumers are behind the newest message, in time.
+	Lag time.Duration
+	// OldestPending: age of the oldest pending message.
+	OldestPending time.Duration
+	// DeadLetters: messages in the dead-letter destination.
+	DeadLetters int64
+}
+
+// UnknownStats has every field unknown; backends start from it.
+var UnknownStats = QueueStats{Depth: -1, Pending: -1, Lag: -1, OldestPending: -1, DeadLetters: -1}
+
+// StatsReporter is implemented by backends that can describe their state.
+type StatsReporter interface {
+	Stats(ctx context.Context) (QueueStats, error)
 }
 
 // ErrQueueFull: a bounded queue refused a message.

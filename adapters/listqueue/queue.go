@@ -370,3 +370,38 @@ var (
 	_ core.Queue           = (*Queue)(nil)
 	_ core.MaintainedQueue = (*Queue)(nil)
 )
+
+// Stats implements core.StatsReporter. Pending (reliable mode) sums the
+// processing lists of the registered consumers.
+func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	var depth, dead *redis.IntCmd
+	var names *redis.StringSliceCmd
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		depth = p.LLen(ctx, q.cfg.Key)
+		dead = p.XLen(ctx, q.cfg.DeadLetterStream)
+		names = p.SMembers(ctx, q.consumersKey())
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("listqueue: stats: %w", err)
+	}
+	s.Depth, s.DeadLetters = depth.Val(), dead.Val()
+	if !q.cfg.Reliable {
+		return s, nil
+	}
+	cmds, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range names.Val() {
+			p.LLen(ctx, q.processingKey(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("listqueue: stats: %w", err)
+	}
+	s.Pending = 0
+	for _, c := range cmds {
+		s.Pending += c.(*redis.IntCmd).Val()
+	}
+	return s, nil
+}

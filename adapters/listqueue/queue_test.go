@@ -13,16 +13,17 @@ import (
 
 func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 	const ttl = 400 * time.Millisecond
+	prefix := r.Prefix + map[bool]string{false: "plain:", true: "reliable:"}[reliable]
 	return queuetest.Backend{
 		Open: func(t *testing.T, ns string) core.Queue {
 			return listqueue.New(r.Client, listqueue.Config{
-				Key: r.Prefix + ns, Reliable: reliable, HeartbeatTTL: ttl,
+				Key: prefix + ns, Reliable: reliable, HeartbeatTTL: ttl,
 				ReapInterval: 50 * time.Millisecond,
 			}, nil)
 		},
 		Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
 			// What seckill.lua does with handoff "lpush".
-			return r.Client.LPush(context.Background(), r.Prefix+ns, body).Err()
+			return r.Client.LPush(context.Background(), prefix+ns, body).Err()
 		},
 		// SIGKILL: the heartbeats stop and nothing is acked or cleaned up.
 		Crash:          func(_ *testing.T, q core.Queue) { q.Close() },

@@ -184,3 +184,13 @@ var (
 	_ core.Publisher     = (*Queue)(nil)
 	_ core.DrainingQueue = (*Queue)(nil)
 )
+
+// Stats implements core.StatsReporter.
+func (q *Queue) Stats(context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	s.Depth = int64(len(q.ch))
+	q.mu.Lock()
+	s.DeadLetters = int64(len(q.dead))
+	q.mu.Unlock()
+	return s, nil
+}

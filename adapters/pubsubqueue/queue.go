@@ -171,3 +171,16 @@ func (c *consumer) Close() error {
 }
 
 var _ core.Queue = (*Queue)(nil)
+
+// Stats implements core.StatsReporter: what this process has received and
+// not yet handed to a consumer, and the dead letters.
+func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	s.Depth = int64(len(q.msgs))
+	n, err := q.rdb.XLen(ctx, q.cfg.DeadLetterStream).Result()
+	if err != nil {
+		return s, fmt.Errorf("pubsubqueue: stats: %w", err)
+	}
+	s.DeadLetters = n
+	return s, nil
+}

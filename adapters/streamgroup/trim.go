@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Maintain trims the stream every TrimInterval until ctx is done.
@@ -90,4 +92,63 @@ func splitID(id string) (uint64, uint64) {
 	m, _ := strconv.ParseUint(ms, 10, 64)
 	s, _ := strconv.ParseUint(seq, 10, 64)
 	return m, s
+}
+
+// Stats implements core.StatsReporter for the group: Depth is the group's
+// lag in entries (Redis 7), Pending its pending entries, OldestPending the
+// age of the oldest of them, Lag the time between the newest entry and the
+// last one delivered to the group.
+func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	groups, err := q.rdb.XInfoGroups(ctx, q.cfg.Stream).Result()
+	if err != nil {
+		return s, fmt.Errorf("streamgroup: stats: %w", err)
+	}
+	for _, g := range groups {
+		if g.Name != q.cfg.Group {
+			continue
+		}
+		s.Depth, s.Pending = g.Lag, g.Pending
+		if g.EntriesRead == 0 && g.LastDeliveredID != "0-0" {
+			// The server does not track entries-read (before Redis 7, or
+			// miniredis), so its lag is not the undelivered count: count
+			// the entries after last-delivered-id, up to a cap.
+			after, err := q.rdb.XRangeN(ctx, q.cfg.Stream, "("+g.LastDeliveredID, "+", depthCountCap).Result()
+			if err != nil {
+				return s, fmt.Errorf("streamgroup: stats: %w", err)
+			}
+			s.Depth = int64(len(after))
+		}
+		last, err := q.rdb.XRevRangeN(ctx, q.cfg.Stream, "+", "-", 1).Result()
+		if err != nil {
+			return s, fmt.Errorf("streamgroup: stats: %w", err)
+		}
+		s.Lag = 0
+		if len(last) == 1 && g.LastDeliveredID != "" && lessID(g.LastDeliveredID, last[0].ID) {
+			s.Lag = idTime(last[0].ID).Sub(idTime(g.LastDeliveredID))
+		}
+		s.OldestPending = 0
+		if g.Pending > 0 {
+			p, err := q.rdb.XPending(ctx, q.cfg.Stream, g.Name).Result()
+			if err != nil {
+				return s, fmt.Errorf("streamgroup: stats: %w", err)
+			}
+			s.OldestPending = time.Since(idTime(p.Lower))
+		}
+	}
+	dead, err := q.rdb.XLen(ctx, q.cfg.DeadLetterStream).Result()
+	if err != nil {
+		return s, fmt.Errorf("streamgroup: stats: %w", err)
+	}
+	s.DeadLetters = dead
+	return s, nil
+}
+
+// depthCountCap bounds the entries counted when the server cannot report
+// a group's lag.
+const depthCountCap = 10000
+
+func idTime(id string) time.Time {
+	ms, _ := splitID(id)
+	return time.UnixMilli(int64(ms))
 }

@@ -300,3 +300,36 @@ var (
 	_ core.Queue           = (*Queue)(nil)
 	_ core.MaintainedQueue = (*Queue)(nil)
 )
+
+// Stats implements core.StatsReporter. Lag is the time between the newest
+// entry and this reader's cursor; Pending is what the process holds.
+func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	last, err := q.rdb.XRevRangeN(ctx, q.cfg.Stream, "+", "-", 1).Result()
+	if err != nil {
+		return s, fmt.Errorf("streamqueue: stats: %w", err)
+	}
+	dead, err := q.rdb.XLen(ctx, q.cfg.DeadLetterStream).Result()
+	if err != nil {
+		return s, fmt.Errorf("streamqueue: stats: %w", err)
+	}
+	s.DeadLetters = dead
+	q.mu.Lock()
+	s.Pending = int64(len(q.inflight))
+	if len(q.inflight) > 0 {
+		s.OldestPending = time.Since(idTime(q.inflight[0]))
+	}
+	cursor := q.saved
+	q.mu.Unlock()
+	s.Lag = 0
+	if len(last) == 1 && lessID(cursor, last[0].ID) {
+		s.Lag = idTime(last[0].ID).Sub(idTime(cursor))
+	}
+	return s, nil
+}
+
+// idTime is the creation time in a stream id.
+func idTime(id string) time.Time {
+	ms, _ := splitID(id)
+	return time.UnixMilli(int64(ms))
+}

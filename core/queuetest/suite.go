@@ -65,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("RestartResumesWithoutRedelivery", scoped(restartResumes))
 	t.Run("DeadLetteredMessageIsNotRedelivered", scoped(deadLettered))
 	t.Run("ConsumedMessagesCanBeReplayed", scoped(replay))
+	t.Run("StatsDescribeTheQueue", scoped(stats))
 }
 
 // scope is the backend bound to one test's namespace.
@@ -545,5 +546,68 @@ func replay(t *testing.T, b scope) {
 	consume(t, r, 1, again, n, 300*time.Millisecond, 10*time.Second)
 	if distinct, _, _ := again.snapshot(); distinct != n {
 		t.Fatalf("a new reader replayed %d of the %d consumed messages", distinct, n)
+	}
+}
+
+// stats checks what a StatsReporter says against what the test did: five
+// messages waiting, then two of them held unacknowledged.
+func stats(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	r, ok := q.(core.StatsReporter)
+	if !ok {
+		t.Fatal("every backend reports its stats (depth, pending, lag, dead letters) for /metrics")
+	}
+	publishRange(t, b, q, 1, 5)
+	read := func() core.QueueStats {
+		t.Helper()
+		s, err := r.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	s := read()
+	for s.Depth >= 0 && s.Depth < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // a subscriber's buffer fills asynchronously
+		s = read()
+	}
+	if s.Depth != -1 && s.Depth != 5 {
+		t.Fatalf("depth %d with 5 messages waiting", s.Depth)
+	}
+	if s.Pending > 0 || s.DeadLetters > 0 {
+		t.Fatalf("nothing fetched yet, but stats say %+v", s)
+	}
+	c, err := q.Consumer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Fetch(context.Background(), 2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch 2: %d, %v", len(ds), err)
+	}
+	s = read()
+	if s.Depth != -1 && s.Depth != 3 {
+		t.Fatalf("depth %d after 2 of 5 were fetched, want 3", s.Depth)
+	}
+	if s.Pending != -1 && s.Pending != 2 {
+		t.Fatalf("pending %d with 2 fetched and unacked", s.Pending)
+	}
+	if s.OldestPending != -1 && (s.OldestPending < 0 || s.OldestPending > time.Minute) {
+		t.Fatalf("oldest pending age %v", s.OldestPending)
+	}
+	if err := c.DeadLetter(context.Background(), ds[0], "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ack(context.Background(), ds[1:]); err != nil {
+		t.Fatal(err)
+	}
+	s = read()
+	if s.Pending > 0 {
+		t.Fatalf("pending %d after everything fetched was acked or dead-lettered", s.Pending)
+	}
+	if s.DeadLetters != -1 && s.DeadLetters != 1 {
+		t.Fatalf("dead letters %d, want 1", s.DeadLetters)
 	}
 }
