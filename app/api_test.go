@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -371,4 +372,53 @@ func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 		t.Fatalf("fourth code from one IP within a minute: %d (Retry-After %q), want 429 with Retry-After",
 			resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+}
+
+// TestMetricsMoveDuringASale: after a sale the counters and the queue
+// gauges are at /metrics, with values that moved.
+func TestMetricsMoveDuringASale(t *testing.T) {
+	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(3)
+		for u := int64(1); u <= 5; u++ {
+			h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+		}
+		h.waitForRows(voucher, 3, 10*time.Second)
+		want := []string{
+			`seckill_requests_total{code="ok",queue="` + h.cfg.Queue + `"} 3`,
+			`seckill_requests_total{code="sold_out",queue="` + h.cfg.Queue + `"} 2`,
+			`seckill_reservation_seconds_count{queue="` + h.cfg.Queue + `"} 5`,
+		}
+		if h.cfg.Queue != "sync" {
+			want = append(want,
+				`seckill_orders_persisted_total{queue="`+h.cfg.Queue+`"} 3`,
+				`seckill_consumer_batch_size_count{queue="`+h.cfg.Queue+`"}`,
+				`seckill_queue_dead_letters{queue="`+h.cfg.Queue+`"} 0`,
+			)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		var text string
+		for {
+			req, _ := http.NewRequest("GET", h.base+"/metrics", nil)
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			text = string(raw)
+			missing := ""
+			for _, w := range want {
+				if !strings.Contains(text, w) {
+					missing = w
+				}
+			}
+			if missing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics lacks %q", missing)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,3 +87,52 @@ func (m *metrics) StoreFailed(error) { m.storeFailures.Inc() }
 func (m *metrics) QueueFailed(op string, _ error) { m.queueFailures.WithLabelValues(op).Inc() }
 
 var _ core.PipelineObserver = (*metrics)(nil)
+
+// queueCollector asks the queue for its state at each scrape, so the
+// gauges are never stale and cost nothing between scrapes.
+type queueCollector struct {
+	stats                             core.StatsReporter
+	onError                           func(error)
+	depth, pending, lag, oldest, dead *prometheus.Desc
+}
+
+func newQueueCollector(queue string, stats core.StatsReporter, onError func(error)) *queueCollector {
+	labels := prometheus.Labels{"queue": queue}
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	return &queueCollector{
+		stats:   stats,
+		onError: onError,
+		depth:   d("seckill_queue_depth", "Messages waiting, not yet delivered to a consumer."),
+		pending: d("seckill_queue_pending", "Messages delivered and not yet acknowledged."),
+		lag:     d("seckill_queue_lag_seconds", "Time between the newest message and the consumers' position."),
+		oldest:  d("seckill_queue_oldest_pending_seconds", "Age of the oldest unacknowledged message."),
+		dead:    d("seckill_queue_dead_letters", "Messages in the dead-letter destination."),
+	}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.depth, c.pending, c.lag, c.oldest, c.dead} {
+		ch <- d
+	}
+}
+
+// Collect emits only what the backend knows (see core.QueueStats).
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := c.stats.Stats(ctx)
+	if err != nil {
+		c.onError(err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, known bool) {
+		if known {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+		}
+	}
+	gauge(c.depth, float64(s.Depth), s.Depth >= 0)
+	gauge(c.pending, float64(s.Pending), s.Pending >= 0)
+	gauge(c.lag, s.Lag.Seconds(), s.Lag >= 0)
+	gauge(c.oldest, s.OldestPending.Seconds(), s.OldestPending >= 0)
+	gauge(c.dead, float64(s.DeadLetters), s.DeadLetters >= 0)
+}

@@ -67,6 +67,11 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err er
 	if err != nil {
 		return nil, err
 	}
+	if r, ok := s.queue.(core.StatsReporter); ok {
+		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
+			log.Warn("queue stats unavailable", "err", err)
+		}))
+	}
 	if s.queue != nil {
 		var orders core.OrderStore = s.store
 		if cfg.UserLock {
