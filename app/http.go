@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/docs"
 )
 
 // api holds what the handlers need; it is built by wire.
@@ -71,6 +72,10 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{})))
+	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/yaml")
+		return c.Send(docs.OpenAPI)
+	})
 
 	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, byIP), a.sendCode)
 	app.Post("/api/auth/login", a.login)
@@ -108,6 +113,23 @@ func statusOf(code core.Code) int {
 	return fiber.StatusInternalServerError
 }
 
+// Error codes of requests that never reach a handler (Fiber's own errors).
+const (
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeBodyTooLarge     = "body_too_large"
+	codeHeadersTooLarge  = "headers_too_large"
+)
+
+// errorCodes is every code an error body can carry.
+func errorCodes() []string {
+	out := []string{codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeHeadersTooLarge}
+	for _, c := range core.Codes {
+		out = append(out, string(c))
+	}
+	return out
+}
+
 // handleError is the one place errors become responses. Causes are logged,
 // never sent: the client sees the code and a fixed message.
 func (a *api) handleError(c *fiber.Ctx, err error) error {
@@ -115,16 +137,16 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 	if errors.As(err, &fe) {
 		// Errors raised by Fiber itself: unknown route, wrong method, body
 		// too large, malformed request.
-		code := "bad_request"
+		code := string(core.CodeBadRequest)
 		switch fe.Code {
 		case fiber.StatusNotFound:
-			code = "not_found"
+			code = codeNotFound
 		case fiber.StatusMethodNotAllowed:
-			code = "method_not_allowed"
+			code = codeMethodNotAllowed
 		case fiber.StatusRequestEntityTooLarge:
-			code = "body_too_large"
+			code = codeBodyTooLarge
 		case fiber.StatusRequestHeaderFieldsTooLarge:
-			code = "headers_too_large"
+			code = codeHeadersTooLarge
 		}
 		status := fe.Code
 		if status >= 500 {

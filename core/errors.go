@@ -28,6 +28,13 @@ const (
 	CodeInternal Code = "internal"
 )
 
+// Codes lists every Code, for documentation checks.
+var Codes = []Code{
+	CodeBadRequest, CodeUnauthorized, CodeBadCode, CodeRateLimited, CodeVoucherNotFound,
+	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
+	CodeBusy, CodeNotReady, CodeUnavailable, CodeInternal,
+}
+
 // Error carries a Code, a message fit for a client, the operation that
 // failed and, optionally, the cause (which is for logs, not for clients).
 type Error struct {
