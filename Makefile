@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test test-short lint fmt vet clean
+.PHONY: run build test lint fmt vet fuzz clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -18,6 +18,12 @@ build:
 ## when SECKILL_TEST_REDIS_URL and SECKILL_TEST_MYSQL_DSN are set
 test:
 	$(GO) test $(RACE) -count=1 -timeout 20m $(PKGS)
+
+## fuzz: run the fuzz targets for FUZZTIME each (their seed corpora run in `make test`)
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeOrder -fuzztime $(FUZZTIME) ./core
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./app
 
 ## lint: gofmt and go vet
 lint: fmt vet

@@ -74,7 +74,7 @@ func testConfig() Config {
 	}
 }
 
-func startServer(t *testing.T, stack string, mutate func(*Config)) *harness {
+func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
 	t.Helper()
 	cfg := testConfig()
 	if stack == "real" {
@@ -94,7 +94,7 @@ func startServer(t *testing.T, stack string, mutate func(*Config)) *harness {
 	return startWith(t, cfg)
 }
 
-func startWith(t *testing.T, cfg Config) *harness {
+func startWith(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
