@@ -216,6 +216,18 @@ func TestPanicIsRecoveredAnd500(t *testing.T) {
 	}
 }
 
+func TestReadyzIs503WhenTheDatabaseIsDown(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	h.srv.store.Close()
+	status, body := h.do("GET", "/readyz", "", nil)
+	if status != 503 || errorCode(body) != "not_ready" {
+		t.Fatalf("readyz with the database down: %d %v, want 503 not_ready", status, body)
+	}
+	if status, _ := h.do("GET", "/api/vouchers/1", "", nil); status != 503 {
+		t.Fatalf("voucher with the database down: %d, want 503", status)
+	}
+}
+
 func TestReadyzIs503WhenRedisIsDown(t *testing.T) {
 	h := startServer(t, "embedded", nil)
 	if status, _ := h.do("GET", "/readyz", "", nil); status != 200 {
