@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test lint fmt vet fuzz clean
+.PHONY: run build test lint fmt vet fuzz compare clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -24,6 +24,12 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeOrder -fuzztime $(FUZZTIME) ./core
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./app
+
+## compare: the same sale on every backend, measured; writes docs/results.md and charts.
+## Real Redis and MySQL when SECKILL_REDIS_URL and SECKILL_MYSQL_DSN are set, embedded otherwise.
+COMPARE_FLAGS ?=
+compare:
+	$(GO) run ./app compare $(COMPARE_FLAGS)
 
 ## lint: gofmt and go vet
 lint: fmt vet

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +224,3 @@ func (h *harness) waitForRows(voucherID int64, want int, within time.Duration) i
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func idString(v int64) string { return strconv.FormatInt(v, 10) }

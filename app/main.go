@@ -14,7 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "compare" {
+		os.Exit(runCompare(os.Args[2:]))
+	}
+	os.Exit(run())
+}
 
 func run() int {
 	cfg, err := LoadConfig(os.LookupEnv)

@@ -35,6 +35,7 @@ type server struct {
 	rdb      redis.UniversalClient
 	store    *mysqlstore.Store
 	queue    core.Queue
+	board    core.StockBoard
 	pipeline *core.Pipeline
 	http     *fiber.App
 	metrics  *metrics
@@ -67,6 +68,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err er
 	if err != nil {
 		return nil, err
 	}
+	s.board = sale.board
 	if r, ok := s.queue.(core.StatsReporter); ok {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)

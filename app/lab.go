@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The comparison lab (`seckill compare`, `make compare`): the same sale on
+// every backend, measured on this machine, written to docs/results.md.
+
+// labBackend is one column of the comparison.
+type labBackend struct {
+	name   string
+	mutate func(*Config)
+}
+
+var labBackends = []labBackend{
+	{"sync", func(c *Config) { c.Queue = "sync" }},
+	{"memory", func(c *Config) { c.Queue = "memory" }},
+	{"list", func(c *Config) { c.Queue = "list" }},
+	{"list-reliable", func(c *Config) { c.Queue = "list"; c.ListReliable = true }},
+	{"pubsub", func(c *Config) { c.Queue = "pubsub" }},
+	{"stream", func(c *Config) { c.Queue = "stream" }},
+	{"streamgroup", func(c *Config) { c.Queue = "streamgroup" }},
+}
+
+type labOptions struct {
+	duration    time.Duration
+	conns       int
+	drainOrders int64
+	out         string
+	only        string
+	// The sell-out sale: stock and shoppers (every tenth tries twice).
+	stock, shoppers int64
+}
+
+// labResult is what the lab measured for one backend.
+type labResult struct {
+	Backend string
+	Load    loadResult
+	// Reservation to row, over the throughput run's orders.
+	RowP50, RowP99 time.Duration
+	// Drain: orders persisted per second by consumers started on a backlog.
+	DrainRate float64
+	// The sell-out sale.
+	Stock, Accepted, Oversold, Duplicates, Unpersisted int64
+	Err                                                string
+}
+
+func runCompare(args []string) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	var o labOptions
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each throughput run")
+	fs.IntVar(&o.conns, "conns", 50, "keep-alive connections of the load generator")
+	fs.Int64Var(&o.drainOrders, "drain-orders", 8000, "backlog the drain rate is measured on")
+	fs.Int64Var(&o.stock, "sellout-stock", 1000, "stock of the sell-out sale")
+	fs.Int64Var(&o.shoppers, "sellout-shoppers", 5000, "shoppers of the sell-out sale (every tenth tries twice)")
+	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
+	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	base, err := LoadConfig(labLookup)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+	mode := "embedded stand-ins (miniredis, in-memory SQLite)"
+	if !base.EmbeddedRedis() && !base.EmbeddedSQL() {
+		mode = "real Redis and MySQL"
+	}
+	progress("compare: %s, %v per throughput run, %d connections", mode, o.duration, o.conns)
+
+	var results []labResult
+	for _, b := range labBackends {
+		if o.only != "" && !strings.Contains(","+o.only+",", ","+b.name+",") {
+			continue
+		}
+		r := runLabBackend(base, b, o, progress)
+		results = append(results, r)
+	}
+	if err := writeResults(o, base, results, strings.Join(os.Args, " ")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	progress("compare: wrote %s", o.out)
+	fmt.Print(summary(results))
+	return 0
+}
+
+// labLookup reads the environment, filling in lab secrets when missing so
+// the lab runs against real servers without extra setup.
+func labLookup(name string) (string, bool) {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v, true
+	}
+	switch name {
+	case "SECKILL_JWT_SECRET":
+		return "lab-secret-" + randomHex(16), true
+	case "SECKILL_ADMIN_TOKEN":
+		return "lab-admin-" + randomHex(16), true
+	case "SECKILL_SECKILL_RATE", "SECKILL_CODE_RATE":
+		return "0", true // the load generator is one client hammering on purpose
+	}
+	return "", false
+}
+
+func runLabBackend(base Config, b labBackend, o labOptions, progress func(string, ...any)) (res labResult) {
+	res.Backend = b.name
+	defer func() {
+		if res.Err != "" {
+			progress("[%s] failed: %s", b.name, res.Err)
+		}
+	}()
+	cfg := base
+	b.mutate(&cfg)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.KeyPrefix = "lab" + randomHex(4) + ":"
+
+	// 1. Throughput and latency with consumers running, on a stock that
+	// does not sell out, every request a new shopper.
+	h, err := startLab(cfg)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	voucher, err := h.voucher(1_000_000_000)
+	if err != nil {
+		h.stop()
+		res.Err = err.Error()
+		return res
+	}
+	progress("[%s] throughput: %v of seckill requests over %d connections…", b.name, o.duration, o.conns)
+	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1))
+	ok := res.Load.Status[http.StatusOK]
+	progress("[%s]   %.0f req/s, p50 %v, p99 %v, %d accepted, statuses %v",
+		b.name, res.Load.perSecond(), res.Load.percentile(.5), res.Load.percentile(.99), ok, res.Load.Status)
+	if n := h.waitRows(voucher, ok, 120*time.Second); n != ok {
+		progress("[%s]   only %d of %d accepted orders persisted after 120s", b.name, n, ok)
+	}
+	res.RowP50, res.RowP99 = h.rowLatency(voucher)
+	progress("[%s]   reservation to row: p50 %v, p99 %v", b.name, res.RowP50, res.RowP99)
+
+	// 2. The sell-out sale: stock 1,000, 5,000 shoppers, every tenth twice.
+	res.Stock = o.stock
+	sellOut, err := h.voucher(res.Stock)
+	if err == nil {
+		res.Accepted, res.Oversold, res.Duplicates, res.Unpersisted, err = h.sellOut(sellOut, res.Stock, o.shoppers, o.conns)
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	progress("[%s] sell-out: %d accepted of %d, oversold %d, duplicates %d, accepted but not persisted %d",
+		b.name, res.Accepted, res.Stock, res.Oversold, res.Duplicates, res.Unpersisted)
+	h.stop()
+
+	// 3. Drain: a backlog built with no consumer, then consumers started.
+	if cfg.Queue != "sync" {
+		consumers := max(cfg.Consumers, 1)
+		cfg.Consumers, cfg.KeyPrefix = 0, "lab"+randomHex(4)+":"
+		res.DrainRate, err = drainRate(cfg, consumers, o)
+		if err != nil {
+			res.Err = err.Error()
+		}
+		progress("[%s] drain: %.0f orders/s", b.name, res.DrainRate)
+	}
+	return res
+}
+
+// labServer is an in-process server and a client for it.
+type labServer struct {
+	cfg    Config
+	srv    *server
+	base   string
+	tokens *tokens
+	client *http.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLab(cfg Config) (*labServer, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := build(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		cancel()
+		srv.close()
+		return nil, err
+	}
+	h := &labServer{cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(), tokens: newTokens(cfg.JWTSecret),
+		client: &http.Client{Timeout: 10 * time.Second}, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- srv.serve(ctx, ln) }()
+	return h, nil
+}
+
+func (h *labServer) stop() {
+	h.cancel()
+	<-h.done
+	h.srv.close()
+}
+
+func (h *labServer) voucher(stock int64) (int64, error) {
+	v := core.Voucher{Title: "lab", PayValue: 1, ActualValue: 2, Stock: stock,
+		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+	if err := core.NewCatalog(h.srv.store, h.board()).Create(context.Background(), &v); err != nil {
+		return 0, err
+	}
+	return v.ID, nil
+}
+
+// board is the stock board of the running backend.
+func (h *labServer) board() core.StockBoard { return h.srv.board }
+
+// buyRequest makes request n a seckill by shopper firstUser+n.
+func (h *labServer) buyRequest(voucher, firstUser int64) func(int64) *http.Request {
+	url := h.base + "/api/vouchers/" + idString(voucher) + "/seckill"
+	return func(n int64) *http.Request {
+		tok, _ := h.tokens.issue(firstUser+n, time.Now())
+		req, _ := http.NewRequest(http.MethodPost, url, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return req
+	}
+}
+
+func (h *labServer) rows(voucher int64) int64 {
+	n, err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucher).Count(context.Background())
+	if err != nil {
+		return -1
+	}
+	return int64(n)
+}
+
+// waitRows polls until the voucher has want rows, or within passes, and
+// returns the last count.
+func (h *labServer) waitRows(voucher, want int64, within time.Duration) int64 {
+	deadline := time.Now().Add(within)
+	for {
+		n := h.rows(voucher)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rowLatency is the time from reservation (the order's create_time) to its
+// row (update_time, written by the consumer's batch), p50 and p99.
+func (h *labServer) rowLatency(voucher int64) (time.Duration, time.Duration) {
+	var rows []struct {
+		CreateTime time.Time `bun:"create_time"`
+		UpdateTime time.Time `bun:"update_time"`
+	}
+	if err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
+		Where("voucher_id = ?", voucher).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
+		return 0, 0
+	}
+	d := loadResult{}
+	for _, r := range rows {
+		d.Latencies = append(d.Latencies, max(r.UpdateTime.Sub(r.CreateTime), 0))
+	}
+	sortDurations(d.Latencies)
+	return d.percentile(.5), d.percentile(.99)
+}
+
+func idString(v int64) string { return strconv.FormatInt(v, 10) }
