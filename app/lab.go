@@ -91,7 +91,7 @@ func runCompare(args []string) int {
 		r := runLabBackend(base, b, o, progress)
 		results = append(results, r)
 	}
-	if err := writeResults(o, base, results, strings.Join(os.Args, " ")); err != nil {
+	if err := writeResults(o, base, results, "seckill "+strings.Join(os.Args[1:], " ")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

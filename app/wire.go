@@ -129,7 +129,7 @@ func (s *server) openSale(ctx context.Context) (sale, error) {
 			ConsumerPrefix: cfg.ConsumerName}, s.log)
 		s.queue, handoff, queueKey = q, redisreserve.HandoffLPush, q.Key()
 	case pubsubqueue.Name:
-		q, err := pubsubqueue.New(ctx, s.rdb, pubsubqueue.Config{Channel: prefix + "orders:channel"}, s.log)
+		q, err := pubsubqueue.New(ctx, s.rdb, pubsubqueue.Config{Channel: prefix + "orders:channel", PublishOnly: cfg.Consumers == 0}, s.log)
 		if err != nil {
 			return sale{}, err
 		}

@@ -8,6 +8,8 @@
 -- KEYS[5] -> seckill:orders:list:attempts               hash: message -> redeliveries
 --
 -- ARGV[1] -> the consumer's name
+-- ARGV[2] -> "1" to reclaim even if the heartbeat is alive: a consumer
+--            restarted under its old name takes back its own list at once
 --
 -- Returns:
 --   -1  the consumer is alive: nothing moved
@@ -16,7 +18,7 @@
 -- Messages go back to the consuming end, oldest last-in so it is taken
 -- first, and each one's redelivery count goes up by one.
 
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if ARGV[2] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   return -1
 end
 local n = 0

@@ -127,7 +127,9 @@ func (q *Queue) Consumer(index int) (core.Consumer, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := q.reclaim(ctx, c.name); err != nil {
+	// Same name, so the earlier holder of this list is this consumer's
+	// dead predecessor, whatever its heartbeat says.
+	if _, err := q.reclaim(ctx, c.name, true); err != nil {
 		return nil, err
 	}
 	if err := q.rdb.SAdd(ctx, q.consumersKey(), c.name).Err(); err != nil {
@@ -140,11 +142,16 @@ func (q *Queue) Consumer(index int) (core.Consumer, error) {
 	return c, nil
 }
 
-// reclaim returns name's processing list to the queue if name is dead.
-func (q *Queue) reclaim(ctx context.Context, name string) (int64, error) {
+// reclaim returns name's processing list to the queue if name is dead, or
+// in any case with force.
+func (q *Queue) reclaim(ctx context.Context, name string, force bool) (int64, error) {
+	forced := "0"
+	if force {
+		forced = "1"
+	}
 	n, err := reclaimScript.Run(ctx, q.rdb,
 		[]string{q.aliveKey(name), q.processingKey(name), q.cfg.Key, q.consumersKey(), q.attemptsKey()},
-		name).Int64()
+		name, forced).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("listqueue: reclaim %s: %w", name, err)
 	}
@@ -177,7 +184,7 @@ func (q *Queue) Reap(ctx context.Context) error {
 		return fmt.Errorf("listqueue: consumers: %w", err)
 	}
 	for _, name := range names {
-		n, err := q.reclaim(ctx, name)
+		n, err := q.reclaim(ctx, name, false)
 		if err != nil {
 			return err
 		}

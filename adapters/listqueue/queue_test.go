@@ -67,3 +67,33 @@ func TestReclaimedMessagesCountTheirDeliveries(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartUnderTheSameNameTakesBackItsListAtOnce: a process restarted
+// with a stable consumer name, while its predecessor's heartbeat has not
+// expired yet, takes back what the predecessor held.
+func TestRestartUnderTheSameNameTakesBackItsListAtOnce(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		open := func() *listqueue.Queue {
+			return listqueue.New(r.Client, listqueue.Config{Key: r.Prefix + "same", Reliable: true,
+				ConsumerPrefix: "pod-0", HeartbeatTTL: time.Hour}, nil)
+		}
+		before := open()
+		r.Client.LPush(context.Background(), r.Prefix+"same", queuetest.Body(1), queuetest.Body(2))
+		c, _ := before.Consumer(0)
+		if ds, _ := c.Fetch(context.Background(), 10); len(ds) != 2 {
+			t.Fatalf("fetched %d, want 2", len(ds))
+		}
+		before.Close() // dies; its heartbeat would live for an hour
+
+		after := open()
+		defer after.Close()
+		c2, err := after.Consumer(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, _ := c2.Fetch(context.Background(), 10)
+		if len(ds) != 2 || ds[0].Attempt != 2 {
+			t.Fatalf("after the restart got %+v, want both messages on their second attempt", ds)
+		}
+	})
+}

@@ -38,6 +38,9 @@ type Config struct {
 	// DeadLetterStream receives messages the pipeline gives up on.
 	// Default Channel + ":dead".
 	DeadLetterStream string
+	// PublishOnly: this process runs no consumer (an API-only instance),
+	// so it does not subscribe and receives nothing.
+	PublishOnly bool
 }
 
 // Queue implements core.Queue. One subscription per process feeds all its
@@ -72,13 +75,18 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sub := rdb.Subscribe(ctx, cfg.Channel)
-	if _, err := sub.Receive(ctx); err != nil {
-		sub.Close()
+	q := &Queue{rdb: rdb, cfg: cfg, log: log, closed: make(chan struct{})}
+	if cfg.PublishOnly {
+		q.msgs = make(chan *redis.Message) // never receives
+		return q, nil
+	}
+	q.sub = rdb.Subscribe(ctx, cfg.Channel)
+	if _, err := q.sub.Receive(ctx); err != nil {
+		q.sub.Close()
 		return nil, fmt.Errorf("pubsubqueue: subscribe %s: %w", cfg.Channel, err)
 	}
-	return &Queue{rdb: rdb, cfg: cfg, log: log, sub: sub,
-		msgs: sub.Channel(redis.WithChannelSize(cfg.Buffer)), closed: make(chan struct{})}, nil
+	q.msgs = q.sub.Channel(redis.WithChannelSize(cfg.Buffer))
+	return q, nil
 }
 
 func (q *Queue) Name() string { return Name }
@@ -102,7 +110,9 @@ func (q *Queue) Close() error {
 	var err error
 	q.closeOnce.Do(func() {
 		close(q.closed)
-		err = q.sub.Close()
+		if q.sub != nil {
+			err = q.sub.Close()
+		}
 	})
 	return err
 }
