@@ -42,24 +42,10 @@ func forEachStack(t *testing.T, mutate func(*Config), fn func(t *testing.T, h *h
 	}
 }
 
-// backends are the SECKILL_QUEUE values, plus the list's reliable mode.
-var backends = []struct {
-	name   string
-	mutate func(*Config)
-}{
-	{"sync", func(c *Config) { c.Queue = "sync" }},
-	{"memory", func(c *Config) { c.Queue = "memory" }},
-	{"list", func(c *Config) { c.Queue = "list" }},
-	{"list-reliable", func(c *Config) { c.Queue = "list"; c.ListReliable = true }},
-	{"pubsub", func(c *Config) { c.Queue = "pubsub" }},
-	{"stream", func(c *Config) { c.Queue = "stream" }},
-	{"streamgroup", func(c *Config) { c.Queue = "streamgroup" }},
-}
-
 // forEachBackendAndStack runs fn for every backend on both stacks.
 func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
 	t.Helper()
-	for _, b := range backends {
+	for _, b := range labBackends {
 		t.Run(b.name, func(t *testing.T) { forEachStack(t, b.mutate, fn) })
 	}
 }

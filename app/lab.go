@@ -19,7 +19,8 @@ import (
 // The comparison lab (`seckill compare`, `make compare`): the same sale on
 // every backend, measured on this machine, written to docs/results.md.
 
-// labBackend is one column of the comparison.
+// labBackend is one column of the comparison: every SECKILL_QUEUE value,
+// and the list's reliable mode. The tests run the same set.
 type labBackend struct {
 	name   string
 	mutate func(*Config)
@@ -43,6 +44,7 @@ type labOptions struct {
 	only        string
 	// The sell-out sale: stock and shoppers (every tenth tries twice).
 	stock, shoppers int64
+	noFaults        bool
 }
 
 // labResult is what the lab measured for one backend.
@@ -55,7 +57,9 @@ type labResult struct {
 	DrainRate float64
 	// The sell-out sale.
 	Stock, Accepted, Oversold, Duplicates, Unpersisted int64
-	Err                                                string
+	// Faults, in the order of labFaults.
+	Faults []faultResult
+	Err    string
 }
 
 func runCompare(args []string) int {
@@ -66,6 +70,7 @@ func runCompare(args []string) int {
 	fs.Int64Var(&o.drainOrders, "drain-orders", 8000, "backlog the drain rate is measured on")
 	fs.Int64Var(&o.stock, "sellout-stock", 1000, "stock of the sell-out sale")
 	fs.Int64Var(&o.shoppers, "sellout-shoppers", 5000, "shoppers of the sell-out sale (every tenth tries twice)")
+	fs.BoolVar(&o.noFaults, "no-faults", false, "skip the fault injection")
 	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
 	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
 	if err := fs.Parse(args); err != nil {
@@ -176,6 +181,12 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 		}
 		progress("[%s] drain: %.0f orders/s", b.name, res.DrainRate)
 	}
+
+	// 4. Faults, against separate server processes.
+	if !o.noFaults {
+		cfg.Consumers = base.Consumers
+		res.Faults = runFaults(cfg, o.conns, progress)
+	}
 	return res
 }
 
@@ -230,9 +241,15 @@ func (h *labServer) board() core.StockBoard { return h.srv.board }
 
 // buyRequest makes request n a seckill by shopper firstUser+n.
 func (h *labServer) buyRequest(voucher, firstUser int64) func(int64) *http.Request {
-	url := h.base + "/api/vouchers/" + idString(voucher) + "/seckill"
+	return buyRequests(h.base, h.tokens, voucher, firstUser)
+}
+
+// buyRequests makes request n a seckill on the server at base by shopper
+// firstUser+n.
+func buyRequests(base string, tokens *tokens, voucher, firstUser int64) func(int64) *http.Request {
+	url := base + "/api/vouchers/" + idString(voucher) + "/seckill"
 	return func(n int64) *http.Request {
-		tok, _ := h.tokens.issue(firstUser+n, time.Now())
+		tok, _ := tokens.issue(firstUser+n, time.Now())
 		req, _ := http.NewRequest(http.MethodPost, url, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		return req
@@ -250,13 +267,19 @@ func (h *labServer) rows(voucher int64) int64 {
 // waitRows polls until the voucher has want rows, or within passes, and
 // returns the last count.
 func (h *labServer) waitRows(voucher, want int64, within time.Duration) int64 {
+	return waitFor(func() int64 { return h.rows(voucher) }, want, within)
+}
+
+// waitFor polls count until it reaches want or within passes, and returns
+// the last count.
+func waitFor(count func() int64, want int64, within time.Duration) int64 {
 	deadline := time.Now().Add(within)
 	for {
-		n := h.rows(voucher)
+		n := count()
 		if n >= want || time.Now().After(deadline) {
 			return n
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -66,7 +66,7 @@ func writeResults(o labOptions, cfg Config, results []labResult, command string)
 		}
 	}
 	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
-	b.WriteString("\nNot measured yet (see the open issue): faults against separate processes — a consumer process killed with SIGKILL mid-drain, MySQL unreachable for 10 s through a proxy, consumers offline while orders are published, a Redis restart with AOF. Until then, what each backend loses in those faults is shown by the conformance suite, summarised in [iterations.md](iterations.md).\n")
+	writeFaults(&b, results)
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
@@ -165,4 +165,38 @@ func openStoreForVersion(dsn string) (string, error) {
 	var v string
 	err = st.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
 	return v, err
+}
+
+// writeFaults adds the fault table: one row per backend, one column per
+// fault, each cell "lost / redelivered" with the time to resume.
+func writeFaults(b *strings.Builder, results []labResult) {
+	ran := false
+	for _, r := range results {
+		ran = ran || len(r.Faults) > 0
+	}
+	if !ran {
+		b.WriteString("\nFaults were not injected in this run (`-no-faults`).\n")
+		return
+	}
+	fmt.Fprintf(b, "\n## Faults\n\nEach fault runs against separate server processes (this binary): %d orders are accepted by a process with one consumer persisting 20 orders per transaction, and the fault strikes once a quarter of them are in MySQL. A cell reads *lost* (accepted, never persisted) / *redelivered* (delivered again, found already persisted, absorbed by the store), then how long until the next order was persisted after the fault ended. Stock is checked too: the database's stock fell by exactly the number of rows in every run unless a cell says otherwise.\n\n", faultBacklog)
+	b.WriteString("| backend |")
+	for _, f := range labFaults {
+		b.WriteString(" " + f + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(labFaults)) + "\n")
+	for _, r := range results {
+		fmt.Fprintf(b, "| %s |", r.Backend)
+		for _, f := range r.Faults {
+			if !f.Ran {
+				fmt.Fprintf(b, " %s |", f.Note)
+				continue
+			}
+			cell := fmt.Sprintf("**%d** lost of %d / %d redelivered; resumed after %v", f.Lost, f.Accepted, f.Redelivered, round(f.Resumed))
+			if f.StockOff != 0 {
+				cell += fmt.Sprintf("; stock off by %d", f.StockOff)
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
 }

@@ -20,7 +20,7 @@ func TestCompareWritesResults(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "results.md")
 	if code := runCompare([]string{"-duration", "300ms", "-conns", "4", "-drain-orders", "200",
 		"-sellout-stock", "100", "-sellout-shoppers", "300",
-		"-backends", "streamgroup", "-out", out}); code != 0 {
+		"-backends", "streamgroup", "-no-faults", "-out", out}); code != 0 {
 		t.Fatalf("compare exited %d", code)
 	}
 	raw, err := os.ReadFile(out)
