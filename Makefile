@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test lint fmt vet fuzz compare clean
+.PHONY: run build test lint fmt vet fuzz compare bench clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -30,6 +30,13 @@ fuzz:
 COMPARE_FLAGS ?=
 compare:
 	$(GO) run ./app compare $(COMPARE_FLAGS)
+
+## bench: Go benchmarks, then the load run that prints each ratio against its baseline
+## (needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; SECKILL_TEST_REDIS_URL for the Redis benchmark)
+BENCH_FLAGS ?=
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./core ./adapters/redisreserve
+	./bin/seckill bench $(BENCH_FLAGS)
 
 ## lint: gofmt and go vet
 lint: fmt vet

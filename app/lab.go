@@ -172,7 +172,8 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 	h.stop()
 
 	// 3. Drain: a backlog built with no consumer, then consumers started.
-	if cfg.Queue != "sync" {
+	// Pub/Sub keeps no backlog: with no consumer there is no subscriber.
+	if cfg.Queue != "sync" && cfg.Queue != "pubsub" {
 		consumers := max(cfg.Consumers, 1)
 		cfg.Consumers, cfg.KeyPrefix = 0, "lab"+randomHex(4)+":"
 		res.DrainRate, err = drainRate(cfg, consumers, o)

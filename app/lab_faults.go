@@ -26,8 +26,11 @@ type faultResult struct {
 	// StockOff is stock taken in the database minus rows: non-zero means
 	// an order's stock was taken twice (or not at all).
 	StockOff int64
-	// Resumed: from the end of the fault to the next persisted order.
+	// Resumed: from the end of the fault to the next persisted order; 0
+	// when none came.
 	Resumed time.Duration
+	// StruckAt: orders already persisted when the fault struck.
+	StruckAt int64
 }
 
 // labFaults are the faults, in the order of the results table.
@@ -61,14 +64,30 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 	}
 	defer db.Close()
 	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: newTokens(cfg.JWTSecret), progress: progress}
+	// The processes reach MySQL through a proxy that delays each request,
+	// so the consumer drains slower than shoppers buy and every fault
+	// strikes with orders still waiting.
+	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
+	if err == nil {
+		f.proxy, err = startProxy(dsn.Addr, faultDBDelay)
+	}
+	if err != nil {
+		for i := range out {
+			out[i].Note = err.Error()
+		}
+		return out
+	}
+	defer f.proxy.close()
+	dsn.Addr = f.proxy.addr()
+	f.cfg.MySQLDSN = dsn.FormatDSN()
 	steps := []func() faultResult{f.killConsumer, f.mysqlOutage, f.offlineConsumers, f.redisRestart}
 	for i, step := range steps {
 		f.cfg.KeyPrefix = "lab" + randomHex(4) + ":"
 		progress("[%s] fault: %s…", cfg.Queue, labFaults[i])
 		out[i] = step()
 		if out[i].Ran {
-			progress("[%s]   accepted %d, lost %d, redelivered %d, stock off by %d, resumed after %v",
-				cfg.Queue, out[i].Accepted, out[i].Lost, out[i].Redelivered, out[i].StockOff, round(out[i].Resumed))
+			progress("[%s]   struck at %d of %d persisted; lost %d, redelivered %d, stock off by %d, resumed after %v",
+				cfg.Queue, out[i].StruckAt, out[i].Accepted, out[i].Lost, out[i].Redelivered, out[i].StockOff, round(out[i].Resumed))
 		} else {
 			progress("[%s]   %s", cfg.Queue, out[i].Note)
 		}
@@ -76,7 +95,11 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 	return out
 }
 
+// faultDBDelay slows each request of the fault processes to MySQL.
+const faultDBDelay = 3 * time.Millisecond
+
 type faultLab struct {
+	proxy    *tcpProxy
 	cfg      Config
 	conns    int
 	db       *mysqlstore.Store
@@ -112,6 +135,12 @@ func (f faultLab) backlog(p *labProcess) (voucher, accepted int64, err error) {
 
 const faultStock = 1_000_000_000
 
+// strike waits until a quarter of the accepted orders are persisted and
+// returns the count at that moment: the fault strikes then.
+func (f faultLab) strike(voucher, accepted int64) int64 {
+	return f.waitAtLeast(voucher, accepted/4, 30*time.Second)
+}
+
 // waitAtLeast polls until the voucher has n rows or within passes.
 func (f faultLab) waitAtLeast(voucher, n int64, within time.Duration) int64 {
 	return waitFor(func() int64 { return f.rows(voucher) }, n, within)
@@ -134,8 +163,8 @@ func (f faultLab) settle(voucher, want int64, max time.Duration) int64 {
 // recover measures the aftermath of a fault that ended at `since`: the
 // time to the next persisted order, then, once the count settles, what was
 // lost, what p saw redelivered, and whether the stock matches the rows.
-func (f faultLab) recover(p *labProcess, voucher, accepted int64, since time.Time) faultResult {
-	r := faultResult{Ran: true, Accepted: accepted}
+func (f faultLab) recover(p *labProcess, voucher, accepted, struckAt int64, since time.Time) faultResult {
+	r := faultResult{Ran: true, Accepted: accepted, StruckAt: struckAt}
 	before := f.rows(voucher)
 	if f.waitAtLeast(voucher, before+1, 30*time.Second) > before {
 		r.Resumed = time.Since(since)
@@ -157,7 +186,7 @@ func (f faultLab) killConsumer() faultResult {
 		p1.kill()
 		return faultResult{Note: err.Error()}
 	}
-	f.waitAtLeast(voucher, accepted/4, 30*time.Second)
+	struck := f.strike(voucher, accepted)
 	p1.kill()
 	killedAt := time.Now()
 	p2, err := startProcess(f.cfg, nil)
@@ -165,23 +194,11 @@ func (f faultLab) killConsumer() faultResult {
 		return faultResult{Note: "restart: " + err.Error()}
 	}
 	defer p2.stop()
-	return f.recover(p2, voucher, accepted, killedAt)
+	return f.recover(p2, voucher, accepted, struck, killedAt)
 }
 
 func (f faultLab) mysqlOutage() faultResult {
-	dsn, err := mysql.ParseDSN(f.cfg.MySQLDSN)
-	if err != nil {
-		return faultResult{Note: err.Error()}
-	}
-	proxy, err := startProxy(dsn.Addr)
-	if err != nil {
-		return faultResult{Note: err.Error()}
-	}
-	defer proxy.close()
-	dsn.Addr = proxy.addr()
-	cfg := f.cfg
-	cfg.MySQLDSN = dsn.FormatDSN()
-	p, err := startProcess(cfg, nil)
+	p, err := startProcess(f.cfg, nil)
 	if err != nil {
 		return faultResult{Note: err.Error()}
 	}
@@ -190,11 +207,11 @@ func (f faultLab) mysqlOutage() faultResult {
 	if err != nil {
 		return faultResult{Note: err.Error()}
 	}
-	f.waitAtLeast(voucher, accepted/4, 30*time.Second)
-	proxy.setDown(true)
+	struck := f.strike(voucher, accepted)
+	f.proxy.setDown(true)
 	time.Sleep(10 * time.Second)
-	proxy.setDown(false)
-	return f.recover(p, voucher, accepted, time.Now())
+	f.proxy.setDown(false)
+	return f.recover(p, voucher, accepted, struck, time.Now())
 }
 
 func (f faultLab) offlineConsumers() faultResult {
@@ -210,13 +227,14 @@ func (f faultLab) offlineConsumers() faultResult {
 	if err != nil {
 		return faultResult{Note: err.Error()}
 	}
+	before := f.rows(voucher) // nothing consumed while no consumer ran
 	started := time.Now()
 	consumer, err := startProcess(f.cfg, nil)
 	if err != nil {
 		return faultResult{Note: err.Error()}
 	}
 	defer consumer.stop()
-	return f.recover(consumer, voucher, accepted, started)
+	return f.recover(consumer, voucher, accepted, before, started)
 }
 
 func (f faultLab) redisRestart() faultResult {
@@ -271,12 +289,12 @@ func (f faultLab) redisRestart() faultResult {
 		rs.Wait()
 		return faultResult{Note: err.Error()}
 	}
-	f.waitAtLeast(voucher, accepted/4, 30*time.Second)
+	struck := f.strike(voucher, accepted)
 	rs.Process.Kill() // SIGKILL: the AOF keeps what was fsynced
 	rs.Wait()
 	if rs, err = start(); err != nil {
 		return faultResult{Note: "restart: " + err.Error()}
 	}
 	defer func() { rs.Process.Kill(); rs.Wait() }()
-	return f.recover(p, voucher, accepted, time.Now())
+	return f.recover(p, voucher, accepted, struck, time.Now())
 }

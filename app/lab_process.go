@@ -65,6 +65,12 @@ func freeAddr() (string, error) {
 
 // startProcess starts a server process and waits until it answers.
 func startProcess(cfg Config, extra map[string]string) (*labProcess, error) {
+	return startProcessArgs(cfg, extra)
+}
+
+// startProcessArgs starts this binary with args (a subcommand) and waits
+// until it answers /healthz.
+func startProcessArgs(cfg Config, extra map[string]string, args ...string) (*labProcess, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -77,7 +83,7 @@ func startProcess(cfg Config, extra map[string]string) (*labProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = processEnv(cfg, addr, extra)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -167,17 +173,20 @@ func metricValue(base, prefix string) float64 {
 type tcpProxy struct {
 	ln     net.Listener
 	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	down   bool
+	// delay is added before each chunk sent to the target: a slower
+	// database, so that a fault lands in the middle of a drain.
+	delay time.Duration
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	down  bool
 }
 
-func startProxy(target string) (*tcpProxy, error) {
+func startProxy(target string, delay time.Duration) (*tcpProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &tcpProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
 	go p.serve()
 	return p, nil
 }
@@ -203,8 +212,8 @@ func (p *tcpProxy) serve() {
 			continue
 		}
 		p.track(c, up)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(up, c, p.delay)
+		go p.pipe(c, up, 0)
 	}
 }
 
@@ -216,8 +225,22 @@ func (p *tcpProxy) track(cs ...net.Conn) {
 	}
 }
 
-func (p *tcpProxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src)
+func (p *tcpProxy) pipe(dst, src net.Conn, delay time.Duration) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if delay > 0 {
+				time.Sleep(delay)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

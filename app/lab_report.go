@@ -53,6 +53,9 @@ func writeResults(o labOptions, cfg Config, results []labResult, command string)
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		drainCell := "— (no queue)"
+		if r.Backend == "pubsub" {
+			drainCell = "— (keeps no backlog)"
+		}
 		if r.DrainRate > 0 {
 			drainCell = fmt.Sprintf("%.0f", r.DrainRate)
 		}
@@ -178,7 +181,7 @@ func writeFaults(b *strings.Builder, results []labResult) {
 		b.WriteString("\nFaults were not injected in this run (`-no-faults`).\n")
 		return
 	}
-	fmt.Fprintf(b, "\n## Faults\n\nEach fault runs against separate server processes (this binary): %d orders are accepted by a process with one consumer persisting 20 orders per transaction, and the fault strikes once a quarter of them are in MySQL. A cell reads *lost* (accepted, never persisted) / *redelivered* (delivered again, found already persisted, absorbed by the store), then how long until the next order was persisted after the fault ended. Stock is checked too: the database's stock fell by exactly the number of rows in every run unless a cell says otherwise.\n\n", faultBacklog)
+	fmt.Fprintf(b, "\n## Faults\n\nEach fault runs against separate server processes (this binary): %d orders are accepted by a process with one consumer persisting 20 orders per transaction, reaching MySQL through a proxy that delays each request by %v (so the drain is slower than the buying), and the fault strikes once a quarter of them are in MySQL. A cell reads *lost* (accepted, never persisted) / *redelivered* (delivered again, found already persisted, absorbed by the store), where the fault struck, then how long until the next order was persisted after the fault ended. Stock is checked too: the database's stock fell by exactly the number of rows in every run unless a cell says otherwise.\n\n", faultBacklog, faultDBDelay)
 	b.WriteString("| backend |")
 	for _, f := range labFaults {
 		b.WriteString(" " + f + " |")
@@ -191,7 +194,12 @@ func writeFaults(b *strings.Builder, results []labResult) {
 				fmt.Fprintf(b, " %s |", f.Note)
 				continue
 			}
-			cell := fmt.Sprintf("**%d** lost of %d / %d redelivered; resumed after %v", f.Lost, f.Accepted, f.Redelivered, round(f.Resumed))
+			resumed := "no order came back"
+			if f.Resumed > 0 {
+				resumed = fmt.Sprintf("resumed after %v", round(f.Resumed))
+			}
+			cell := fmt.Sprintf("**%d** lost / %d redelivered (struck at %d of %d persisted); %s",
+				f.Lost, f.Redelivered, f.StruckAt, f.Accepted, resumed)
 			if f.StockOff != 0 {
 				cell += fmt.Sprintf("; stock off by %d", f.StockOff)
 			}

@@ -15,8 +15,15 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "compare" {
-		os.Exit(runCompare(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "compare":
+			os.Exit(runCompare(os.Args[2:]))
+		case "bench":
+			os.Exit(runBench(os.Args[2:]))
+		case "bare-handler":
+			os.Exit(runBareHandler())
+		}
 	}
 	os.Exit(run())
 }

@@ -1,0 +1,38 @@
+package redisreserve_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// BenchmarkReserve is one EVALSHA of the reservation script per op, from
+// parallel goroutines, on real Redis when configured.
+func BenchmarkReserve(b *testing.B) {
+	r, ok := testenv.RealRedis(b)
+	if !ok {
+		r = testenv.Miniredis(b)
+	}
+	res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix,
+		Handoff: redisreserve.HandoffXAdd, QueueKey: r.Prefix + "orders"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	res.Load(ctx)
+	res.LoadVoucher(ctx, core.Voucher{ID: 1, Stock: 1 << 40, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)})
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := n.Add(1)
+			if _, err := res.Reserve(ctx, core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
