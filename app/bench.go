@@ -186,7 +186,7 @@ func runBareHandler() int {
 		if err != nil {
 			return c.Status(503).SendString(err.Error())
 		}
-		return c.JSON(fiber.Map{"orderId": strconv.FormatInt(res[1].(int64), 10)})
+		return c.JSON(fiber.Map{"orderId": fmt.Sprint(res[1])})
 	})
 	if err := app.Listen(cfg.Addr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -240,6 +240,10 @@ func (c *consumer) claimIdle(ctx context.Context, max int) ([]core.Delivery, err
 		Start:    start,
 		Count:    int64(max),
 	}).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		c.lastClaim = time.Now()
+		return nil, c.q.ensureGroup(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("streamgroup: xautoclaim: %w", err)
 	}
