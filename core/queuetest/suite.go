@@ -341,27 +341,16 @@ func killedMidBatch(t *testing.T, b scope) {
 // fetchSome fetches once (retrying empty fetches) and returns the ids held.
 func fetchSome(t *testing.T, c core.Consumer, max int) []int64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		ds, err := c.Fetch(context.Background(), max)
+	ds := fetchSomeDeliveries(t, c, max)
+	ids := make([]int64, 0, len(ds))
+	for _, d := range ds {
+		o, err := core.DecodeOrder(d.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) == 0 {
-			continue
-		}
-		ids := make([]int64, 0, len(ds))
-		for _, d := range ds {
-			o, err := core.DecodeOrder(d.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, o.ID)
-		}
-		return ids
+		ids = append(ids, o.ID)
 	}
-	t.Fatal("nothing to fetch")
-	return nil
+	return ids
 }
 
 func backpressure(t *testing.T, b scope) {
@@ -490,7 +479,7 @@ func deadLettered(t *testing.T, b scope) {
 	q := b.open(t)
 	publishRange(t, b, q, 1, 1)
 	c, _ := q.Consumer(0)
-	ds := fetchSomeDeliveries(t, c)
+	ds := fetchSomeDeliveries(t, c, 10)
 	if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
 		t.Fatal(err)
 	}
@@ -504,11 +493,12 @@ func deadLettered(t *testing.T, b scope) {
 	}
 }
 
-func fetchSomeDeliveries(t *testing.T, c core.Consumer) []core.Delivery {
+// fetchSomeDeliveries fetches once, retrying empty fetches for 5s.
+func fetchSomeDeliveries(t *testing.T, c core.Consumer, max int) []core.Delivery {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		ds, err := c.Fetch(context.Background(), 10)
+		ds, err := c.Fetch(context.Background(), max)
 		if err != nil {
 			t.Fatal(err)
 		}
