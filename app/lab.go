@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,14 +232,11 @@ func (h *labServer) stop() {
 func (h *labServer) voucher(stock int64) (int64, error) {
 	v := core.Voucher{Title: "lab", PayValue: 1, ActualValue: 2, Stock: stock,
 		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-	if err := core.NewCatalog(h.srv.store, h.board()).Create(context.Background(), &v); err != nil {
+	if err := core.NewCatalog(h.srv.store, h.srv.board).Create(context.Background(), &v); err != nil {
 		return 0, err
 	}
 	return v.ID, nil
 }
-
-// board is the stock board of the running backend.
-func (h *labServer) board() core.StockBoard { return h.srv.board }
 
 // buyRequest makes request n a seckill by shopper firstUser+n.
 func (h *labServer) buyRequest(voucher, firstUser int64) func(int64) *http.Request {
@@ -299,7 +297,7 @@ func (h *labServer) rowLatency(voucher int64) (time.Duration, time.Duration) {
 	for _, r := range rows {
 		d.Latencies = append(d.Latencies, max(r.UpdateTime.Sub(r.CreateTime), 0))
 	}
-	sortDurations(d.Latencies)
+	slices.Sort(d.Latencies) // percentile reads a sorted slice
 	return d.percentile(.5), d.percentile(.99)
 }
 

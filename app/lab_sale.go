@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
 )
-
-func sortDurations(d []time.Duration) { slices.Sort(d) }
 
 // sellOut runs a sale of stock to shoppers (every tenth trying twice) and
 // checks it: accepted orders, how many beyond the stock, users accepted

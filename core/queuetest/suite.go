@@ -198,17 +198,25 @@ func consume(t *testing.T, q core.Queue, n int, s *tally, want int, quiet, max t
 	wg.Wait()
 }
 
+// consumeWhilePublishing starts n consumers of q, then publishes ids from
+// to `to` while they run (a queue without retention needs its subscriber
+// first), and returns what they received once nothing new came for quiet.
+func consumeWhilePublishing(t *testing.T, b scope, q core.Queue, n int, from, to int64, quiet, max time.Duration) *tally {
+	t.Helper()
+	s := newTally()
+	done := make(chan struct{})
+	go func() { consume(t, q, n, s, int(to-from+1), quiet, max); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	publishRange(t, b, q, from, to)
+	<-done
+	return s
+}
+
 func deliversOnce(t *testing.T, b scope) {
 	q := b.open(t)
 	defer closeQueue(t, q)
 	const n = 300
-	s := newTally()
-	// Consumers first: a queue without retention needs its subscriber.
-	done := make(chan struct{})
-	go func() { consume(t, q, 3, s, n, 300*time.Millisecond, 20*time.Second); close(done) }()
-	time.Sleep(50 * time.Millisecond)
-	publishRange(t, b, q, 1, n)
-	<-done
+	s := consumeWhilePublishing(t, b, q, 3, 1, n, 300*time.Millisecond, 20*time.Second)
 	distinct, total, dup := s.snapshot()
 	if distinct != n || dup != 0 {
 		t.Fatalf("%d of %d messages delivered, %d deliveries, %d duplicates: want each exactly once",
@@ -445,25 +453,12 @@ func closeWhileBlocked(t *testing.T, b scope) {
 
 func restartResumes(t *testing.T, b scope) {
 	q := b.open(t)
-	s := newTally()
-	done := make(chan struct{})
-	go func() { consume(t, q, 1, s, 20, 300*time.Millisecond, 10*time.Second); close(done) }()
-	time.Sleep(50 * time.Millisecond)
-	publishRange(t, b, q, 1, 20)
-	<-done
+	consumeWhilePublishing(t, b, q, 1, 1, 20, 300*time.Millisecond, 10*time.Second)
 	closeQueue(t, q)
 
 	again := b.open(t)
 	defer closeQueue(t, again)
-	s2 := newTally()
-	done = make(chan struct{})
-	go func() {
-		consume(t, again, 1, s2, 10, 500*time.Millisecond+b.RedeliveryWait, 10*time.Second)
-		close(done)
-	}()
-	time.Sleep(50 * time.Millisecond)
-	publishRange(t, b, again, 21, 30)
-	<-done
+	s2 := consumeWhilePublishing(t, b, again, 1, 21, 30, 500*time.Millisecond+b.RedeliveryWait, 10*time.Second)
 	distinct, total, _ := s2.snapshot()
 	for id := range s2.counts {
 		if id <= 20 {
@@ -514,12 +509,7 @@ func replay(t *testing.T, b scope) {
 	q := b.open(t)
 	defer closeQueue(t, q)
 	const n = 30
-	s := newTally()
-	done := make(chan struct{})
-	go func() { consume(t, q, 1, s, n, 300*time.Millisecond, 10*time.Second); close(done) }()
-	time.Sleep(50 * time.Millisecond)
-	publishRange(t, b, q, 1, n)
-	<-done
+	consumeWhilePublishing(t, b, q, 1, 1, n, 300*time.Millisecond, 10*time.Second)
 	if !q.Guarantees().Replayable {
 		if b.Replay != nil {
 			t.Fatal("the backend offers Replay but does not declare Replayable")
