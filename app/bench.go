@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -39,6 +41,8 @@ func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	duration := fs.Duration("duration", 10*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
+	only := fs.String("only", "", "comma-separated parts to run: full, bare, redis, drain, sync (default all)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the full-path run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,13 +55,30 @@ func runBench(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench: set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN: the baselines (redis-benchmark, a bare INSERT loop) need real servers")
 		return 2
 	}
+	parts := map[string]bool{}
+	for _, p := range strings.Split(*only, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			parts[p] = true
+		}
+	}
+	run := func(part string) bool { return len(parts) == 0 || parts[part] }
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
 	var results []benchTarget
+	var fullRate, bareRate float64
 
-	full := func(queue string) (float64, int64, error) {
+	full := func(queue, profile string) (float64, int64, error) {
 		c := cfg
 		c.Queue, c.KeyPrefix = queue, "bench"+randomHex(4)+":"
-		p, err := startProcess(c, map[string]string{"SECKILL_CONSUMERS": "2", "SECKILL_BATCH_SIZE": "256"})
+		extra := map[string]string{"SECKILL_CONSUMERS": "2", "SECKILL_BATCH_SIZE": "256"}
+		pprofAddr := ""
+		if profile != "" {
+			if pprofAddr, err = freeAddr(); err != nil {
+				return 0, 0, err
+			}
+			extra["SECKILL_PPROF_ADDR"] = pprofAddr
+		}
+		p, err := startProcess(c, extra)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -66,61 +87,85 @@ func runBench(args []string) int {
 		if err != nil {
 			return 0, 0, err
 		}
-		load := runLoad(context.Background(), *conns, *duration, 0, buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1))
+		requests := buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1, tokensFor(*duration))
+		profiled := make(chan error, 1)
+		if profile != "" {
+			// The profile skips the first and last second of the run:
+			// connections opening and closing are not the steady state.
+			go func() {
+				time.Sleep(time.Second)
+				profiled <- fetchProfile(pprofAddr, max(*duration-2*time.Second, time.Second), profile)
+			}()
+		} else {
+			profiled <- nil
+		}
+		load := runLoad(context.Background(), *conns, *duration, 0, requests)
+		if load.Status[200] == 0 {
+			return 0, 0, fmt.Errorf("%s: no success (statuses %v)", queue, load.Status)
+		}
+		if err := <-profiled; err != nil {
+			return 0, 0, err
+		}
 		return load.perSecond(), peakRSS(p.cmd.Process.Pid), nil
 	}
 
-	progress("bench: full seckill path (streamgroup), %v over %d connections…", *duration, *conns)
-	fullRate, rss, err := full("streamgroup")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if run("full") {
+		progress("bench: full seckill path (streamgroup), %v over %d connections…", *duration, *conns)
+		var rss int64
+		if fullRate, rss, err = full("streamgroup", *cpuProfile); err != nil {
+			return fail(err)
+		}
+		progress("bench:   %.0f req/s, server peak RSS %d MB", fullRate, rss>>20)
+		if *cpuProfile != "" {
+			progress("bench:   CPU profile in %s (go tool pprof -top %s)", *cpuProfile, *cpuProfile)
+		}
+		results = append(results, benchTarget{name: "server peak RSS during the load run (MB)", ratio: float64(rss >> 20),
+			target: -200, measured: true, detail: "target below 200 MB"})
 	}
-	progress("bench:   %.0f req/s, server peak RSS %d MB", fullRate, rss>>20)
-
-	progress("bench: bare Fiber handler, one EVALSHA of the same script per request…")
-	bareRate, err := bareHandlerRate(cfg, *conns, *duration)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if run("bare") {
+		progress("bench: bare Fiber handler, one EVALSHA of the same script per request…")
+		if bareRate, err = bareHandlerRate(cfg, *conns, *duration); err != nil {
+			return fail(err)
+		}
+		progress("bench:   %.0f req/s", bareRate)
 	}
-	progress("bench:   %.0f req/s", bareRate)
-	results = append(results, benchTarget{name: "seckill endpoint ÷ bare Fiber handler running the script", ratio: fullRate / bareRate,
-		target: 1.2, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, bareRate)})
-
-	if rb, err := redisBenchmarkRate(cfg, *conns); err != nil {
-		results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA", detail: "not run: " + err.Error()})
-	} else {
-		results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA (same script, no pipelining)",
-			ratio: fullRate / rb, target: 0.45, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, rb)})
+	if fullRate > 0 && bareRate > 0 {
+		results = append(results, benchTarget{name: "seckill endpoint ÷ bare Fiber handler running the script", ratio: fullRate / bareRate,
+			target: 1.2, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, bareRate)})
 	}
-
-	progress("bench: drain rate of the consumers, and a bare loop of 500-row INSERTs…")
-	c := cfg
-	c.Queue, c.KeyPrefix, c.Consumers = "streamgroup", "bench"+randomHex(4)+":", 0
-	drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: 20000})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if run("redis") && fullRate > 0 {
+		progress("bench: redis-benchmark, EVALSHA of the same script…")
+		if rb, err := redisBenchmarkRate(cfg, *conns); err != nil {
+			results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA", detail: "not run: " + err.Error()})
+		} else {
+			results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA (same script, no pipelining)",
+				ratio: fullRate / rb, target: 0.45, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, rb)})
+		}
 	}
-	bare, err := bareInsertRate(cfg.MySQLDSN, 100000, 500)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if run("drain") {
+		progress("bench: drain rate of the consumers, and a bare loop of 500-row INSERTs…")
+		c := cfg
+		c.Queue, c.KeyPrefix, c.Consumers = "streamgroup", "bench"+randomHex(4)+":", 0
+		drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: 20000})
+		if err != nil {
+			return fail(err)
+		}
+		bare, err := bareInsertRate(cfg.MySQLDSN, 100000, 500)
+		if err != nil {
+			return fail(err)
+		}
+		results = append(results, benchTarget{name: "consumer drain ÷ bare multi-row INSERT loop (500 per transaction)",
+			ratio: drain / bare, target: 0.6, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f orders/s", drain, bare)})
 	}
-	results = append(results, benchTarget{name: "consumer drain ÷ bare multi-row INSERT loop (500 per transaction)",
-		ratio: drain / bare, target: 0.6, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f orders/s", drain, bare)})
-
-	progress("bench: sync at the same concurrency…")
-	syncRate, _, err := full("sync")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if run("sync") && fullRate > 0 {
+		progress("bench: sync at the same concurrency…")
+		syncRate, _, err := full("sync", "")
+		if err != nil {
+			return fail(err)
+		}
+		results = append(results, benchTarget{name: "streamgroup ÷ sync throughput (stock that does not sell out)",
+			ratio: fullRate / syncRate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, syncRate)})
 	}
-	results = append(results, benchTarget{name: "streamgroup ÷ sync throughput (stock that does not sell out)",
-		ratio: fullRate / syncRate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, syncRate)})
-	results = append(results, benchTarget{name: "server peak RSS during the load run (MB)", ratio: float64(rss >> 20),
-		target: -200, measured: true, detail: "target below 200 MB"})
 
 	fmt.Printf("\n%-72s %8s %8s  %s\n", "ratio", "measured", "target", "")
 	for _, r := range results {
@@ -136,6 +181,29 @@ func runBench(args []string) int {
 		fmt.Printf("%-72s %8.2f %8.2f  %s (%s)\n", r.name, r.ratio, abs(r.target), verdict, r.detail)
 	}
 	return 0
+}
+
+// fetchProfile saves a CPU profile of length d from a server's pprof
+// listener.
+func fetchProfile(addr string, d time.Duration, path string) error {
+	client := &http.Client{Timeout: d + 30*time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func abs(f float64) float64 { return max(f, -f) }
@@ -214,7 +282,7 @@ func bareHandlerRate(cfg Config, conns int, duration time.Duration) (float64, er
 		return 0, err
 	}
 	defer p.stop()
-	load := runLoad(context.Background(), conns, duration, 0, buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1))
+	load := runLoad(context.Background(), conns, duration, 0, buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1, tokensFor(duration)))
 	if load.Status[200] == 0 {
 		return 0, fmt.Errorf("bare handler: no success (statuses %v)", load.Status)
 	}

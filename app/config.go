@@ -43,6 +43,8 @@ type Config struct {
 	KeyPrefix    string // SECKILL_KEY_PREFIX
 	ConsumerName string // SECKILL_CONSUMER_NAME
 	LogFormat    string // SECKILL_LOG_FORMAT: text or json
+	// PprofAddr, if set, serves net/http/pprof there, apart from the API.
+	PprofAddr string // SECKILL_PPROF_ADDR
 	// GeneratedAdminToken is set when the admin token was made up at start
 	// (embedded mode only): the log then shows it, since nobody else knows it.
 	GeneratedAdminToken bool
@@ -81,10 +83,16 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		KeyPrefix:    get("SECKILL_KEY_PREFIX", "seckill:"),
 		ConsumerName: get("SECKILL_CONSUMER_NAME", ""),
 		LogFormat:    get("SECKILL_LOG_FORMAT", "text"),
+		PprofAddr:    get("SECKILL_PPROF_ADDR", ""),
 	}
 	var err error
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return c, &configError{"SECKILL_ADDR", c.Addr, "want host:port, e.g. :8080"}
+	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "want host:port, e.g. 127.0.0.1:6060"}
+		}
 	}
 	if c.RedisURL != "" {
 		u, perr := url.Parse(c.RedisURL)

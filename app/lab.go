@@ -149,7 +149,7 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 		return res
 	}
 	progress("[%s] throughput: %v of seckill requests over %d connections…", b.name, o.duration, o.conns)
-	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1))
+	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1, tokensFor(o.duration)))
 	ok := res.Load.Status[http.StatusOK]
 	progress("[%s]   %.0f req/s, p50 %v, p99 %v, %d accepted, statuses %v",
 		b.name, res.Load.perSecond(), res.Load.percentile(.5), res.Load.percentile(.99), ok, res.Load.Status)
@@ -238,22 +238,15 @@ func (h *labServer) voucher(stock int64) (int64, error) {
 	return v.ID, nil
 }
 
-// buyRequest makes request n a seckill by shopper firstUser+n.
-func (h *labServer) buyRequest(voucher, firstUser int64) func(int64) *http.Request {
-	return buyRequests(h.base, h.tokens, voucher, firstUser)
+// buyRequest makes request n a seckill by shopper firstUser+n; see
+// buyRequests for expected.
+func (h *labServer) buyRequest(voucher, firstUser, expected int64) func(int64) loadRequest {
+	return buyRequests(h.base, h.tokens, voucher, firstUser, expected)
 }
 
-// buyRequests makes request n a seckill on the server at base by shopper
-// firstUser+n.
-func buyRequests(base string, tokens *tokens, voucher, firstUser int64) func(int64) *http.Request {
-	url := base + "/api/vouchers/" + idString(voucher) + "/seckill"
-	return func(n int64) *http.Request {
-		tok, _ := tokens.issue(firstUser+n, time.Now())
-		req, _ := http.NewRequest(http.MethodPost, url, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		return req
-	}
-}
+// tokensFor is how many tokens to sign ahead of a run of duration d: more
+// than this machine serves in that time.
+func tokensFor(d time.Duration) int64 { return int64(d.Seconds() * 40_000) }
 
 func (h *labServer) rows(voucher int64) int64 {
 	n, err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucher).Count(context.Background())

@@ -129,7 +129,7 @@ func (f faultLab) backlog(p *labProcess) (voucher, accepted int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	load := runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog, buyRequests(p.base, f.tokens, voucher, 1))
+	load := runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog, buyRequests(p.base, f.tokens, voucher, 1, faultBacklog))
 	return voucher, load.Status[http.StatusOK], nil
 }
 

@@ -37,7 +37,9 @@ func newRateLimits(rdb redis.UniversalClient, prefix string, log *slog.Logger) *
 // answer the request goes through: the handler behind meets the same Redis
 // and answers 503 itself.
 func (r *rateLimits) limit(name string, limit redis_rate.Limit, key func(*fiber.Ctx) string) fiber.Handler {
-	if limit.IsZero() {
+	// Not limit.IsZero(): redis_rate.PerSecond(0) keeps its Period, so a
+	// configured 0 would still pay a Redis round trip per request.
+	if limit.Rate <= 0 {
 		return func(c *fiber.Ctx) error { return c.Next() }
 	}
 	return func(c *fiber.Ctx) error {

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -50,6 +53,12 @@ func run() int {
 		// demo needs it. A configured token is never logged.
 		log.Info("generated an admin token for this run (set SECKILL_ADMIN_TOKEN to choose one)", "admin_token", cfg.AdminToken)
 	}
+	if cfg.PprofAddr != "" {
+		if err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
+			log.Error("cannot listen", "addr", cfg.PprofAddr, "err", err)
+			return 1
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
@@ -61,6 +70,25 @@ func run() int {
 	}
 	log.Info("stopped cleanly")
 	return 0
+}
+
+// servePprof serves the Go profiler on its own listener, never on the
+// API's: profiles show internals no shopper should reach. It stops with ctx.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); srv.Close() }()
+	go srv.Serve(ln)
+	log.Info("profiler listening", "addr", ln.Addr().String())
+	return nil
 }
 
 // redisLogger sends go-redis's own messages (dial failures, pool
