@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -37,12 +39,124 @@ type benchTarget struct {
 	measured bool
 }
 
+// benchRun is one measured load run.
+type benchRun struct {
+	rate float64
+	cpu  cpuShare
+	rss  int64 // peak RSS of the server process
+}
+
+// bench holds what every load run of `seckill bench` shares.
+type bench struct {
+	cfg      Config
+	duration time.Duration
+	conns    int
+	rdb      *redis.Client // for Redis's own CPU time
+	progress func(string, ...any)
+}
+
+// load sends seckill requests by new shoppers to a started server for the
+// bench's duration, and meters the CPU each side spent.
+func (b *bench) load(p *labProcess, voucher int64, profile string, pprofAddr string) (benchRun, error) {
+	requests := buyRequests(p.base, newTokens(b.cfg.JWTSecret), voucher, 1, tokensFor(b.duration))
+	profiled := make(chan error, 1)
+	if profile != "" {
+		// The profile skips the first and last second of the run:
+		// connections opening and closing are not the steady state.
+		go func() {
+			time.Sleep(time.Second)
+			profiled <- fetchProfile(pprofAddr, max(b.duration-2*time.Second, time.Second), profile)
+		}()
+	} else {
+		profiled <- nil
+	}
+	pid := p.cmd.Process.Pid
+	before := takeCPUSnapshot(pid, b.rdb)
+	res := runLoad(context.Background(), b.conns, b.duration, 0, requests)
+	after := takeCPUSnapshot(pid, b.rdb)
+	if err := <-profiled; err != nil {
+		return benchRun{}, err
+	}
+	if res.Status[http.StatusOK] == 0 {
+		return benchRun{}, fmt.Errorf("no request succeeded (statuses %v, transport errors %d)", res.Status, res.Errors)
+	}
+	return benchRun{rate: res.perSecond(), cpu: before.per(after, res.Requests), rss: peakRSS(pid)}, nil
+}
+
+// endpoint runs the seckill endpoint of a server process on backend
+// queue, with consumers in the same process (0: an API-only instance).
+func (b *bench) endpoint(queue string, consumers int, profile string) (benchRun, error) {
+	c := b.cfg
+	c.Queue, c.KeyPrefix = queue, "bench"+randomHex(4)+":"
+	defer dropKeys(c.RedisURL, c.KeyPrefix)
+	extra := map[string]string{"SECKILL_CONSUMERS": strconv.Itoa(consumers), "SECKILL_BATCH_SIZE": "256"}
+	pprofAddr := ""
+	if profile != "" {
+		var err error
+		if pprofAddr, err = freeAddr(); err != nil {
+			return benchRun{}, err
+		}
+		extra["SECKILL_PPROF_ADDR"] = pprofAddr
+	}
+	p, err := startProcess(c, extra)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer p.stop()
+	voucher, err := createVoucher(p.base, c.AdminToken, faultStock)
+	if err != nil {
+		return benchRun{}, err
+	}
+	run, err := b.load(p, voucher, profile, pprofAddr)
+	if err != nil {
+		return benchRun{}, fmt.Errorf("%s endpoint: %w", queue, err)
+	}
+	return run, nil
+}
+
+// bareHandler runs the baseline: `seckill bare-handler`, optionally with
+// go-redis's autopipeliner.
+func (b *bench) bareHandler(coalesce bool) (benchRun, error) {
+	// The voucher is made by a full server on the same key prefix, so the
+	// bare handler finds its stock and window.
+	c := b.cfg
+	c.Queue, c.KeyPrefix = "streamgroup", "bench"+randomHex(4)+":"
+	defer dropKeys(c.RedisURL, c.KeyPrefix)
+	setup, err := startProcess(c, map[string]string{"SECKILL_CONSUMERS": "0"})
+	if err != nil {
+		return benchRun{}, err
+	}
+	voucher, err := createVoucher(setup.base, c.AdminToken, faultStock)
+	setup.stop()
+	if err != nil {
+		return benchRun{}, err
+	}
+	p, err := startProcessArgs(c, map[string]string{bareCoalesceEnv: strconv.FormatBool(coalesce)}, "bare-handler")
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer p.stop()
+	run, err := b.load(p, voucher, "", "")
+	if err != nil {
+		return benchRun{}, fmt.Errorf("bare handler: %w", err)
+	}
+	return run, nil
+}
+
+// median is the run of median rate.
+func median(runs []benchRun) benchRun {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b benchRun) int { return cmp.Compare(a.rate, b.rate) })
+	return sorted[len(sorted)/2]
+}
+
 func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	duration := fs.Duration("duration", 10*time.Second, "length of each load run")
+	duration := fs.Duration("duration", 8*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
-	only := fs.String("only", "", "comma-separated parts to run: full, bare, redis, drain, sync (default all)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the full-path run to this file")
+	rounds := fs.Int("rounds", 3, "rounds of the endpoint-versus-bare-handler runs, alternated; the median of each is kept")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync (default all)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,88 +178,78 @@ func runBench(args []string) int {
 	run := func(part string) bool { return len(parts) == 0 || parts[part] }
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fail(err)
+	}
+	b := &bench{cfg: cfg, duration: *duration, conns: *conns, rdb: redis.NewClient(opts), progress: progress}
+	defer b.rdb.Close()
 	var results []benchTarget
-	var fullRate, bareRate float64
+	var endpoint benchRun
 
-	full := func(queue, profile string) (float64, int64, error) {
-		c := cfg
-		c.Queue, c.KeyPrefix = queue, "bench"+randomHex(4)+":"
-		extra := map[string]string{"SECKILL_CONSUMERS": "2", "SECKILL_BATCH_SIZE": "256"}
-		pprofAddr := ""
-		if profile != "" {
-			if pprofAddr, err = freeAddr(); err != nil {
-				return 0, 0, err
+	if run("endpoint") {
+		// Alternated rounds, so a burst of noise on this shared machine
+		// lands on both sides instead of on one.
+		var full, bare, coalesced []benchRun
+		for round := 1; round <= *rounds; round++ {
+			profile := ""
+			if round == *rounds {
+				profile = *cpuProfile
 			}
-			extra["SECKILL_PPROF_ADDR"] = pprofAddr
+			progress("bench: round %d/%d: seckill endpoint (streamgroup, API-only instance), %v over %d connections…", round, *rounds, *duration, *conns)
+			r, err := b.endpoint("streamgroup", 0, profile)
+			if err != nil {
+				return fail(err)
+			}
+			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
+			full = append(full, r)
+			progress("bench: round %d/%d: bare Fiber handler, one EVALSHA of the same script per request…", round, *rounds)
+			if r, err = b.bareHandler(false); err != nil {
+				return fail(err)
+			}
+			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
+			bare = append(bare, r)
+			progress("bench: round %d/%d: the same bare handler through go-redis's AutoPipeline…", round, *rounds)
+			if r, err = b.bareHandler(true); err != nil {
+				return fail(err)
+			}
+			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
+			coalesced = append(coalesced, r)
 		}
-		p, err := startProcess(c, extra)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer p.stop()
-		voucher, err := createVoucher(p.base, c.AdminToken, faultStock)
-		if err != nil {
-			return 0, 0, err
-		}
-		requests := buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1, tokensFor(*duration))
-		profiled := make(chan error, 1)
-		if profile != "" {
-			// The profile skips the first and last second of the run:
-			// connections opening and closing are not the steady state.
-			go func() {
-				time.Sleep(time.Second)
-				profiled <- fetchProfile(pprofAddr, max(*duration-2*time.Second, time.Second), profile)
-			}()
-		} else {
-			profiled <- nil
-		}
-		load := runLoad(context.Background(), *conns, *duration, 0, requests)
-		if load.Status[200] == 0 {
-			return 0, 0, fmt.Errorf("%s: no success (statuses %v)", queue, load.Status)
-		}
-		if err := <-profiled; err != nil {
-			return 0, 0, err
-		}
-		return load.perSecond(), peakRSS(p.cmd.Process.Pid), nil
-	}
-
-	if run("full") {
-		progress("bench: full seckill path (streamgroup), %v over %d connections…", *duration, *conns)
-		var rss int64
-		if fullRate, rss, err = full("streamgroup", *cpuProfile); err != nil {
-			return fail(err)
-		}
-		progress("bench:   %.0f req/s, server peak RSS %d MB", fullRate, rss>>20)
 		if *cpuProfile != "" {
-			progress("bench:   CPU profile in %s (go tool pprof -top %s)", *cpuProfile, *cpuProfile)
+			progress("bench: CPU profile of the last endpoint run in %s (go tool pprof -top %s)", *cpuProfile, *cpuProfile)
 		}
-		results = append(results, benchTarget{name: "server peak RSS during the load run (MB)", ratio: float64(rss >> 20),
-			target: -200, measured: true, detail: "target below 200 MB"})
-	}
-	if run("bare") {
-		progress("bench: bare Fiber handler, one EVALSHA of the same script per request…")
-		if bareRate, err = bareHandlerRate(cfg, *conns, *duration); err != nil {
-			return fail(err)
+		endpoint = median(full)
+		mb, mc := median(bare), median(coalesced)
+		results = append(results,
+			benchTarget{name: "seckill endpoint ÷ bare Fiber handler running the script", ratio: endpoint.rate / mb.rate,
+				target: 1.2, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s, medians of %d", endpoint.rate, mb.rate, *rounds)},
+			benchTarget{name: "seckill endpoint ÷ bare handler with AutoPipeline (reported)", ratio: endpoint.rate / mc.rate,
+				measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", endpoint.rate, mc.rate)},
+		)
+		progress("bench: medians, %s", "CPU per request (server / Redis / load generator):")
+		for _, row := range []struct {
+			name string
+			r    benchRun
+		}{{"endpoint", endpoint}, {"bare handler", mb}, {"bare + AutoPipeline", mc}} {
+			progress("bench:   %-20s %7.0f req/s  %6.1f / %5.1f / %5.1f µs", row.name, row.r.rate,
+				micros(row.r.cpu.Server), micros(row.r.cpu.Redis), micros(row.r.cpu.Load))
 		}
-		progress("bench:   %.0f req/s", bareRate)
 	}
-	if fullRate > 0 && bareRate > 0 {
-		results = append(results, benchTarget{name: "seckill endpoint ÷ bare Fiber handler running the script", ratio: fullRate / bareRate,
-			target: 1.2, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, bareRate)})
-	}
-	if run("redis") && fullRate > 0 {
+	if run("redis") && endpoint.rate > 0 {
 		progress("bench: redis-benchmark, EVALSHA of the same script…")
 		if rb, err := redisBenchmarkRate(cfg, *conns); err != nil {
 			results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA", detail: "not run: " + err.Error()})
 		} else {
 			results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA (same script, no pipelining)",
-				ratio: fullRate / rb, target: 0.45, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, rb)})
+				ratio: endpoint.rate / rb, target: 0.45, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", endpoint.rate, rb)})
 		}
 	}
 	if run("drain") {
 		progress("bench: drain rate of the consumers, and a bare loop of 500-row INSERTs…")
 		c := cfg
 		c.Queue, c.KeyPrefix, c.Consumers = "streamgroup", "bench"+randomHex(4)+":", 0
+		defer dropKeys(c.RedisURL, c.KeyPrefix)
 		drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: 20000})
 		if err != nil {
 			return fail(err)
@@ -157,14 +261,27 @@ func runBench(args []string) int {
 		results = append(results, benchTarget{name: "consumer drain ÷ bare multi-row INSERT loop (500 per transaction)",
 			ratio: drain / bare, target: 0.6, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f orders/s", drain, bare)})
 	}
-	if run("sync") && fullRate > 0 {
-		progress("bench: sync at the same concurrency…")
-		syncRate, _, err := full("sync", "")
+	if run("sync") {
+		// Both sides persist every order: streamgroup with its consumers
+		// in the same process, sync in the request itself.
+		progress("bench: streamgroup with 2 consumers in the process, then sync, at the same concurrency…")
+		sg, err := b.endpoint("streamgroup", 2, "")
 		if err != nil {
 			return fail(err)
 		}
+		progress("bench:   streamgroup %.0f req/s; %v", sg.rate, sg.cpu)
+		sy, err := b.endpoint("sync", 2, "")
+		if err != nil {
+			return fail(err)
+		}
+		progress("bench:   sync %.0f req/s; %v", sy.rate, sy.cpu)
 		results = append(results, benchTarget{name: "streamgroup ÷ sync throughput (stock that does not sell out)",
-			ratio: fullRate / syncRate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s", fullRate, syncRate)})
+			ratio: sg.rate / sy.rate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s, both persisting", sg.rate, sy.rate)})
+		endpoint.rss = max(endpoint.rss, sg.rss)
+	}
+	if endpoint.rss > 0 {
+		results = append(results, benchTarget{name: "server peak RSS during the load runs (MB)", ratio: float64(endpoint.rss >> 20),
+			target: -200, measured: true, detail: "target below 200 MB"})
 	}
 
 	fmt.Printf("\n%-72s %8s %8s  %s\n", "ratio", "measured", "target", "")
@@ -173,12 +290,14 @@ func runBench(args []string) int {
 			fmt.Printf("%-72s %8s %8s  %s\n", r.name, "-", "-", r.detail)
 			continue
 		}
-		verdict := "meets"
+		verdict, target := "meets", fmt.Sprintf("%8.2f", abs(r.target))
 		switch {
+		case r.target == 0:
+			verdict, target = "reported", fmt.Sprintf("%8s", "-")
 		case r.target < 0 && r.ratio >= -r.target, r.target > 0 && r.ratio < r.target:
 			verdict = "BELOW TARGET"
 		}
-		fmt.Printf("%-72s %8.2f %8.2f  %s (%s)\n", r.name, r.ratio, abs(r.target), verdict, r.detail)
+		fmt.Printf("%-72s %8.2f %s  %s (%s)\n", r.name, r.ratio, target, verdict, r.detail)
 	}
 	return 0
 }
@@ -223,6 +342,10 @@ func peakRSS(pid int) int64 {
 	return 0
 }
 
+// bareCoalesceEnv set to 1 makes the bare handler run its scripts through
+// go-redis's autopipeliner: a second reference, what coalescing alone buys.
+const bareCoalesceEnv = "SECKILL_BARE_COALESCE"
+
 // runBareHandler serves the baseline (`seckill bare-handler`): a Fiber
 // handler that runs the reservation script once per request with go-redis
 // and nothing else — no auth, no validation, no metrics.
@@ -239,6 +362,15 @@ func runBareHandler() int {
 	}
 	opts.PoolSize = 64
 	rdb := redis.NewClient(opts)
+	var scripter redis.Scripter = rdb
+	if coalesce, _ := strconv.ParseBool(os.Getenv(bareCoalesceEnv)); coalesce {
+		ap, err := rdb.AutoPipeline()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		scripter = ap
+	}
 	script := redis.NewScript(lua.Seckill)
 	keys := redisreserve.Keys{Prefix: cfg.KeyPrefix}
 	var seq atomic.Int64
@@ -248,7 +380,7 @@ func runBareHandler() int {
 		vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
 		n := seq.Add(1)
 		o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
-		res, err := script.Run(c.UserContext(), rdb,
+		res, err := script.Run(c.UserContext(), scripter,
 			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), cfg.KeyPrefix + "orders"},
 			o.UserID, o.ID, core.EncodeOrder(o), "xadd").Slice()
 		if err != nil {
@@ -261,32 +393,6 @@ func runBareHandler() int {
 		return 1
 	}
 	return 0
-}
-
-func bareHandlerRate(cfg Config, conns int, duration time.Duration) (float64, error) {
-	// The voucher is made by a full server on the same key prefix, so the
-	// bare handler finds its stock and window.
-	c := cfg
-	c.Queue, c.KeyPrefix = "streamgroup", "bench"+randomHex(4)+":"
-	setup, err := startProcess(c, map[string]string{"SECKILL_CONSUMERS": "0"})
-	if err != nil {
-		return 0, err
-	}
-	voucher, err := createVoucher(setup.base, c.AdminToken, faultStock)
-	setup.stop()
-	if err != nil {
-		return 0, err
-	}
-	p, err := startProcessArgs(c, nil, "bare-handler")
-	if err != nil {
-		return 0, err
-	}
-	defer p.stop()
-	load := runLoad(context.Background(), conns, duration, 0, buyRequests(p.base, newTokens(c.JWTSecret), voucher, 1, tokensFor(duration)))
-	if load.Status[200] == 0 {
-		return 0, fmt.Errorf("bare handler: no success (statuses %v)", load.Status)
-	}
-	return load.perSecond(), nil
 }
 
 var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
@@ -321,12 +427,8 @@ func redisBenchmarkRate(cfg Config, conns int) (float64, error) {
 	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q",
 		"EVALSHA", sha, "4", keys.Stock(1), keys.Window(1), keys.Orders(1), prefix+"orders",
 		"__rand_int__", "__rand_int__", body, "xadd").CombinedOutput()
-	defer func() {
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	}()
+	defer dropKeys(cfg.RedisURL, prefix)
+
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
 	}

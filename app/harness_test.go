@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,6 +154,10 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 	out := map[string]any{}
 	if len(raw) > 0 && json.Unmarshal(raw, &out) != nil {
 		out["_raw"] = string(raw)
+	}
+	// Every API answer is JSON, the hand-written ones included.
+	if ct := resp.Header.Get("Content-Type"); len(raw) > 0 && strings.HasPrefix(path, "/api/") && !strings.HasPrefix(ct, "application/json") {
+		h.t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
 	}
 	return resp.StatusCode, out
 }

@@ -323,8 +323,16 @@ func (a *api) buy(c *fiber.Ctx) error {
 		a.metrics.seckillResults.WithLabelValues(string(core.CodeOf(err))).Inc()
 		return err
 	}
-	a.metrics.seckillResults.WithLabelValues("ok").Inc()
-	return c.JSON(fiber.Map{"orderId": strconv.FormatInt(orderID, 10)})
+	a.metrics.seckillOK.Inc()
+	// Written by hand: this is the hottest response, and a map through
+	// encoding/json cost more than the rest of the handler around the
+	// reservation. The id is digits only, so nothing needs escaping.
+	body := make([]byte, 0, 40)
+	body = append(body, `{"orderId":"`...)
+	body = strconv.AppendInt(body, orderID, 10)
+	body = append(body, `"}`...)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
 }
 
 func (a *api) orderOfVoucher(c *fiber.Ctx) error {

@@ -134,6 +134,7 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 	b.mutate(&cfg)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.KeyPrefix = "lab" + randomHex(4) + ":"
+	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
 
 	// 1. Throughput and latency with consumers running, on a stock that
 	// does not sell out, every request a new shopper.
@@ -177,6 +178,7 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 	if cfg.Queue != "sync" && cfg.Queue != "pubsub" {
 		consumers := max(cfg.Consumers, 1)
 		cfg.Consumers, cfg.KeyPrefix = 0, "lab"+randomHex(4)+":"
+		defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
 		res.DrainRate, err = drainRate(cfg, consumers, o)
 		if err != nil {
 			res.Err = err.Error()

@@ -85,6 +85,7 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 		f.cfg.KeyPrefix = "lab" + randomHex(4) + ":"
 		progress("[%s] fault: %s…", cfg.Queue, labFaults[i])
 		out[i] = step()
+		dropKeys(f.cfg.RedisURL, f.cfg.KeyPrefix)
 		if out[i].Ran {
 			progress("[%s]   struck at %d of %d persisted; lost %d, redelivered %d, stock off by %d, resumed after %v",
 				cfg.Queue, out[i].StruckAt, out[i].Accepted, out[i].Lost, out[i].Redelivered, out[i].StockOff, round(out[i].Resumed))

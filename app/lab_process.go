@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // labProcess is a server run as a separate process (this same binary), so
@@ -264,4 +267,33 @@ func (p *tcpProxy) setDown(down bool) {
 func (p *tcpProxy) close() {
 	p.ln.Close()
 	p.setDown(true)
+}
+
+// dropKeys deletes a run's keys from a real Redis, so the lab and the
+// bench leave nothing behind in the user's server (a bench run leaves
+// streams of a few hundred thousand orders). Embedded Redis goes away with
+// its process.
+func dropKeys(redisURL, prefix string) {
+	if redisURL == "" || prefix == "" {
+		return
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			rdb.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		rdb.Unlink(ctx, batch...)
+	}
 }

@@ -34,12 +34,21 @@ type Config struct {
 	// OnPublished, if set, is told how many subscribers received each
 	// order published with HandoffPublish (0 means nobody will persist it).
 	OnPublished func(receivers int64)
+	// Coalesce sends concurrent reservations through go-redis's
+	// autopipeliner: the scripts of requests that arrive together share one
+	// write and one read on one connection instead of one round trip each,
+	// which saves syscalls on both sides. Safe because each script is
+	// atomic and independent of the others in its batch, and replaying one
+	// after a lost reply answers the same order id.
+	Coalesce bool
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
 // core.StockBoard.
 type Reserver struct {
-	rdb     redis.UniversalClient
+	rdb redis.UniversalClient
+	// scripter runs the seckill script: rdb, or its autopipeliner.
+	scripter redis.Scripter
 	cfg     Config
 	keys    Keys
 	seckill *redis.Script
@@ -67,7 +76,15 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	default:
 		return nil, fmt.Errorf("redisreserve: unknown handoff %q", cfg.Handoff)
 	}
-	return &Reserver{rdb: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix}, seckill: seckillScript, release: releaseScript}, nil
+	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix}, seckill: seckillScript, release: releaseScript}
+	if cfg.Coalesce {
+		ap, err := rdb.AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("redisreserve: coalesce: %w", err)
+		}
+		r.scripter = ap
+	}
+	return r, nil
 }
 
 // Keys exposes the key names (for operators' tools and tests).
@@ -92,7 +109,7 @@ func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation,
 		queueKey = r.keys.Orders(o.VoucherID)
 	}
 	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey}
-	res, err := r.seckill.Run(ctx, r.rdb, keys,
+	res, err := r.seckill.Run(ctx, r.scripter, keys,
 		o.UserID, o.ID, core.EncodeOrder(o), string(r.cfg.Handoff)).Slice()
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)

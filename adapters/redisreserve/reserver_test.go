@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
@@ -21,8 +25,13 @@ type sale struct {
 
 func newSale(t *testing.T, r testenv.Redis, handoff redisreserve.Handoff) sale {
 	t.Helper()
+	return newSaleWith(t, r, handoff, false)
+}
+
+func newSaleWith(t *testing.T, r testenv.Redis, handoff redisreserve.Handoff, coalesce bool) sale {
+	t.Helper()
 	stream := r.Prefix + string(handoff) + ":orders"
-	cfg := redisreserve.Config{Prefix: r.Prefix, Handoff: handoff, QueueKey: stream}
+	cfg := redisreserve.Config{Prefix: r.Prefix, Handoff: handoff, QueueKey: stream, Coalesce: coalesce}
 	if handoff == redisreserve.HandoffNone {
 		cfg.QueueKey = ""
 	}
@@ -260,12 +269,95 @@ func TestScriptIsReloadedAfterScriptFlush(t *testing.T) {
 		if r.Real() {
 			t.Skip("SCRIPT FLUSH would disturb other tests sharing the server")
 		}
-		s := newSale(t, r, redisreserve.HandoffXAdd)
-		s.load(t, 30, 5, past(), future())
-		r.Client.ScriptFlush(context.Background())
-		if got := s.reserve(t, 1, 1, 30); got.Result != core.Reserved {
-			t.Fatalf("got %+v after SCRIPT FLUSH", got)
+		for _, coalesce := range []bool{false, true} {
+			s := newSaleWith(t, r, redisreserve.HandoffXAdd, coalesce)
+			v := int64(30)
+			if coalesce {
+				v = 31
+			}
+			s.load(t, v, 5, past(), future())
+			r.Client.ScriptFlush(context.Background())
+			if got := s.reserve(t, v, 1, v); got.Result != core.Reserved {
+				t.Fatalf("coalesce %v: got %+v after SCRIPT FLUSH", coalesce, got)
+			}
 		}
+	})
+}
+
+// pipelineSizes records the size of every pipeline a client sends.
+type pipelineSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (p *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (p *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.mu.Lock()
+		p.sizes = append(p.sizes, len(cmds))
+		p.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// TestCoalescedReservationsUnderContention: with Coalesce, concurrent
+// reservations really share pipelines, and sharing changes nothing: no
+// oversell, one order per user, one queue message per reservation.
+func TestCoalescedReservationsUnderContention(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		sizes := &pipelineSizes{}
+		r.Client.AddHook(sizes)
+		s := newSaleWith(t, r, redisreserve.HandoffXAdd, true)
+		const stock, users, shoppers = 300, 1000, 100
+		s.load(t, 40, stock, past(), future())
+		var (
+			mu       sync.Mutex
+			reserved = map[int64]int64{} // user -> order id
+			orderIDs = map[int64]bool{}
+			nextID   atomic.Int64
+			wg       sync.WaitGroup
+		)
+		for g := range shoppers {
+			wg.Go(func() {
+				// Every user asks twice: the second must never reserve.
+				for i := range 2 * users / shoppers {
+					user := int64(g*users/shoppers + i%(users/shoppers) + 1)
+					id := nextID.Add(1)
+					got, err := s.res.Reserve(context.Background(), core.Order{ID: id, UserID: user, VoucherID: 40, CreatedAt: time.Now()})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if got.Result != core.Reserved {
+						continue
+					}
+					mu.Lock()
+					if prev, ok := reserved[user]; ok {
+						t.Errorf("user %d reserved twice: orders %d and %d", user, prev, got.OrderID)
+					}
+					if orderIDs[got.OrderID] {
+						t.Errorf("order id %d answered twice", got.OrderID)
+					}
+					reserved[user], orderIDs[got.OrderID] = got.OrderID, true
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(reserved) != stock || s.stock(t, 40) != 0 || s.streamLen(t) != stock {
+			t.Fatalf("%d reserved, stock left %d, %d queued; want %d, 0, %d", len(reserved), s.stock(t, 40), s.streamLen(t), stock, stock)
+		}
+		sizes.mu.Lock()
+		defer sizes.mu.Unlock()
+		largest := 0
+		for _, n := range sizes.sizes {
+			largest = max(largest, n)
+		}
+		if largest < 2 {
+			t.Fatalf("%d pipelines, none with more than one command: the reservations were not coalesced", len(sizes.sizes))
+		}
+		t.Logf("%d pipelines, largest %d commands", len(sizes.sizes), largest)
 	})
 }
 
