@@ -49,10 +49,10 @@ type Reserver struct {
 	rdb redis.UniversalClient
 	// scripter runs the seckill script: rdb, or its autopipeliner.
 	scripter redis.Scripter
-	cfg     Config
-	keys    Keys
-	seckill *redis.Script
-	release *redis.Script
+	cfg      Config
+	keys     Keys
+	seckill  *redis.Script
+	release  *redis.Script
 }
 
 var (
