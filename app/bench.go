@@ -55,17 +55,21 @@ type bench struct {
 	progress func(string, ...any)
 }
 
+// profiles are where to write the server's profiles of a run ("": none).
+type profiles struct{ cpu, mem string }
+
 // load sends seckill requests by new shoppers to a started server for the
 // bench's duration, and meters the CPU each side spent.
-func (b *bench) load(p *labProcess, voucher int64, profile string, pprofAddr string) (benchRun, error) {
+func (b *bench) load(p *labProcess, voucher int64, prof profiles, pprofAddr string) (benchRun, error) {
 	requests := buyRequests(p.base, newTokens(b.cfg.JWTSecret), voucher, 1, tokensFor(b.duration))
 	profiled := make(chan error, 1)
-	if profile != "" {
+	if prof.cpu != "" {
 		// The profile skips the first and last second of the run:
 		// connections opening and closing are not the steady state.
 		go func() {
 			time.Sleep(time.Second)
-			profiled <- fetchProfile(pprofAddr, max(b.duration-2*time.Second, time.Second), profile)
+			d := max(b.duration-2*time.Second, time.Second)
+			profiled <- fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(d.Seconds())), prof.cpu)
 		}()
 	} else {
 		profiled <- nil
@@ -77,6 +81,11 @@ func (b *bench) load(p *labProcess, voucher int64, profile string, pprofAddr str
 	if err := <-profiled; err != nil {
 		return benchRun{}, err
 	}
+	if prof.mem != "" {
+		if err := fetchProfile("http://"+pprofAddr+"/debug/pprof/allocs", prof.mem); err != nil {
+			return benchRun{}, err
+		}
+	}
 	if res.Status[http.StatusOK] == 0 {
 		return benchRun{}, fmt.Errorf("no request succeeded (statuses %v, transport errors %d)", res.Status, res.Errors)
 	}
@@ -85,13 +94,13 @@ func (b *bench) load(p *labProcess, voucher int64, profile string, pprofAddr str
 
 // endpoint runs the seckill endpoint of a server process on backend
 // queue, with consumers in the same process (0: an API-only instance).
-func (b *bench) endpoint(queue string, consumers int, profile string) (benchRun, error) {
+func (b *bench) endpoint(queue string, consumers int, prof profiles) (benchRun, error) {
 	c := b.cfg
 	c.Queue, c.KeyPrefix = queue, "bench"+randomHex(4)+":"
 	defer dropKeys(c.RedisURL, c.KeyPrefix)
 	extra := map[string]string{"SECKILL_CONSUMERS": strconv.Itoa(consumers), "SECKILL_BATCH_SIZE": "256"}
 	pprofAddr := ""
-	if profile != "" {
+	if prof != (profiles{}) {
 		var err error
 		if pprofAddr, err = freeAddr(); err != nil {
 			return benchRun{}, err
@@ -107,7 +116,7 @@ func (b *bench) endpoint(queue string, consumers int, profile string) (benchRun,
 	if err != nil {
 		return benchRun{}, err
 	}
-	run, err := b.load(p, voucher, profile, pprofAddr)
+	run, err := b.load(p, voucher, prof, pprofAddr)
 	if err != nil {
 		return benchRun{}, fmt.Errorf("%s endpoint: %w", queue, err)
 	}
@@ -136,7 +145,7 @@ func (b *bench) bareHandler(coalesce bool) (benchRun, error) {
 		return benchRun{}, err
 	}
 	defer p.stop()
-	run, err := b.load(p, voucher, "", "")
+	run, err := b.load(p, voucher, profiles{}, "")
 	if err != nil {
 		return benchRun{}, fmt.Errorf("bare handler: %w", err)
 	}
@@ -157,6 +166,7 @@ func runBench(args []string) int {
 	rounds := fs.Int("rounds", 3, "rounds of the endpoint-versus-bare-handler runs, alternated; the median of each is kept")
 	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
+	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -192,12 +202,12 @@ func runBench(args []string) int {
 		// lands on both sides instead of on one.
 		var full, bare, coalesced []benchRun
 		for round := 1; round <= *rounds; round++ {
-			profile := ""
+			var prof profiles
 			if round == *rounds {
-				profile = *cpuProfile
+				prof = profiles{cpu: *cpuProfile, mem: *memProfile}
 			}
 			progress("bench: round %d/%d: seckill endpoint (streamgroup, API-only instance), %v over %d connections…", round, *rounds, *duration, *conns)
-			r, err := b.endpoint("streamgroup", 0, profile)
+			r, err := b.endpoint("streamgroup", 0, prof)
 			if err != nil {
 				return fail(err)
 			}
@@ -216,8 +226,10 @@ func runBench(args []string) int {
 			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
 			coalesced = append(coalesced, r)
 		}
-		if *cpuProfile != "" {
-			progress("bench: CPU profile of the last endpoint run in %s (go tool pprof -top %s)", *cpuProfile, *cpuProfile)
+		for _, f := range []string{*cpuProfile, *memProfile} {
+			if f != "" {
+				progress("bench: profile of the last endpoint run in %s (go tool pprof -top bin/seckill %s)", f, f)
+			}
 		}
 		endpoint = median(full)
 		mb, mc := median(bare), median(coalesced)
@@ -265,12 +277,12 @@ func runBench(args []string) int {
 		// Both sides persist every order: streamgroup with its consumers
 		// in the same process, sync in the request itself.
 		progress("bench: streamgroup with 2 consumers in the process, then sync, at the same concurrency…")
-		sg, err := b.endpoint("streamgroup", 2, "")
+		sg, err := b.endpoint("streamgroup", 2, profiles{})
 		if err != nil {
 			return fail(err)
 		}
 		progress("bench:   streamgroup %.0f req/s; %v", sg.rate, sg.cpu)
-		sy, err := b.endpoint("sync", 2, "")
+		sy, err := b.endpoint("sync", 2, profiles{})
 		if err != nil {
 			return fail(err)
 		}
@@ -302,17 +314,16 @@ func runBench(args []string) int {
 	return 0
 }
 
-// fetchProfile saves a CPU profile of length d from a server's pprof
-// listener.
-func fetchProfile(addr string, d time.Duration, path string) error {
-	client := &http.Client{Timeout: d + 30*time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+// fetchProfile saves a profile from a server's pprof listener.
+func fetchProfile(url, path string) error {
+	client := &http.Client{Timeout: 5 * time.Minute}
+	resp, err := client.Get(url)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("cpu profile: %s", resp.Status)
+		return fmt.Errorf("profile %s: %s", url, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {

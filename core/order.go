@@ -37,15 +37,21 @@ type orderMessage struct {
 	CreatedAt int64  `json:"createdAt"` // unix milliseconds
 }
 
-// EncodeOrder is the message body handed to a queue.
+// EncodeOrder is the message body handed to a queue: the JSON of
+// orderMessage. It is appended by hand because it runs on every seckill
+// and holds only numbers, which need no escaping; a test holds it equal to
+// json.Marshal's output.
 func EncodeOrder(o Order) []byte {
-	b, _ := json.Marshal(orderMessage{
-		ID:        strconv.FormatInt(o.ID, 10),
-		UserID:    o.UserID,
-		VoucherID: o.VoucherID,
-		CreatedAt: o.CreatedAt.UnixMilli(),
-	})
-	return b
+	b := make([]byte, 0, 96)
+	b = append(b, `{"id":"`...)
+	b = strconv.AppendInt(b, o.ID, 10)
+	b = append(b, `","userId":`...)
+	b = strconv.AppendInt(b, o.UserID, 10)
+	b = append(b, `,"voucherId":`...)
+	b = strconv.AppendInt(b, o.VoucherID, 10)
+	b = append(b, `,"createdAt":`...)
+	b = strconv.AppendInt(b, o.CreatedAt.UnixMilli(), 10)
+	return append(b, '}')
 }
 
 // DecodeOrder parses a message body strictly: unknown fields, trailing data,
