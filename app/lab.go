@@ -149,6 +149,7 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 		res.Err = err.Error()
 		return res
 	}
+	defer dropVouchers(cfg.MySQLDSN, voucher)
 	progress("[%s] throughput: %v of seckill requests over %d connections…", b.name, o.duration, o.conns)
 	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1, tokensFor(o.duration)))
 	ok := res.Load.Status[http.StatusOK]
@@ -164,6 +165,7 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 	res.Stock = o.stock
 	sellOut, err := h.voucher(res.Stock)
 	if err == nil {
+		defer dropVouchers(cfg.MySQLDSN, sellOut)
 		res.Accepted, res.Oversold, res.Duplicates, res.Unpersisted, err = h.sellOut(sellOut, res.Stock, o.shoppers, o.conns)
 	}
 	if err != nil {

@@ -63,7 +63,8 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 		return out
 	}
 	defer db.Close()
-	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: newTokens(cfg.JWTSecret), progress: progress}
+	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: newTokens(cfg.JWTSecret), progress: progress, vouchers: new([]int64)}
+	defer func() { dropVouchers(cfg.MySQLDSN, *f.vouchers...) }()
 	// The processes reach MySQL through a proxy that delays each request,
 	// so the consumer drains slower than shoppers buy and every fault
 	// strikes with orders still waiting.
@@ -100,7 +101,9 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 const faultDBDelay = 3 * time.Millisecond
 
 type faultLab struct {
-	proxy    *tcpProxy
+	proxy *tcpProxy
+	// vouchers are those the faults opened, dropped at the end.
+	vouchers *[]int64
 	cfg      Config
 	conns    int
 	db       *mysqlstore.Store
@@ -130,6 +133,7 @@ func (f faultLab) backlog(p *labProcess) (voucher, accepted int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	*f.vouchers = append(*f.vouchers, voucher)
 	load := runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog, buyRequests(p.base, f.tokens, voucher, 1, faultBacklog))
 	return voucher, load.Status[http.StatusOK], nil
 }

@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 )
 
 // labProcess is a server run as a separate process (this same binary), so
@@ -295,5 +298,28 @@ func dropKeys(redisURL, prefix string) {
 	}
 	if len(batch) > 0 {
 		rdb.Unlink(ctx, batch...)
+	}
+}
+
+// dropVouchers deletes the vouchers a run created, and their orders, from
+// a real MySQL: runs would otherwise grow the user's tables without end,
+// and each run would insert into a bigger table than the last. The
+// embedded database goes away with its process.
+func dropVouchers(mysqlDSN string, ids ...int64) {
+	if mysqlDSN == "" || len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := mysqlstore.OpenMySQL(ctx, mysqlDSN)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	db := st.DB()
+	for _, table := range []struct{ name, column string }{
+		{"tb_voucher_order", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
+	} {
+		db.NewDelete().TableExpr(table.name).Where("? IN (?)", bun.Ident(table.column), bun.In(ids)).Exec(ctx)
 	}
 }

@@ -91,10 +91,11 @@ func drainRate(cfg Config, consumers int, o labOptions) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer dropVouchers(cfg.MySQLDSN, voucher)
 	load := runLoad(context.Background(), o.conns, 5*time.Minute, o.drainOrders, h.buyRequest(voucher, 1, o.drainOrders))
 	backlog := load.Status[http.StatusOK]
 	if backlog == 0 {
-		return 0, fmt.Errorf("drain: no order accepted (statuses %v)", load.Status)
+		return 0, fmt.Errorf("drain: no order accepted (statuses %v, transport errors %d)", load.Status, load.Errors)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

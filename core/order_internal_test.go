@@ -33,3 +33,34 @@ func TestEncodeOrderIsTheJSONOfOrderMessage(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeCanonical: the fast path accepts only what the strict decoder
+// accepts, and reads it the same way; EncodeOrder's output always takes it.
+func FuzzDecodeCanonical(f *testing.F) {
+	f.Add(EncodeOrder(Order{ID: 665485816507662337, UserID: 1, VoucherID: 2, CreatedAt: time.UnixMilli(1795941009284)}))
+	for _, seed := range []string{
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1}`,
+		`{"id":"01","userId":1,"voucherId":1,"createdAt":1}`,
+		`{"id":"1","userId":01,"voucherId":1,"createdAt":1}`,
+		`{"id":"+1","userId":1,"voucherId":1,"createdAt":1}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1} `,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":99999999999999999999}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":0}`,
+		`{"id":"9223372036854775807","userId":9223372036854775807,"voucherId":1,"createdAt":1}`,
+		`{"id":"9223372036854775808","userId":1,"voucherId":1,"createdAt":1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := decodeCanonical(body)
+		strict, err := decodeStrict(body)
+		if ok && (err != nil || fast != strict) {
+			t.Fatalf("%q: fast path read %+v, strict decoder %+v, %v", body, fast, strict, err)
+		}
+		if err == nil {
+			if again, ok := decodeCanonical(EncodeOrder(strict)); !ok || again != strict {
+				t.Fatalf("EncodeOrder(%+v) misses the fast path: %+v %v", strict, again, ok)
+			}
+		}
+	})
+}

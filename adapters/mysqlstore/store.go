@@ -256,7 +256,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 		res = core.SaveResult{}
 		for _, v := range vouchers {
 			rows := byVoucher[v]
-			r, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
+			r, err := tx.NewInsert().Model(&rows).Column("id", "user_id", "voucher_id", "create_time").Ignore().Returning("").Exec(ctx)
 			if err != nil {
 				return fmt.Errorf("insert orders: %w", err)
 			}
