@@ -111,7 +111,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
 		return c, err
 	}
-	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 256, 1, 10000); err != nil {
+	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 500, 1, 10000); err != nil {
 		return c, err
 	}
 	if c.MaxDeliver, err = intVar(lookup, "SECKILL_MAX_DELIVERIES", 5, 1, 1000); err != nil {
