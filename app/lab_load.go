@@ -70,6 +70,7 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 			status := map[int]int64{}
 			var errs int64
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			lastURL := ""
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
 			for ctx.Err() == nil {
@@ -78,11 +79,18 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 					break
 				}
 				r := next(n)
-				req.Reset()
-				req.Header.SetMethod(fasthttp.MethodPost)
-				req.SetRequestURI(r.URL)
+				// The request is reused: its URL is parsed again only
+				// when it changes, and the token header is overwritten.
+				if r.URL != lastURL {
+					req.Reset()
+					req.Header.SetMethod(fasthttp.MethodPost)
+					req.SetRequestURI(r.URL)
+					lastURL = r.URL
+				}
 				if r.Authorization != "" {
 					req.Header.Set("Authorization", r.Authorization)
+				} else {
+					req.Header.Del("Authorization")
 				}
 				t0 := time.Now()
 				if err := client.Do(req, resp); err != nil {
