@@ -178,10 +178,10 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 	// 3. Drain: a backlog built with no consumer, then consumers started.
 	// Pub/Sub keeps no backlog: with no consumer there is no subscriber.
 	if cfg.Queue != "sync" && cfg.Queue != "pubsub" {
-		consumers := max(cfg.Consumers, 1)
-		cfg.Consumers, cfg.KeyPrefix = 0, "lab"+randomHex(4)+":"
-		defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
-		res.DrainRate, err = drainRate(cfg, consumers, o)
+		dc := cfg
+		dc.Consumers, dc.KeyPrefix = 0, "lab"+randomHex(4)+":"
+		res.DrainRate, err = drainRate(dc, max(cfg.Consumers, 1), o)
+		dropKeys(dc.RedisURL, dc.KeyPrefix)
 		if err != nil {
 			res.Err = err.Error()
 		}

@@ -81,11 +81,13 @@ func runFaults(cfg Config, conns int, progress func(string, ...any)) []faultResu
 	defer f.proxy.close()
 	dsn.Addr = f.proxy.addr()
 	f.cfg.MySQLDSN = dsn.FormatDSN()
-	steps := []func() faultResult{f.killConsumer, f.mysqlOutage, f.offlineConsumers, f.redisRestart}
+	// Method expressions, not method values: a method value would copy f
+	// now, and every step would run on the key prefix of the first.
+	steps := []func(faultLab) faultResult{faultLab.killConsumer, faultLab.mysqlOutage, faultLab.offlineConsumers, faultLab.redisRestart}
 	for i, step := range steps {
 		f.cfg.KeyPrefix = "lab" + randomHex(4) + ":"
 		progress("[%s] fault: %s…", cfg.Queue, labFaults[i])
-		out[i] = step()
+		out[i] = step(f)
 		dropKeys(f.cfg.RedisURL, f.cfg.KeyPrefix)
 		if out[i].Ran {
 			progress("[%s]   struck at %d of %d persisted; lost %d, redelivered %d, stock off by %d, resumed after %v",
