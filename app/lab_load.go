@@ -42,9 +42,10 @@ type loadRequest struct {
 // (numbered from 0).
 //
 // The client is fasthttp's, not net/http's: the load generator shares the
-// machine's cores with the server, Redis and MySQL, and net/http's client
-// spent about twice the CPU per request, taking it from the server under
-// test. Both sides of every ratio in `seckill bench` use this same tool.
+// machine's cores with the server, Redis and MySQL, and against the same
+// in-process server a net/http client cost 64–77 µs of CPU per request
+// (client and server together) where fasthttp's cost 29–39 µs. Both sides
+// of every ratio in `seckill bench` use this same tool.
 func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64, next func(n int64) loadRequest) loadResult {
 	first := next(0)
 	client := &fasthttp.HostClient{
