@@ -53,7 +53,6 @@ type bench struct {
 	duration time.Duration
 	conns    int
 	rdb      *redis.Client // for Redis's own CPU time
-	progress func(string, ...any)
 }
 
 // profiles are where to write the server's profiles of a run ("": none).
@@ -112,12 +111,15 @@ func (b *bench) endpoint(queue string, consumers int, prof profiles) (benchRun, 
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer p.stop()
-	voucher, err := createVoucher(p.base, c.AdminToken, faultStock)
-	if err != nil {
+	var voucher int64
+	defer func() {
+		// Stopped first: its consumers may still be writing the orders.
+		p.stop()
+		dropVouchers(c.MySQLDSN, voucher)
+	}()
+	if voucher, err = createVoucher(p.base, c.AdminToken, faultStock); err != nil {
 		return benchRun{}, err
 	}
-	defer dropVouchers(c.MySQLDSN, voucher)
 	run, err := b.load(p, voucher, prof, pprofAddr)
 	if err != nil {
 		return benchRun{}, fmt.Errorf("%s endpoint: %w", queue, err)
@@ -204,7 +206,7 @@ func runBench(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	b := &bench{cfg: cfg, duration: *duration, conns: *conns, rdb: redis.NewClient(opts), progress: progress}
+	b := &bench{cfg: cfg, duration: *duration, conns: *conns, rdb: redis.NewClient(opts)}
 	defer b.rdb.Close()
 	var results []benchTarget
 	var endpoint benchRun
