@@ -43,6 +43,10 @@ type Config struct {
 	KeyPrefix    string // SECKILL_KEY_PREFIX
 	ConsumerName string // SECKILL_CONSUMER_NAME
 	LogFormat    string // SECKILL_LOG_FORMAT: text or json
+	// RedisCoalesce sends the reservations of concurrent requests through
+	// go-redis's AutoPipeline (an API go-redis marks experimental); 0 turns
+	// it off, one round trip per reservation.
+	RedisCoalesce bool // SECKILL_REDIS_COALESCE
 	// PprofAddr, if set, serves net/http/pprof there, apart from the API.
 	PprofAddr string // SECKILL_PPROF_ADDR
 	// GeneratedAdminToken is set when the admin token was made up at start
@@ -131,6 +135,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
+		return c, err
+	}
+	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {
 		return c, err
 	}
 	if c.SeckillRate, err = intVar(lookup, "SECKILL_SECKILL_RATE", 5, 0, 1_000_000); err != nil {

@@ -16,7 +16,8 @@ func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
-		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken {
+		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken ||
+		!c.RedisCoalesce || c.PprofAddr != "" || c.BatchSize != 500 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	other, _ := LoadConfig(env(nil))
@@ -59,6 +60,8 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_ADDR":           "8080",
 		"SECKILL_LOG_FORMAT":     "xml",
 		"SECKILL_JWT_SECRET":     "short",
+		"SECKILL_REDIS_COALESCE": "sometimes",
+		"SECKILL_PPROF_ADDR":     "6060",
 	} {
 		_, err := LoadConfig(env(map[string]string{variable: value}))
 		if err == nil {

@@ -55,7 +55,7 @@ func testConfig() Config {
 	return Config{
 		Addr: "127.0.0.1:0", Queue: "streamgroup",
 		JWTSecret: []byte("test-secret-0123456789"), AdminToken: "test-admin-token-0123",
-		Consumers: 2, BatchSize: 256, MaxDeliver: 5, ClaimMinIdle: 30 * time.Second,
+		Consumers: 2, BatchSize: 500, MaxDeliver: 5, ClaimMinIdle: 30 * time.Second, RedisCoalesce: true,
 		DevCodes: true, KeyPrefix: "t" + testenv.RandomSuffix() + ":", LogFormat: "text",
 	}
 }

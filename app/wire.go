@@ -151,7 +151,7 @@ func (s *server) openSale(ctx context.Context) (sale, error) {
 		return sale{}, fmt.Errorf("config: SECKILL_QUEUE=%q: unknown backend", cfg.Queue)
 	}
 	reserver, err := redisreserve.New(s.rdb, redisreserve.Config{
-		Prefix: prefix, Handoff: handoff, QueueKey: queueKey, OnPublished: s.publishedTo, Coalesce: true,
+		Prefix: prefix, Handoff: handoff, QueueKey: queueKey, OnPublished: s.publishedTo, Coalesce: cfg.RedisCoalesce,
 	})
 	if err != nil {
 		return sale{}, err
