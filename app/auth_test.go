@@ -1,6 +1,10 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,4 +68,65 @@ func BenchmarkTokenUserID(b *testing.B) {
 			b.Fatal(id, err)
 		}
 	}
+}
+
+// FuzzTokenFastPath: the fast path for tokens of the server's own form
+// accepts nothing golang-jwt's full parser refuses, and reads the same
+// user; so userID gives the library's verdict on every token. The fuzzer
+// writes the claims (and sometimes the header); the test signs them with
+// the real secret, so the accepting branches are reached, not only the
+// signature check.
+func FuzzTokenFastPath(f *testing.F) {
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	for _, seed := range []struct{ header, claims string }{
+		{"", `{"sub":"42","exp":` + exp + `}`},
+		{"", `{"sub":"42","exp":` + exp + `,"nbf":1}`},
+		{"", `{"sub":"42","exp":` + exp + `.5}`},
+		{"", `{"sub":"42","exp":1}`},
+		{"", `{"sub":"42"}`},
+		{"", `{"SUB":"42","exp":` + exp + `}`},
+		{"", `{"sub":"42","sub":"43","exp":` + exp + `}`},
+		{"", `{"sub":"0042","exp":` + exp + `}`},
+		{"", `{"sub":"42","exp":"` + exp + `"}`},
+		{"", `null`},
+		{"", `{"sub":"42","exp":` + exp + `} `},
+		{`{"alg":"HS256","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"HS256"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"none","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"HS512","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+	} {
+		f.Add(seed.header, []byte(seed.claims), false)
+	}
+	f.Add("", []byte(`{"sub":"42","exp":`+exp+`}`), true)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	tk := newTokens(secret)
+	f.Fuzz(func(t *testing.T, header string, claims []byte, tamper bool) {
+		h := tk.header
+		if header != "" {
+			h = base64.RawURLEncoding.EncodeToString([]byte(header))
+		}
+		signing := h + "." + base64.RawURLEncoding.EncodeToString(claims)
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(signing))
+		sum := mac.Sum(nil)
+		if tamper {
+			sum[0] ^= 1
+		}
+		raw := signing + "." + base64.RawURLEncoding.EncodeToString(sum)
+
+		var lib shopperClaims
+		libID, libErr := int64(0), error(nil)
+		if _, err := tk.parser.ParseWithClaims(raw, &lib, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
+			libErr = err
+		} else {
+			libID, libErr = subjectID(lib.Sub)
+		}
+		if fastID, ok := tk.userIDOfOwnForm(raw); ok && (libErr != nil || fastID != libID) {
+			t.Fatalf("%q: fast path read user %d; the library: %d, %v", raw, fastID, libID, libErr)
+		}
+		id, err := tk.userID(raw)
+		if (err == nil) != (libErr == nil) || id != libID {
+			t.Fatalf("%q: userID %d, %v; the library: %d, %v", raw, id, err, libID, libErr)
+		}
+	})
 }

@@ -175,9 +175,9 @@ func median(runs []benchRun) benchRun {
 
 func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	duration := fs.Duration("duration", 8*time.Second, "length of each load run")
+	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
-	rounds := fs.Int("rounds", 3, "rounds of the endpoint-versus-bare-handler runs, alternated; the median of each is kept")
+	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
 	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
@@ -213,32 +213,38 @@ func runBench(args []string) int {
 
 	if run("endpoint") {
 		// Alternated rounds, so a burst of noise on this shared machine
-		// lands on both sides instead of on one.
+		// lands on both sides instead of on one; the order rotates each
+		// round, so no side always runs first or last.
 		var full, bare, coalesced []benchRun
+		sides := []struct {
+			what string
+			run  func(last bool) (benchRun, error)
+			into *[]benchRun
+		}{
+			{fmt.Sprintf("seckill endpoint (streamgroup, API-only instance), %v over %d connections", *duration, *conns),
+				func(last bool) (benchRun, error) {
+					var prof profiles
+					if last {
+						prof = profiles{cpu: *cpuProfile, mem: *memProfile}
+					}
+					return b.endpoint("streamgroup", 0, prof)
+				}, &full},
+			{"bare Fiber handler, one EVALSHA of the same script per request",
+				func(bool) (benchRun, error) { return b.bareHandler(false) }, &bare},
+			{"the same bare handler through go-redis's AutoPipeline",
+				func(bool) (benchRun, error) { return b.bareHandler(true) }, &coalesced},
+		}
 		for round := 1; round <= *rounds; round++ {
-			var prof profiles
-			if round == *rounds {
-				prof = profiles{cpu: *cpuProfile, mem: *memProfile}
+			for i := range sides {
+				side := sides[(round-1+i)%len(sides)]
+				progress("bench: round %d/%d: %s…", round, *rounds, side.what)
+				r, err := side.run(round == *rounds)
+				if err != nil {
+					return fail(err)
+				}
+				progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
+				*side.into = append(*side.into, r)
 			}
-			progress("bench: round %d/%d: seckill endpoint (streamgroup, API-only instance), %v over %d connections…", round, *rounds, *duration, *conns)
-			r, err := b.endpoint("streamgroup", 0, prof)
-			if err != nil {
-				return fail(err)
-			}
-			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
-			full = append(full, r)
-			progress("bench: round %d/%d: bare Fiber handler, one EVALSHA of the same script per request…", round, *rounds)
-			if r, err = b.bareHandler(false); err != nil {
-				return fail(err)
-			}
-			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
-			bare = append(bare, r)
-			progress("bench: round %d/%d: the same bare handler through go-redis's AutoPipeline…", round, *rounds)
-			if r, err = b.bareHandler(true); err != nil {
-				return fail(err)
-			}
-			progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
-			coalesced = append(coalesced, r)
 		}
 		for _, f := range []string{*cpuProfile, *memProfile} {
 			if f != "" {
