@@ -86,7 +86,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err er
 
 	a := &api{
 		log:         log,
-		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, 100), sale.reserver, sale.publisher, s.store),
+		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize), sale.reserver, sale.publisher, s.store),
 		catalog:     core.NewCatalog(s.store, sale.board),
 		users:       s.store,
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
@@ -102,6 +102,12 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err er
 	s.http = a.newServer()
 	return s, nil
 }
+
+// idBlockSize is how many order ids a server takes from Redis at once. Each
+// refill holds the ID worker's lock for a round trip, which every seckill
+// then waits behind; a restart leaves at most one block unused, of the
+// 2^32 ids a day allows.
+const idBlockSize = 1000
 
 // sale is what the chosen backend puts on the request path.
 type sale struct {

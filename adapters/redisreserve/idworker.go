@@ -28,10 +28,12 @@ type IDWorker struct {
 	blockSize int64
 	now       func() time.Time
 
-	mu       sync.Mutex
-	day      string
-	next     int64 // next counter value to hand out
-	blockEnd int64 // last counter value of the block
+	mu sync.Mutex
+	// dayStart and dayEnd bound the UTC day of the current block, so the
+	// day is checked by comparing times, not formatting one per id.
+	dayStart, dayEnd time.Time
+	next             int64 // next counter value to hand out
+	blockEnd         int64 // last counter value of the block
 }
 
 // counterTTL keeps a day's counter a day past its end, then Redis drops it.
@@ -54,17 +56,18 @@ func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now().UTC()
-	day := now.Format("20060102")
-	if day != w.day || w.next > w.blockEnd {
+	if now.Before(w.dayStart) || !now.Before(w.dayEnd) || w.next > w.blockEnd {
 		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDCounter(now)},
 			w.blockSize, int64(counterTTL/time.Second)).Int64()
 		if err != nil {
 			return 0, fmt.Errorf("redisreserve: id counter: %w", err)
 		}
-		w.day, w.next, w.blockEnd = day, end-w.blockSize+1, end
+		w.dayStart = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		w.dayEnd = w.dayStart.AddDate(0, 0, 1)
+		w.next, w.blockEnd = end-w.blockSize+1, end
 	}
 	if w.blockEnd > 1<<32-1 {
-		return 0, fmt.Errorf("redisreserve: id counter for %s exhausted", day)
+		return 0, fmt.Errorf("redisreserve: id counter for %s exhausted", w.dayStart.Format("2006-01-02"))
 	}
 	seq := w.next
 	w.next++

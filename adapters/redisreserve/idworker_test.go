@@ -76,4 +76,15 @@ func TestIDWorkerLayoutAndDayRollover(t *testing.T) {
 	if b <= a {
 		t.Fatalf("id after midnight %d is not above %d", b, a)
 	}
+
+	// A clock stepped back over midnight takes a block of the old day's
+	// counter again, after the one it had: no id repeats.
+	w.now = func() time.Time { return day1 }
+	c, err := w.NextID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := c & (1<<32 - 1); seq != 101 {
+		t.Fatalf("sequence back on the old day = %d, want 101 (its second block)", seq)
+	}
 }
