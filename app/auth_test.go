@@ -72,7 +72,8 @@ func BenchmarkTokenUserID(b *testing.B) {
 
 // FuzzTokenFastPath: the fast path for tokens of the server's own form
 // accepts nothing golang-jwt's full parser refuses, and reads the same
-// user; so userID gives the library's verdict on every token. The fuzzer
+// user, and refuses as forged nothing the parser accepts; so userID gives
+// the library's verdict on every token. The fuzzer
 // writes the claims (and sometimes the header); the test signs them with
 // the real secret, so the accepting branches are reached, not only the
 // signature check.
@@ -129,8 +130,11 @@ func FuzzTokenFastPath(f *testing.F) {
 		} else {
 			libID, libErr = subjectID(lib.Sub)
 		}
-		if fastID, ok := tk.userIDOfOwnForm(raw); ok && (libErr != nil || fastID != libID) {
+		switch fastID, verdict := tk.userIDOfOwnForm(raw); {
+		case verdict == ownFormAccepted && (libErr != nil || fastID != libID):
 			t.Fatalf("%q: fast path read user %d; the library: %d, %v", raw, fastID, libID, libErr)
+		case verdict == ownFormForged && libErr == nil:
+			t.Fatalf("%q: fast path called it forged; the library accepted user %d", raw, libID)
 		}
 		id, err := tk.userID(raw)
 		if (err == nil) != (libErr == nil) || id != libID {

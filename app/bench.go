@@ -211,7 +211,6 @@ func runBench(args []string) int {
 		}
 	}
 	run := func(part string) bool { return len(parts) == 0 || parts[part] }
-	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
 	opts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -248,18 +247,18 @@ func runBench(args []string) int {
 		for round := 1; round <= *rounds; round++ {
 			for i := range sides {
 				side := sides[(round-1+i)%len(sides)]
-				progress("bench: round %d/%d: %s…", round, *rounds, side.what)
+				progressf("bench: round %d/%d: %s…", round, *rounds, side.what)
 				r, err := side.run(round == *rounds)
 				if err != nil {
 					return fail(err)
 				}
-				progress("bench:   %.0f req/s; %v", r.rate, r.cpu)
+				progressf("bench:   %.0f req/s; %v", r.rate, r.cpu)
 				*side.into = append(*side.into, r)
 			}
 		}
 		for _, f := range []string{*cpuProfile, *memProfile} {
 			if f != "" {
-				progress("bench: profile of the last endpoint run in %s (go tool pprof -top bin/seckill %s)", f, f)
+				progressf("bench: profile of the last endpoint run in %s (go tool pprof -top bin/seckill %s)", f, f)
 			}
 		}
 		endpoint = median(full)
@@ -279,17 +278,17 @@ func runBench(args []string) int {
 				ratio: pairedRatio(rates(full), rates(coalesced)), measured: true,
 				detail: fmt.Sprintf("median of %d rounds' ratios; median rate %.0f req/s", *rounds, mc.rate)},
 		)
-		progress("bench: medians, %s", "CPU per request (server / Redis / load generator):")
+		progressf("bench: medians, %s", "CPU per request (server / Redis / load generator):")
 		for _, row := range []struct {
 			name string
 			r    benchRun
 		}{{"endpoint", endpoint}, {"bare handler", mb}, {"bare + AutoPipeline", mc}} {
-			progress("bench:   %-20s %7.0f req/s  %6.1f / %5.1f / %5.1f µs", row.name, row.r.rate,
+			progressf("bench:   %-20s %7.0f req/s  %6.1f / %5.1f / %5.1f µs", row.name, row.r.rate,
 				micros(row.r.cpu.Server), micros(row.r.cpu.Redis), micros(row.r.cpu.Load))
 		}
 	}
 	if run("redis") && endpoint.rate > 0 {
-		progress("bench: redis-benchmark, EVALSHA of the same script…")
+		progressf("bench: redis-benchmark, EVALSHA of the same script…")
 		if rb, err := redisBenchmarkRate(cfg, *conns); err != nil {
 			results = append(results, benchTarget{name: "seckill endpoint ÷ redis-benchmark EVALSHA", detail: "not run: " + err.Error()})
 		} else {
@@ -302,7 +301,7 @@ func runBench(args []string) int {
 		// change under both sides alike.
 		var drains, bares []float64
 		for round := 1; round <= *rounds; round++ {
-			progress("bench: round %d/%d: drain of a %d-order backlog by the consumers, then a bare loop of 500-row INSERTs…", round, *rounds, drainBacklog)
+			progressf("bench: round %d/%d: drain of a %d-order backlog by the consumers, then a bare loop of 500-row INSERTs…", round, *rounds, drainBacklog)
 			c := cfg
 			c.Queue, c.KeyPrefix, c.Consumers, c.Addr = "streamgroup", "bench"+randomHex(4)+":", 0, "127.0.0.1:0"
 			drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: drainBacklog})
@@ -314,7 +313,7 @@ func runBench(args []string) int {
 			if err != nil {
 				return fail(err)
 			}
-			progress("bench:   drain %.0f orders/s, bare loop %.0f orders/s", drain, bare)
+			progressf("bench:   drain %.0f orders/s, bare loop %.0f orders/s", drain, bare)
 			drains, bares = append(drains, drain), append(bares, bare)
 		}
 		results = append(results, benchTarget{name: "consumer drain ÷ bare multi-row INSERT loop (500 per transaction)",
@@ -324,17 +323,17 @@ func runBench(args []string) int {
 	if run("sync") {
 		// Both sides persist every order: streamgroup with its consumers
 		// in the same process, sync in the request itself.
-		progress("bench: streamgroup with 2 consumers in the process, then sync, at the same concurrency…")
+		progressf("bench: streamgroup with 2 consumers in the process, then sync, at the same concurrency…")
 		sg, err := b.endpoint("streamgroup", 2, profiles{})
 		if err != nil {
 			return fail(err)
 		}
-		progress("bench:   streamgroup %.0f req/s; %v", sg.rate, sg.cpu)
+		progressf("bench:   streamgroup %.0f req/s; %v", sg.rate, sg.cpu)
 		sy, err := b.endpoint("sync", 2, profiles{})
 		if err != nil {
 			return fail(err)
 		}
-		progress("bench:   sync %.0f req/s; %v", sy.rate, sy.cpu)
+		progressf("bench:   sync %.0f req/s; %v", sy.rate, sy.cpu)
 		results = append(results, benchTarget{name: "streamgroup ÷ sync throughput (stock that does not sell out)",
 			ratio: sg.rate / sy.rate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s, both persisting", sg.rate, sy.rate)})
 		endpoint.rss = max(endpoint.rss, sg.rss)

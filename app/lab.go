@@ -82,26 +82,25 @@ func runCompare(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	mode := "embedded stand-ins (miniredis, in-memory SQLite)"
 	if !base.EmbeddedRedis() && !base.EmbeddedSQL() {
 		mode = "real Redis and MySQL"
 	}
-	progress("compare: %s, %v per throughput run, %d connections", mode, o.duration, o.conns)
+	progressf("compare: %s, %v per throughput run, %d connections", mode, o.duration, o.conns)
 
 	var results []labResult
 	for _, b := range labBackends {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+b.name+",") {
 			continue
 		}
-		r := runLabBackend(base, b, o, progress)
+		r := runLabBackend(base, b, o, progressf)
 		results = append(results, r)
 	}
 	if err := writeResults(o, base, results, "seckill "+strings.Join(os.Args[1:], " ")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	progress("compare: wrote %s", o.out)
+	progressf("compare: wrote %s", o.out)
 	fmt.Print(summary(results))
 	return 0
 }
@@ -122,6 +121,10 @@ func labLookup(name string) (string, bool) {
 	}
 	return "", false
 }
+
+// progressf prints a line of a long run's progress on stderr, so stdout
+// keeps only the summary.
+func progressf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 
 func runLabBackend(base Config, b labBackend, o labOptions, progress func(string, ...any)) (res labResult) {
 	res.Backend = b.name
@@ -190,7 +193,6 @@ func runLabBackend(base Config, b labBackend, o labOptions, progress func(string
 
 	// 4. Faults, against separate server processes.
 	if !o.noFaults {
-		cfg.Consumers = base.Consumers
 		res.Faults = runFaults(cfg, o.conns, progress)
 	}
 	return res

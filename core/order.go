@@ -72,25 +72,25 @@ func DecodeOrder(body []byte) (Order, error) {
 func decodeCanonical(b []byte) (Order, bool) {
 	var o Order
 	var ok bool
-	if b, ok = cutPrefix(b, `{"id":"`); !ok {
+	if b, ok = bytes.CutPrefix(b, []byte(`{"id":"`)); !ok {
 		return o, false
 	}
 	if o.ID, b, ok = positiveInt(b); !ok {
 		return o, false
 	}
-	if b, ok = cutPrefix(b, `","userId":`); !ok {
+	if b, ok = bytes.CutPrefix(b, []byte(`","userId":`)); !ok {
 		return o, false
 	}
 	if o.UserID, b, ok = positiveInt(b); !ok {
 		return o, false
 	}
-	if b, ok = cutPrefix(b, `,"voucherId":`); !ok {
+	if b, ok = bytes.CutPrefix(b, []byte(`,"voucherId":`)); !ok {
 		return o, false
 	}
 	if o.VoucherID, b, ok = positiveInt(b); !ok {
 		return o, false
 	}
-	if b, ok = cutPrefix(b, `,"createdAt":`); !ok {
+	if b, ok = bytes.CutPrefix(b, []byte(`,"createdAt":`)); !ok {
 		return o, false
 	}
 	var ms int64
@@ -99,13 +99,6 @@ func decodeCanonical(b []byte) (Order, bool) {
 	}
 	o.CreatedAt = time.UnixMilli(ms).UTC()
 	return o, true
-}
-
-func cutPrefix(b []byte, prefix string) ([]byte, bool) {
-	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
-		return b, false
-	}
-	return b[len(prefix):], true
 }
 
 // positiveInt reads a decimal integer > 0 without sign or leading zero, as

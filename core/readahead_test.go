@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,7 +121,7 @@ func TestReadAheadOverlapsFetchWithPersist(t *testing.T) {
 	}
 	var acks []string
 	for i, e := range events {
-		if id, ok := cutPrefix(e, "ack "); ok {
+		if id, ok := strings.CutPrefix(e, "ack "); ok {
 			acks = append(acks, id)
 			if !slices.Contains(events[:i], "saved "+id) {
 				t.Fatalf("batch %s acked before it was persisted: %v", id, events)
@@ -157,11 +158,4 @@ func fetchesBefore(events []string, event string) int {
 		}
 	}
 	return n
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
 }
