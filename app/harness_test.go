@@ -51,13 +51,23 @@ func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
 	}
 }
 
+// testConfig is the production configuration, read by LoadConfig from an
+// environment that sets only what a test needs: the defaults are the ones a
+// user gets, and cannot drift from them. Rate limits are off (tests that
+// hold them turn them on).
 func testConfig() Config {
-	return Config{
-		Addr: "127.0.0.1:0", Queue: "streamgroup",
-		JWTSecret: []byte("test-secret-0123456789"), AdminToken: "test-admin-token-0123",
-		Consumers: 2, BatchSize: 500, MaxDeliver: 5, ClaimMinIdle: 30 * time.Second, RedisCoalesce: true,
-		DevCodes: true, KeyPrefix: "t" + testenv.RandomSuffix() + ":", LogFormat: "text",
+	cfg, err := LoadConfig(env(map[string]string{
+		"SECKILL_ADDR":         "127.0.0.1:0",
+		"SECKILL_JWT_SECRET":   "test-secret-0123456789",
+		"SECKILL_ADMIN_TOKEN":  "test-admin-token-0123",
+		"SECKILL_KEY_PREFIX":   "t" + testenv.RandomSuffix() + ":",
+		"SECKILL_SECKILL_RATE": "0",
+		"SECKILL_CODE_RATE":    "0",
+	}))
+	if err != nil {
+		panic(err)
 	}
+	return cfg
 }
 
 func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
