@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
 )
 
 // harness is one running server, on the embedded stand-ins or on the real
@@ -72,6 +73,13 @@ func testConfig() Config {
 
 func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
 	t.Helper()
+	return startServerWith(t, stack, mutate, nil)
+}
+
+// startServerWith is startServer with a hook that may change the built
+// server before it serves (to wrap its store, say).
+func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeServe func(*server)) *harness {
+	t.Helper()
 	cfg := testConfig()
 	if stack == "real" {
 		r, ok := testenv.RealRedis(t)
@@ -87,10 +95,10 @@ func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	return startWith(t, cfg)
+	return startWith(t, cfg, beforeServe)
 }
 
-func startWith(t testing.TB, cfg Config) *harness {
+func startWith(t testing.TB, cfg Config, beforeServe ...func(*server)) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -101,6 +109,11 @@ func startWith(t testing.TB, cfg Config) *harness {
 	if err != nil {
 		cancel()
 		t.Fatalf("build: %v", err)
+	}
+	for _, f := range beforeServe {
+		if f != nil {
+			f(srv)
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -224,4 +237,50 @@ func (h *harness) waitForRows(voucherID int64, want int, within time.Duration) i
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// storeGate holds the pipeline's first SaveOrders until open is called, so
+// a test can build a backlog that is certain, not hoped for.
+type storeGate struct {
+	held     chan struct{} // closed when the first save is waiting
+	released chan struct{}
+	heldOnce sync.Once
+	openOnce sync.Once
+}
+
+func newStoreGate() *storeGate {
+	return &storeGate{held: make(chan struct{}), released: make(chan struct{})}
+}
+
+// wrapPipeline rebuilds s's pipeline with the same settings over a gated store.
+func (g *storeGate) wrapPipeline(s *server) *core.Pipeline {
+	return core.NewPipeline(s.queue, gatedStore{g, s.store}, core.PipelineConfig{
+		Consumers: s.cfg.Consumers, BatchSize: s.cfg.BatchSize, MaxDeliveries: s.cfg.MaxDeliver,
+	}, s.log, s.metrics)
+}
+
+func (g *storeGate) open() { g.openOnce.Do(func() { close(g.released) }) }
+
+func (g *storeGate) waitHeld(t testing.TB) {
+	t.Helper()
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save reached the gate within 10s")
+	}
+}
+
+type gatedStore struct {
+	g     *storeGate
+	inner core.OrderStore
+}
+
+func (s gatedStore) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+	s.g.heldOnce.Do(func() { close(s.g.held) })
+	select {
+	case <-s.g.released:
+	case <-ctx.Done():
+		return core.SaveResult{}, ctx.Err()
+	}
+	return s.inner.SaveOrders(ctx, orders)
 }

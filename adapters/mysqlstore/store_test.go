@@ -184,10 +184,12 @@ func TestSaveOrdersRejectsWhatWouldOversell(t *testing.T) {
 
 // TestConcurrentOverlappingBatchesStayExact: consumers that received the
 // same orders (a claim after a stall) persist each once, and the stock
-// falls by exactly the number of rows.
+// falls by exactly the number of rows. Each worker walks the orders from
+// another offset in batches of 37, so batches overlap partly: a batch is
+// part new, part duplicate, and only its new rows may take stock.
 func TestConcurrentOverlappingBatchesStayExact(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
-		const stock, orders = 300, 400
+		const stock, orders, batchSize = 300, 400, 37
 		v := newVoucher(t, s, stock)
 		all := make([]core.Order, orders)
 		for i := range all {
@@ -198,12 +200,11 @@ func TestConcurrentOverlappingBatchesStayExact(t *testing.T) {
 		var created int
 		for w := range 4 {
 			wg.Go(func() {
-				// Each worker saves every order, in batches of 50, from
-				// a different starting point.
-				for i := 0; i < orders; i += 50 {
-					start := (i + w*100) % orders
-					batch := all[start:min(start+50, orders)]
-					res, err := s.SaveOrders(context.Background(), batch)
+				// Every order, rotated by a stride that no batch boundary
+				// of another worker lines up with.
+				rotated := append(append([]core.Order{}, all[w*13:]...), all[:w*13]...)
+				for i := 0; i < orders; i += batchSize {
+					res, err := s.SaveOrders(context.Background(), rotated[i:min(i+batchSize, orders)])
 					if err != nil {
 						t.Error(err)
 						return
@@ -219,6 +220,29 @@ func TestConcurrentOverlappingBatchesStayExact(t *testing.T) {
 		left := dbStock(t, s, v.ID)
 		if rows != stock || left != 0 || created != stock {
 			t.Fatalf("rows=%d stock left=%d created=%d, want %d rows, 0 left, %d created", rows, left, created, stock, stock)
+		}
+	})
+}
+
+// TestPartlyPersistedBatchTakesStockForItsNewRowsOnly: a batch of ten of
+// which four are already rows creates six and takes six from the stock.
+func TestPartlyPersistedBatchTakesStockForItsNewRowsOnly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		v := newVoucher(t, s, 100)
+		batch := make([]core.Order, 10)
+		for i := range batch {
+			batch[i] = order(int64(i+1), int64(i+1), v.ID)
+		}
+		if _, err := s.SaveOrders(context.Background(), batch[3:7]); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.SaveOrders(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Created != 6 || res.Duplicates != 4 || orderCount(t, s, v.ID) != 10 || dbStock(t, s, v.ID) != 90 {
+			t.Fatalf("created %d, duplicates %d, rows %d, stock %d; want 6, 4, 10, 90",
+				res.Created, res.Duplicates, orderCount(t, s, v.ID), dbStock(t, s, v.ID))
 		}
 	})
 }
