@@ -23,7 +23,7 @@ test:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeOrder -fuzztime $(FUZZTIME) ./core
-	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./app
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./app/server
 
 ## compare: the same sale on every backend, measured; writes docs/results.md and charts.
 ## Real Redis and MySQL when SECKILL_REDIS_URL and SECKILL_MYSQL_DSN are set, embedded otherwise.

@@ -1,108 +1,28 @@
 // Command seckill serves the flash-sale API. With SECKILL_REDIS_URL and
 // SECKILL_MYSQL_DSN unset it runs on embedded stand-ins; see README.md.
+//
+//	seckill           serve (the default)
+//	seckill compare   the comparison lab: the same sale on every backend
+//	seckill bench     the load run that prints each ratio against its baseline
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/seckill-lab/seckill/app/lab"
+	"github.com/seckill-lab/seckill/app/server"
 )
 
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "compare":
-			os.Exit(runCompare(os.Args[2:]))
+			os.Exit(lab.RunCompare(os.Args[2:]))
 		case "bench":
-			os.Exit(runBench(os.Args[2:]))
-		case "bare-handler":
-			os.Exit(runBareHandler())
+			os.Exit(lab.RunBench(os.Args[2:]))
+		case lab.BareHandlerCommand:
+			os.Exit(lab.RunBareHandler())
 		}
 	}
-	os.Exit(run())
-}
-
-func run() int {
-	cfg, err := LoadConfig(os.LookupEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	log := newLogger(cfg.LogFormat)
-	redis.SetLogger(redisLogger{log})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	s, err := build(ctx, cfg, log)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return 1
-	}
-	defer s.close()
-	if cfg.GeneratedAdminToken {
-		// Embedded mode only, and only a token made up for this run: the
-		// demo needs it. A configured token is never logged.
-		log.Info("generated an admin token for this run (set SECKILL_ADMIN_TOKEN to choose one)", "admin_token", cfg.AdminToken)
-	}
-	if cfg.PprofAddr != "" {
-		if err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
-			log.Error("cannot listen", "addr", cfg.PprofAddr, "err", err)
-			return 1
-		}
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
-		return 1
-	}
-	if err := s.serve(ctx, ln); err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	log.Info("stopped cleanly")
-	return 0
-}
-
-// servePprof serves the Go profiler on its own listener, never on the
-// API's: profiles show internals no shopper should reach. It stops with ctx.
-func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { <-ctx.Done(); srv.Close() }()
-	go srv.Serve(ln)
-	log.Info("profiler listening", "addr", ln.Addr().String())
-	return nil
-}
-
-// redisLogger sends go-redis's own messages (dial failures, pool
-// warnings) to the structured log instead of bare stderr lines.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, args ...any) {
-	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, args...))
-}
-
-func newLogger(format string) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	os.Exit(server.Main())
 }

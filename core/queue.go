@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -107,3 +108,71 @@ type StatsReporter interface {
 
 // ErrQueueFull: a bounded queue refused a message.
 var ErrQueueFull = errors.New("queue full")
+
+// Handoff is how the reservation feeds a queue inside its own atomic step:
+// right after it takes the stock, the reservation script runs Command, so
+// an order is never reserved without being enqueued, nor enqueued without
+// being reserved. A queue fed this way implements FedByReservation and owns
+// its Handoff: the command, the key per voucher and the message layout are
+// the adapter's, and the script carries out what it is given.
+type Handoff struct {
+	// Command is the command and its arguments, with HandoffKey standing
+	// for the queue key and HandoffBody for the encoded order (EncodeOrder),
+	// e.g. {"XADD", HandoffKey, "*", "order", HandoffBody}. It may write no
+	// key but HandoffKey: every key a script touches is declared to it.
+	Command []string
+	// Key is the queue key an order of the voucher goes to. It is passed
+	// with the voucher's own keys, so on a Redis Cluster it must share
+	// their hash slot.
+	Key func(voucherID int64) string
+	// CountsReceivers: the command's integer reply is how many consumers
+	// received the order (PUBLISH); 0 means nobody will persist it.
+	CountsReceivers bool
+}
+
+// Placeholders in Handoff.Command.
+const (
+	HandoffKey  = "$key"
+	HandoffBody = "$body"
+)
+
+// Validate reports a Handoff the reservation could not carry out.
+func (h Handoff) Validate() error {
+	keys, bodies := 0, 0
+	for _, a := range h.Command {
+		switch a {
+		case HandoffKey:
+			keys++
+		case HandoffBody:
+			bodies++
+		}
+	}
+	switch {
+	case len(h.Command) == 0 || h.Command[0] == HandoffKey || h.Command[0] == HandoffBody:
+		return errors.New("handoff: the command must start with its name")
+	case keys != 1:
+		return fmt.Errorf("handoff %s: want %s exactly once, got %d", h.Command[0], HandoffKey, keys)
+	case bodies == 0:
+		return fmt.Errorf("handoff %s: the order body (%s) is never sent", h.Command[0], HandoffBody)
+	case h.Key == nil:
+		return fmt.Errorf("handoff %s: no Key function", h.Command[0])
+	}
+	return nil
+}
+
+// FedByReservation is implemented by queues the reservation feeds in its
+// own atomic step (the Redis queues). A queue that is not, implements
+// Publisher: the order is published after the reservation, which is
+// released again if the queue refuses it.
+type FedByReservation interface {
+	Handoff() Handoff
+}
+
+// OrderHolder is implemented by queues that can tell which orders of a
+// voucher they still hold: queued, or delivered and not yet acknowledged.
+// With the database's rows they are every order a sale accepted, which is
+// what rebuilding a sale's Redis state after a loss needs. A queue that
+// holds orders only in process memory, or not at all, does not implement it.
+type OrderHolder interface {
+	HeldOrders(ctx context.Context, voucherID int64) ([]Order, error)
+}

@@ -1,22 +1,27 @@
 -- seckill.lua: the atomic reservation shared by every Redis-backed queue.
+-- It knows no queue: the adapter's hand-off (core.Handoff) comes in ARGV
+-- and is run as given, right after the stock is taken.
 --
 -- KEYS[1] -> seckill:stock:{voucherId}   string: remaining stock
 -- KEYS[2] -> seckill:window:{voucherId}  hash: begin, end (unix milliseconds)
 -- KEYS[3] -> seckill:order:{voucherId}   hash: user id -> order id
--- KEYS[4] -> the queue the order is handed to: a stream (xadd), a list
---            (lpush) or a channel (publish); ignored for "none"
+-- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key); without
+--            a hand-off, any key of the voucher (it is not touched)
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal, from the ID worker)
 -- ARGV[3] -> order message body (JSON, see core.EncodeOrder)
--- ARGV[4] -> handoff: "xadd", "lpush", "publish" or "none" (the caller
---            enqueues it itself, and releases the reservation if it cannot)
+-- ARGV[4..] -> the hand-off command and its arguments, '$key' standing for
+--            KEYS[4] and '$body' for ARGV[3] (core.HandoffKey, HandoffBody);
+--            none: the caller enqueues the order itself, and releases the
+--            reservation if it cannot
 --
 -- Returns {code, order id, receivers}:
---   {0, ARGV[2], n}       reserved and handed off; n is the number of
---                         subscribers for "publish", else 0. A replay of
---                         the same order id returns this too, without
---                         reserving or handing off twice.
+--   {0, ARGV[2], n}       reserved and handed off; n is the hand-off
+--                         command's integer reply (PUBLISH: subscribers
+--                         reached), 0 if it has none.
+--   {0, ARGV[2], -1}      a replay of the same order id: already reserved
+--                         and handed off, nothing done twice
 --   {1, "", 0}            voucher not loaded (no stock key or no window)
 --   {2, "", 0}            the sale has not started
 --   {3, "", 0}            the sale has ended
@@ -39,7 +44,7 @@ end
 
 local held = redis.call('HGET', KEYS[3], ARGV[1])
 if held == ARGV[2] then
-  return {0, held, 0}
+  return {0, held, -1}
 end
 
 local t = redis.call('TIME')
@@ -62,12 +67,20 @@ redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 
 local receivers = 0
-local handoff = ARGV[4]
-if handoff == 'xadd' then
-  redis.call('XADD', KEYS[4], '*', 'order', ARGV[3])
-elseif handoff == 'lpush' then
-  redis.call('LPUSH', KEYS[4], ARGV[3])
-elseif handoff == 'publish' then
-  receivers = redis.call('PUBLISH', KEYS[4], ARGV[3])
+if #ARGV >= 4 then
+  local cmd = {}
+  for i = 4, #ARGV do
+    local arg = ARGV[i]
+    if arg == '$key' then
+      arg = KEYS[4]
+    elseif arg == '$body' then
+      arg = ARGV[3]
+    end
+    cmd[i - 3] = arg
+  end
+  local reply = redis.call(unpack(cmd))
+  if type(reply) == 'number' then
+    receivers = reply
+  end
 end
 return {0, ARGV[2], receivers}

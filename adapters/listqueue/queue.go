@@ -100,6 +100,15 @@ func (q *Queue) Name() string { return Name }
 // Key is the list the reservation script LPUSHes to.
 func (q *Queue) Key() string { return q.cfg.Key }
 
+// Handoff is how the reservation script feeds the list: LPUSH, consumed
+// from the right, so the oldest order is taken first.
+func (q *Queue) Handoff() core.Handoff {
+	return core.Handoff{
+		Command: []string{"LPUSH", core.HandoffKey, core.HandoffBody},
+		Key:     func(int64) string { return q.cfg.Key },
+	}
+}
+
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }
 
@@ -412,3 +421,5 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	}
 	return s, nil
 }
+
+var _ core.FedByReservation = (*Queue)(nil)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/listqueue"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
@@ -21,10 +22,9 @@ func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 				ReapInterval: 50 * time.Millisecond,
 			}, nil)
 		},
-		Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
-			// What seckill.lua does with handoff "lpush".
-			return r.Client.LPush(context.Background(), prefix+ns, body).Err()
-		},
+		// Plain and reliable runs use the same namespaces: their sales
+		// need keys of their own too.
+		Sell: reservetest.Sell(testenv.Redis{Client: r.Client, Prefix: prefix}),
 		// SIGKILL: the heartbeats stop and nothing is acked or cleaned up.
 		Crash:          func(_ *testing.T, q core.Queue) { q.Close() },
 		Shared:         true,
@@ -48,7 +48,7 @@ func TestReclaimedMessagesCountTheirDeliveries(t *testing.T) {
 		for attempt := 1; attempt <= 3; attempt++ {
 			q := b.Open(t, "attempts")
 			if attempt == 1 {
-				b.Publish(t, "attempts", q, queuetest.Body(1))
+				b.Sell(t, "attempts", q, queuetest.Order(1))
 			}
 			c, err := q.Consumer(0)
 			if err != nil {

@@ -7,18 +7,25 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/memqueue"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
 )
 
 func TestConformance(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		conformance(t, r)
+	})
+}
+
+func conformance(t *testing.T, r testenv.Redis) {
 	queuetest.Run(t, queuetest.Backend{
 		Open: func(*testing.T, string) core.Queue {
 			return memqueue.New(memqueue.Config{Capacity: 100, Block: 50 * time.Millisecond}, nil)
 		},
-		Publish: func(_ *testing.T, _ string, q core.Queue, body []byte) error {
-			return q.(*memqueue.Queue).Publish(context.Background(), body)
-		},
+		// The reservation in Redis, then Publish; released when full.
+		Sell: reservetest.Sell(r),
 		// The process dies: the channel and all it holds are gone.
 		Crash:    func(_ *testing.T, q core.Queue) { q.Close() },
 		Capacity: 100,

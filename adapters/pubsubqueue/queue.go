@@ -94,6 +94,16 @@ func (q *Queue) Name() string { return Name }
 // Channel is what the reservation script PUBLISHes to.
 func (q *Queue) Channel() string { return q.cfg.Channel }
 
+// Handoff is how the reservation script feeds the channel: PUBLISH, whose
+// reply counts the subscribers that heard the order (0: it is lost).
+func (q *Queue) Handoff() core.Handoff {
+	return core.Handoff{
+		Command:         []string{"PUBLISH", core.HandoffKey, core.HandoffBody},
+		Key:             func(int64) string { return q.cfg.Channel },
+		CountsReceivers: true,
+	}
+}
+
 // Buffered is the number of received messages waiting for a consumer.
 func (q *Queue) Buffered() int { return len(q.msgs) }
 
@@ -194,3 +204,5 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	s.DeadLetters = n
 	return s, nil
 }
+
+var _ core.FedByReservation = (*Queue)(nil)

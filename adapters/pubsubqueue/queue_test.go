@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/pubsubqueue"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
@@ -22,10 +23,7 @@ func TestConformance(t *testing.T) {
 				}
 				return q
 			},
-			Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
-				// What seckill.lua does with handoff "publish".
-				return r.Client.Publish(context.Background(), r.Prefix+ns, body).Err()
-			},
+			Sell: reservetest.Sell(r),
 			// SIGKILL: the subscription is gone with its connection.
 			Crash:  func(_ *testing.T, q core.Queue) { q.Close() },
 			Shared: true,

@@ -23,7 +23,8 @@ func BenchmarkReserve(b *testing.B) {
 				r = testenv.Miniredis(b)
 			}
 			res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix,
-				Handoff: redisreserve.HandoffXAdd, QueueKey: r.Prefix + "orders", Coalesce: coalesce})
+				Handoff: core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+					Key: func(int64) string { return r.Prefix + "orders" }}, Coalesce: coalesce})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,28 +12,17 @@ import (
 	"github.com/seckill-lab/seckill/lua"
 )
 
-// Handoff is how the reservation script hands the order to the queue.
-type Handoff string
-
-const (
-	HandoffXAdd    Handoff = "xadd"
-	HandoffLPush   Handoff = "lpush"
-	HandoffPublish Handoff = "publish"
-	// HandoffNone: the caller enqueues the order itself (core.Publisher).
-	HandoffNone Handoff = "none"
-)
-
 // Config configures a Reserver.
 type Config struct {
 	// Prefix starts every key. Default DefaultPrefix.
 	Prefix string
-	// Handoff and QueueKey say where the script sends a reserved order.
-	// Default HandoffNone.
-	Handoff  Handoff
-	QueueKey string
-	// OnPublished, if set, is told how many subscribers received each
-	// order published with HandoffPublish (0 means nobody will persist it).
-	OnPublished func(receivers int64)
+	// Handoff is what the script does with a reserved order: the queue's
+	// own (core.FedByReservation). The zero Handoff hands nothing off: the
+	// caller publishes the order (core.Publisher).
+	Handoff core.Handoff
+	// OnReceivers, if set and the Handoff counts receivers, is told how
+	// many consumers received each order (0: nobody will persist it).
+	OnReceivers func(receivers int64)
 	// Coalesce sends concurrent reservations through go-redis's
 	// autopipeliner: the scripts of requests that arrive together share one
 	// write and one read on one connection instead of one round trip each,
@@ -53,6 +42,8 @@ type Reserver struct {
 	keys     Keys
 	seckill  *redis.Script
 	release  *redis.Script
+	// handoffArgs is the hand-off command as the script's ARGV[4..].
+	handoffArgs []any
 }
 
 var (
@@ -65,18 +56,15 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	switch cfg.Handoff {
-	case "":
-		cfg.Handoff = HandoffNone
-	case HandoffNone:
-	case HandoffXAdd, HandoffLPush, HandoffPublish:
-		if cfg.QueueKey == "" {
-			return nil, fmt.Errorf("redisreserve: handoff %q needs a QueueKey", cfg.Handoff)
-		}
-	default:
-		return nil, fmt.Errorf("redisreserve: unknown handoff %q", cfg.Handoff)
-	}
 	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix}, seckill: seckillScript, release: releaseScript}
+	if cfg.Handoff.Command != nil {
+		if err := cfg.Handoff.Validate(); err != nil {
+			return nil, fmt.Errorf("redisreserve: %w", err)
+		}
+		for _, a := range cfg.Handoff.Command {
+			r.handoffArgs = append(r.handoffArgs, a)
+		}
+	}
 	if cfg.Coalesce {
 		ap, err := rdb.AutoPipeline()
 		if err != nil {
@@ -103,18 +91,29 @@ func (r *Reserver) Load(ctx context.Context) error {
 
 // Reserve runs seckill.lua for the order.
 func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
-	queueKey := r.cfg.QueueKey
-	if queueKey == "" {
-		// Unused by the script, but every KEYS slot must name a key.
-		queueKey = r.keys.Orders(o.VoucherID)
-	}
-	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey}
-	res, err := r.seckill.Run(ctx, r.scripter, keys,
-		o.UserID, o.ID, core.EncodeOrder(o), string(r.cfg.Handoff)).Slice()
+	keys, args := r.scriptArgs(o)
+	res, err := r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
 	}
 	return r.parseReservation(res)
+}
+
+// scriptArgs lays out KEYS and ARGV as seckill.lua's header describes
+// them; a test holds the two equal.
+func (r *Reserver) scriptArgs(o core.Order) (keys []string, args []any) {
+	var queueKey string
+	if r.cfg.Handoff.Key != nil {
+		queueKey = r.cfg.Handoff.Key(o.VoucherID)
+	} else {
+		// Untouched by the script, but every KEYS slot must name a key of
+		// the voucher's slot.
+		queueKey = r.keys.Orders(o.VoucherID)
+	}
+	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey}
+	args = make([]any, 0, 3+len(r.handoffArgs))
+	args = append(args, o.UserID, o.ID, core.EncodeOrder(o))
+	return keys, append(args, r.handoffArgs...)
 }
 
 func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
@@ -138,8 +137,8 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 		}
 		out.OrderID = id
 	}
-	if out.Result == core.Reserved && r.cfg.Handoff == HandoffPublish && r.cfg.OnPublished != nil {
-		r.cfg.OnPublished(receivers)
+	if out.Result == core.Reserved && receivers >= 0 && r.cfg.Handoff.CountsReceivers && r.cfg.OnReceivers != nil {
+		r.cfg.OnReceivers(receivers)
 	}
 	return out, nil
 }

@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
@@ -29,12 +28,7 @@ func TestConformance(t *testing.T) {
 		queuetest.Run(t, queuetest.Backend{
 			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "") },
 			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix()) },
-			Publish: func(t *testing.T, ns string, _ core.Queue, body []byte) error {
-				// What seckill.lua does with handoff "xadd".
-				return r.Client.XAdd(context.Background(), &redis.XAddArgs{
-					Stream: r.Prefix + ns, Values: []any{streamgroup.BodyField, body},
-				}).Err()
-			},
+			Sell:   reservetest.Sell(r),
 			// The process state is the consumers' names and cursors:
 			// abandoning them is what a SIGKILL leaves behind.
 			Crash:          func(*testing.T, core.Queue) {},

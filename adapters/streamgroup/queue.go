@@ -122,6 +122,15 @@ func (q *Queue) Name() string { return Name }
 // Stream is the key the reservation script XADDs to.
 func (q *Queue) Stream() string { return q.cfg.Stream }
 
+// Handoff is how the reservation script feeds the stream: one XADD of the
+// order under BodyField, the layout Fetch reads.
+func (q *Queue) Handoff() core.Handoff {
+	return core.Handoff{
+		Command: []string{"XADD", core.HandoffKey, "*", BodyField, core.HandoffBody},
+		Key:     func(int64) string { return q.cfg.Stream },
+	}
+}
+
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }
 
@@ -344,3 +353,4 @@ func (c *consumer) Close() error {
 }
 
 var _ core.Queue = (*Queue)(nil)
+var _ core.FedByReservation = (*Queue)(nil)

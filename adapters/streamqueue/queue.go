@@ -111,6 +111,15 @@ func (q *Queue) Name() string { return Name }
 // Stream is the key the reservation script XADDs to.
 func (q *Queue) Stream() string { return q.cfg.Stream }
 
+// Handoff is how the reservation script feeds the stream: one XADD of the
+// order under BodyField, the layout Fetch reads.
+func (q *Queue) Handoff() core.Handoff {
+	return core.Handoff{
+		Command: []string{"XADD", core.HandoffKey, "*", BodyField, core.HandoffBody},
+		Key:     func(int64) string { return q.cfg.Stream },
+	}
+}
+
 // Cursor is the id up to which this reader has persisted everything.
 func (q *Queue) Cursor() string {
 	q.mu.Lock()
@@ -333,3 +342,5 @@ func idTime(id string) time.Time {
 	ms, _ := splitID(id)
 	return time.UnixMilli(int64(ms))
 }
+
+var _ core.FedByReservation = (*Queue)(nil)

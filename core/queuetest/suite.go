@@ -25,10 +25,13 @@ type Backend struct {
 	// (Redis keys) survives, process state is new. Open after Crash is a
 	// restart. Each test uses a namespace of its own.
 	Open func(t *testing.T, ns string) core.Queue
-	// Publish hands one body to queue ns the way the reservation does (the
-	// script's XADD/LPUSH/PUBLISH, or core.Publisher). q is the queue of the
+	// Sell hands one order to queue ns through the sale's real path: the
+	// reservation with the queue's own hand-off (core.FedByReservation),
+	// or the reservation and then core.Publisher; reservetest.Sell is
+	// that path on Redis. A full queue's refusal is core.ErrBusy (or
+	// core.ErrQueueFull). q is the queue of the
 	// publishing process; Redis backends may ignore it.
-	Publish func(t *testing.T, ns string, q core.Queue, body []byte) error
+	Sell func(t *testing.T, ns string, q core.Queue, o core.Order) error
 	// Crash stops q as SIGKILL would: no ack, no cleanup, in-process state
 	// and background goroutines gone.
 	Crash func(t *testing.T, q core.Queue)
@@ -76,24 +79,34 @@ type scope struct {
 
 func (s scope) open(t *testing.T) core.Queue { return s.Backend.Open(t, s.ns) }
 
-func (s scope) publish(t *testing.T, q core.Queue, body []byte) error {
-	return s.Backend.Publish(t, s.ns, q, body)
+func (s scope) publish(t *testing.T, q core.Queue, o core.Order) error {
+	return s.Backend.Sell(t, s.ns, q, o)
+}
+
+// refused tells a full queue's refusal: ErrBusy from a sale, ErrQueueFull
+// from a bare Publisher.
+func refused(err error) bool {
+	return errors.Is(err, core.ErrBusy) || errors.Is(err, core.ErrQueueFull)
+}
+
+// Order is the suite's order id: user id, voucher 1, so every order is
+// another shopper's and each is accepted.
+func Order(id int64) core.Order {
+	return core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()}
 }
 
 // Body is the message of order id, as the reservation encodes it.
-func Body(id int64) []byte {
-	return core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()})
-}
+func Body(id int64) []byte { return core.EncodeOrder(Order(id)) }
 
 func publishRange(t *testing.T, b scope, q core.Queue, from, to int64) {
 	t.Helper()
 	for id := from; id <= to; id++ {
 		// A bounded queue refuses while full; the shopper would retry.
 		deadline := time.Now().Add(10 * time.Second)
-		err := b.publish(t, q, Body(id))
-		for errors.Is(err, core.ErrQueueFull) && time.Now().Before(deadline) {
+		err := b.publish(t, q, Order(id))
+		for refused(err) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
-			err = b.publish(t, q, Body(id))
+			err = b.publish(t, q, Order(id))
 		}
 		if err != nil {
 			t.Fatalf("publish %d: %v", id, err)
@@ -367,16 +380,16 @@ func backpressure(t *testing.T, b scope) {
 	if b.Capacity > 0 {
 		publishRange(t, b, q, 1, int64(b.Capacity))
 		start := time.Now()
-		err := b.publish(t, q, Body(int64(b.Capacity+1)))
-		if !errors.Is(err, core.ErrQueueFull) {
-			t.Fatalf("publish into a full queue: %v, want ErrQueueFull", err)
+		err := b.publish(t, q, Order(int64(b.Capacity+1)))
+		if !refused(err) {
+			t.Fatalf("publish into a full queue: %v, want ErrBusy", err)
 		}
 		if took := time.Since(start); took > time.Second {
 			t.Fatalf("a full queue made the publisher wait %v; it must refuse at once", took)
 		}
 		c, _ := q.Consumer(0)
 		fetchSome(t, c, 1)
-		if err := b.publish(t, q, Body(int64(b.Capacity+2))); err != nil {
+		if err := b.publish(t, q, Order(int64(b.Capacity+2))); err != nil {
 			t.Fatalf("publish after a consumer made room: %v", err)
 		}
 		return

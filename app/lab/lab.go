@@ -1,0 +1,309 @@
+package lab
+
+import (
+	"crypto/rand"
+
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-lab/seckill/app/server"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The comparison lab (`seckill compare`, `make compare`): the same sale on
+// every backend, measured on this machine, written to docs/results.md.
+
+// labBackend is one column of the comparison: every registered backend,
+// and each of its variants (the list's reliable mode).
+type labBackend struct {
+	name   string
+	mutate func(*server.Config)
+}
+
+func labBackends() []labBackend {
+	var out []labBackend
+	for _, b := range server.Backends() {
+		out = append(out, labBackend{b.Name, func(c *server.Config) { c.Queue = b.Name }})
+		for _, v := range b.Variants {
+			out = append(out, labBackend{v.Name, func(c *server.Config) { c.Queue = b.Name; v.Configure(c) }})
+		}
+	}
+	return out
+}
+
+type labOptions struct {
+	duration    time.Duration
+	conns       int
+	drainOrders int64
+	out         string
+	only        string
+	// The sell-out sale: stock and shoppers (every tenth tries twice).
+	stock, shoppers int64
+	noFaults        bool
+}
+
+// labResult is what the lab measured for one backend.
+type labResult struct {
+	Backend string
+	Load    loadResult
+	// Reservation to row, over the throughput run's orders.
+	RowP50, RowP99 time.Duration
+	// Drain: orders persisted per second by consumers started on a backlog.
+	DrainRate float64
+	// The sell-out sale.
+	Stock, Accepted, Oversold, Duplicates, Unpersisted int64
+	// Faults, in the order of labFaults.
+	Faults []faultResult
+	Err    string
+}
+
+// RunCompare is `seckill compare`: the same sale on every backend,
+// measured, written to docs/results.md. It returns the exit status.
+func RunCompare(args []string) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	var o labOptions
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each throughput run")
+	fs.IntVar(&o.conns, "conns", 50, "keep-alive connections of the load generator")
+	fs.Int64Var(&o.drainOrders, "drain-orders", 8000, "backlog the drain rate is measured on")
+	fs.Int64Var(&o.stock, "sellout-stock", 1000, "stock of the sell-out sale")
+	fs.Int64Var(&o.shoppers, "sellout-shoppers", 5000, "shoppers of the sell-out sale (every tenth tries twice)")
+	fs.BoolVar(&o.noFaults, "no-faults", false, "skip the fault injection")
+	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
+	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	base, err := server.LoadConfig(labLookup)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	mode := "embedded stand-ins (miniredis, in-memory SQLite)"
+	if !base.EmbeddedRedis() && !base.EmbeddedSQL() {
+		mode = "real Redis and MySQL"
+	}
+	progressf("compare: %s, %v per throughput run, %d connections", mode, o.duration, o.conns)
+
+	var results []labResult
+	for _, b := range labBackends() {
+		if o.only != "" && !strings.Contains(","+o.only+",", ","+b.name+",") {
+			continue
+		}
+		r := runLabBackend(base, b, o, progressf)
+		results = append(results, r)
+	}
+	if err := writeResults(o, base, results, "seckill "+strings.Join(os.Args[1:], " ")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	progressf("compare: wrote %s", o.out)
+	fmt.Print(summary(results))
+	return 0
+}
+
+// labLookup reads the environment, filling in lab secrets when missing so
+// the lab runs against real servers without extra setup.
+func labLookup(name string) (string, bool) {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v, true
+	}
+	switch name {
+	case "SECKILL_JWT_SECRET":
+		return "lab-secret-" + rand.Text()[:16], true
+	case "SECKILL_ADMIN_TOKEN":
+		return "lab-admin-" + rand.Text()[:16], true
+	case "SECKILL_SECKILL_RATE", "SECKILL_CODE_RATE":
+		return "0", true // the load generator is one client hammering on purpose
+	}
+	return "", false
+}
+
+// progressf prints a line of a long run's progress on stderr, so stdout
+// keeps only the summary.
+func progressf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+
+func runLabBackend(base server.Config, b labBackend, o labOptions, progress func(string, ...any)) (res labResult) {
+	res.Backend = b.name
+	defer func() {
+		if res.Err != "" {
+			progress("[%s] failed: %s", b.name, res.Err)
+		}
+	}()
+	cfg := base
+	b.mutate(&cfg)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
+	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
+
+	// 1. Throughput and latency with consumers running, on a stock that
+	// does not sell out, every request a new shopper.
+	h, err := startLab(cfg)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	voucher, err := h.voucher(1_000_000_000)
+	if err != nil {
+		h.stop()
+		res.Err = err.Error()
+		return res
+	}
+	defer dropVouchers(cfg.MySQLDSN, voucher)
+	progress("[%s] throughput: %v of seckill requests over %d connections…", b.name, o.duration, o.conns)
+	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1, tokensFor(o.duration)))
+	ok := res.Load.Status[http.StatusOK]
+	progress("[%s]   %.0f req/s, p50 %v, p99 %v, %d accepted, statuses %v",
+		b.name, res.Load.perSecond(), res.Load.percentile(.5), res.Load.percentile(.99), ok, res.Load.Status)
+	if n := h.waitRows(voucher, ok, 120*time.Second); n != ok {
+		progress("[%s]   only %d of %d accepted orders persisted after 120s", b.name, n, ok)
+	}
+	res.RowP50, res.RowP99 = h.rowLatency(voucher)
+	progress("[%s]   reservation to row: p50 %v, p99 %v", b.name, res.RowP50, res.RowP99)
+
+	// 2. The sell-out sale: stock 1,000, 5,000 shoppers, every tenth twice.
+	res.Stock = o.stock
+	sellOut, err := h.voucher(res.Stock)
+	if err == nil {
+		defer dropVouchers(cfg.MySQLDSN, sellOut)
+		res.Accepted, res.Oversold, res.Duplicates, res.Unpersisted, err = h.sellOut(sellOut, res.Stock, o.shoppers, o.conns)
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	progress("[%s] sell-out: %d accepted of %d, oversold %d, duplicates %d, accepted but not persisted %d",
+		b.name, res.Accepted, res.Stock, res.Oversold, res.Duplicates, res.Unpersisted)
+	h.stop()
+
+	// 3. Drain: a backlog built with no consumer, then consumers started.
+	// Pub/Sub keeps no backlog: with no consumer there is no subscriber.
+	if cfg.Queue != "sync" && cfg.Queue != "pubsub" {
+		dc := cfg
+		dc.Consumers, dc.KeyPrefix = 0, "lab"+rand.Text()[:4]+":"
+		res.DrainRate, err = drainRate(dc, max(cfg.Consumers, 1), o)
+		dropKeys(dc.RedisURL, dc.KeyPrefix)
+		if err != nil {
+			res.Err = err.Error()
+		}
+		progress("[%s] drain: %.0f orders/s", b.name, res.DrainRate)
+	}
+
+	// 4. Faults, against separate server processes.
+	if !o.noFaults {
+		res.Faults = runFaults(cfg, o.conns, progress)
+	}
+	return res
+}
+
+// labServer is an in-process server and a client for it.
+type labServer struct {
+	cfg    server.Config
+	srv    *server.Server
+	base   string
+	tokens *server.Tokens
+	client *http.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLab(cfg server.Config) (*labServer, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		cancel()
+		srv.Close()
+		return nil, err
+	}
+	h := &labServer{cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(), tokens: server.NewTokens(cfg.JWTSecret),
+		client: &http.Client{Timeout: 10 * time.Second}, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- srv.Serve(ctx, ln) }()
+	return h, nil
+}
+
+func (h *labServer) stop() {
+	h.cancel()
+	<-h.done
+	h.srv.Close()
+}
+
+func (h *labServer) voucher(stock int64) (int64, error) {
+	v := core.Voucher{Title: "lab", PayValue: 1, ActualValue: 2, Stock: stock,
+		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+	if err := h.srv.Catalog().Create(context.Background(), &v); err != nil {
+		return 0, err
+	}
+	return v.ID, nil
+}
+
+// buyRequest makes request n a seckill by shopper firstUser+n; see
+// buyRequests for expected.
+func (h *labServer) buyRequest(voucher, firstUser, expected int64) func(int64) loadRequest {
+	return buyRequests(h.base, h.tokens, voucher, firstUser, expected)
+}
+
+// tokensFor is how many tokens to sign ahead of a run of duration d: more
+// than this machine serves in that time.
+func tokensFor(d time.Duration) int64 { return int64(d.Seconds() * 40_000) }
+
+func (h *labServer) rows(voucher int64) int64 {
+	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucher).Count(context.Background())
+	if err != nil {
+		return -1
+	}
+	return int64(n)
+}
+
+// waitRows polls until the voucher has want rows, or within passes, and
+// returns the last count.
+func (h *labServer) waitRows(voucher, want int64, within time.Duration) int64 {
+	return waitFor(func() int64 { return h.rows(voucher) }, want, within)
+}
+
+// waitFor polls count until it reaches want or within passes, and returns
+// the last count.
+func waitFor(count func() int64, want int64, within time.Duration) int64 {
+	deadline := time.Now().Add(within)
+	for {
+		n := count()
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rowLatency is the time from reservation (the order's create_time) to its
+// row (update_time, written by the consumer's batch), p50 and p99.
+func (h *labServer) rowLatency(voucher int64) (time.Duration, time.Duration) {
+	var rows []struct {
+		CreateTime time.Time `bun:"create_time"`
+		UpdateTime time.Time `bun:"update_time"`
+	}
+	if err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
+		Where("voucher_id = ?", voucher).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
+		return 0, 0
+	}
+	d := loadResult{}
+	for _, r := range rows {
+		d.Latencies = append(d.Latencies, max(r.UpdateTime.Sub(r.CreateTime), 0))
+	}
+	slices.Sort(d.Latencies) // percentile reads a sorted slice
+	return d.percentile(.5), d.percentile(.99)
+}
+
+func idString(v int64) string { return strconv.FormatInt(v, 10) }

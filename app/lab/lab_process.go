@@ -1,0 +1,326 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/app/server"
+)
+
+// labProcess is a server run as a separate process (this same binary), so
+// a fault can kill it for real.
+type labProcess struct {
+	cmd    *exec.Cmd
+	base   string
+	logs   *os.File
+	waited chan struct{}
+}
+
+// processEnv is the environment that makes a child process serve cfg.
+func processEnv(cfg server.Config, addr string, extra map[string]string) []string {
+	env := map[string]string{
+		"SECKILL_ADDR":           addr,
+		"SECKILL_REDIS_URL":      cfg.RedisURL,
+		"SECKILL_MYSQL_DSN":      cfg.MySQLDSN,
+		"SECKILL_QUEUE":          cfg.Queue,
+		"SECKILL_LIST_RELIABLE":  strconv.FormatBool(cfg.ListReliable),
+		"SECKILL_KEY_PREFIX":     cfg.KeyPrefix,
+		"SECKILL_JWT_SECRET":     string(cfg.JWTSecret),
+		"SECKILL_ADMIN_TOKEN":    cfg.AdminToken,
+		"SECKILL_CONSUMERS":      "1",
+		"SECKILL_BATCH_SIZE":     "20", // a slow drain, so a fault lands in the middle of it
+		"SECKILL_CONSUMER_NAME":  "lab-consumer",
+		"SECKILL_CLAIM_MIN_IDLE": "2s",
+		"SECKILL_SECKILL_RATE":   "0",
+		"SECKILL_CODE_RATE":      "0",
+		"SECKILL_LOG_FORMAT":     "json",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := os.Environ()
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startProcess starts a server process and waits until it answers.
+func startProcess(cfg server.Config, extra map[string]string) (*labProcess, error) {
+	return startProcessArgs(cfg, extra)
+}
+
+// startProcessArgs starts this binary with args (a subcommand) and waits
+// until it answers /healthz.
+func startProcessArgs(cfg server.Config, extra map[string]string, args ...string) (*labProcess, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logs, err := os.CreateTemp("", "seckill-lab-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = processEnv(cfg, addr, extra)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		logs.Close()
+		return nil, err
+	}
+	p := &labProcess{cmd: cmd, base: "http://" + addr, logs: logs, waited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.waited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.waited:
+			return nil, fmt.Errorf("server process exited at start; its log: %s", logs.Name())
+		default:
+		}
+		if resp, err := http.Get(p.base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return p, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.kill()
+	return nil, fmt.Errorf("server process did not answer within 30s; its log: %s", logs.Name())
+}
+
+// kill sends SIGKILL: no deferred code, no ack, no drain.
+func (p *labProcess) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.waited
+	p.logs.Close()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *labProcess) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.waited:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.waited
+	}
+	p.logs.Close()
+	os.Remove(p.logs.Name())
+}
+
+// createVoucher creates an open voucher through the admin API.
+func createVoucher(base, adminToken string, stock int64) (int64, error) {
+	body, _ := json.Marshal(map[string]any{"title": "lab", "payValue": 1, "actualValue": 2, "stock": stock,
+		"beginTime": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
+		"endTime":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/admin/vouchers", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusCreated {
+		return 0, fmt.Errorf("create voucher: status %d: %v", resp.StatusCode, err)
+	}
+	return v.ID, nil
+}
+
+// metricValue reads one sample of /metrics (0 if absent).
+func metricValue(base, prefix string) float64 {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// tcpProxy forwards to target until it is taken down: then it drops every
+// connection and refuses new ones, as an unreachable server would.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	// delay is added before each chunk sent to the target: a slower
+	// database, so that a fault lands in the middle of a drain.
+	delay time.Duration
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	down  bool
+}
+
+func startProxy(target string, delay time.Duration) (*tcpProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &tcpProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	return p, nil
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.track(c, up)
+		go p.pipe(up, c, p.delay)
+		go p.pipe(c, up, 0)
+	}
+}
+
+func (p *tcpProxy) track(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+}
+
+func (p *tcpProxy) pipe(dst, src net.Conn, delay time.Duration) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if delay > 0 {
+				time.Sleep(delay)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// setDown takes the target away (dropping live connections) or back.
+func (p *tcpProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+func (p *tcpProxy) close() {
+	p.ln.Close()
+	p.setDown(true)
+}
+
+// dropKeys deletes a run's keys from a real Redis, so the lab and the
+// bench leave nothing behind in the user's server (a bench run leaves
+// streams of a few hundred thousand orders). Embedded Redis goes away with
+// its process.
+func dropKeys(redisURL, prefix string) {
+	if redisURL == "" || prefix == "" {
+		return
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			rdb.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		rdb.Unlink(ctx, batch...)
+	}
+}
+
+// dropVouchers deletes the vouchers a run created, and their orders, from
+// a real MySQL: runs would otherwise grow the user's tables without end,
+// and each run would insert into a bigger table than the last. The
+// embedded database goes away with its process.
+func dropVouchers(mysqlDSN string, ids ...int64) {
+	if mysqlDSN == "" || len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := mysqlstore.OpenMySQL(ctx, mysqlDSN)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	db := st.DB()
+	for _, table := range []struct{ name, column string }{
+		{"tb_voucher_order", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
+	} {
+		db.NewDelete().TableExpr(table.name).Where("? IN (?)", bun.Ident(table.column), bun.In(ids)).Exec(ctx)
+	}
+}

@@ -1,0 +1,211 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/app/server"
+)
+
+// writeResults writes the results table, the machine and versions, and two
+// SVG bar charts beside it.
+func writeResults(o labOptions, cfg server.Config, results []labResult, command string) error {
+	dir := filepath.Dir(o.out)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tput := make([]bar, 0, len(results))
+	drain := make([]bar, 0, len(results))
+	for _, r := range results {
+		tput = append(tput, bar{r.Backend, r.Load.perSecond()})
+		if r.DrainRate > 0 {
+			drain = append(drain, bar{r.Backend, r.DrainRate})
+		}
+	}
+	charts := []struct {
+		file, title, unit string
+		bars              []bar
+	}{
+		{"results-throughput.svg", "Seckill requests per second over HTTP", "req/s", tput},
+		{"results-drain.svg", "Orders persisted per second from a backlog", "orders/s", drain},
+	}
+	for _, c := range charts {
+		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(barChart(c.title, c.unit, c.bars)), 0o644); err != nil {
+			return err
+		}
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Measured results\n\n")
+	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "- Machine: %s\n", machine())
+	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))
+	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on a stock that does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, o.drainOrders)
+	b.WriteString("| backend | seckill req/s | p50 | p99 | reservation → row p50 / p99 | drain orders/s | sell-out: accepted of stock | oversold | duplicate orders | accepted, not persisted |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		drainCell := "— (no queue)"
+		if r.Backend == "pubsub" {
+			drainCell = "— (keeps no backlog)"
+		}
+		if r.DrainRate > 0 {
+			drainCell = fmt.Sprintf("%.0f", r.DrainRate)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v / %v | %s | %d of %d | %d | %d | %d |\n",
+			r.Backend, r.Load.perSecond(), round(r.Load.percentile(.5)), round(r.Load.percentile(.99)),
+			round(r.RowP50), round(r.RowP99), drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
+	}
+	for _, r := range results {
+		if r.Err != "" {
+			fmt.Fprintf(&b, "\n**%s failed:** %s\n", r.Backend, r.Err)
+		}
+	}
+	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
+	writeFaults(&b, results)
+	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+// summary is a short plain-text table a student can paste.
+func summary(results []labResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %9s %9s\n", "backend", "req/s", "p50", "p99", "drain/s", "oversold", "lost")
+	for _, r := range results {
+		fmt.Fprintf(&b, "%-14s %10.0f %9v %9v %12.0f %9d %9d\n", r.Backend, r.Load.perSecond(),
+			round(r.Load.percentile(.5)), round(r.Load.percentile(.99)), r.DrainRate, r.Oversold, r.Unpersisted)
+	}
+	return b.String()
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d > 10*time.Microsecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				_, model, _ = strings.Cut(l, ": ")
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s/%s, %d cores (%s)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.TrimSpace(model))
+}
+
+func versions(cfg server.Config) string {
+	parts := []string{runtime.Version()}
+	if cfg.EmbeddedRedis() {
+		parts = append(parts, "Redis: embedded miniredis")
+	} else if opts, err := redis.ParseURL(cfg.RedisURL); err == nil {
+		c := redis.NewClient(opts)
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			for _, l := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+					parts = append(parts, "Redis "+v)
+				}
+			}
+		}
+		c.Close()
+	}
+	if cfg.EmbeddedSQL() {
+		parts = append(parts, "SQL: embedded SQLite (modernc.org/sqlite)")
+	} else if s, err := openStoreForVersion(cfg.MySQLDSN); err == nil {
+		parts = append(parts, "MySQL/MariaDB "+s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+type bar struct {
+	label string
+	value float64
+}
+
+// barChart draws horizontal bars as a standalone SVG.
+func barChart(title, unit string, bars []bar) string {
+	const width, left, rowH, top = 720, 130, 34, 50
+	maxV := 1.0
+	for _, b := range bars {
+		maxV = max(maxV, b.value)
+	}
+	height := top + rowH*len(bars) + 20
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="14">`+"\n", width, height)
+	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="28" font-size="17" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
+	for i, b := range bars {
+		y := top + i*rowH
+		w := int(float64(width-left-120) * b.value / maxV)
+		fmt.Fprintf(&s, `<text x="10" y="%d">%s</text>`, y+20, html.EscapeString(b.label))
+		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%d" height="24" fill="#3b7dd8"/>`, left, y+4, max(w, 1))
+		fmt.Fprintf(&s, `<text x="%d" y="%d">%.0f %s</text>`+"\n", left+max(w, 1)+6, y+20, b.value, unit)
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
+
+func openStoreForVersion(dsn string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := mysqlstore.OpenMySQL(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	var v string
+	err = st.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
+	return v, err
+}
+
+// writeFaults adds the fault table: one row per backend, one column per
+// fault, each cell "lost / redelivered" with the time to resume.
+func writeFaults(b *strings.Builder, results []labResult) {
+	ran := false
+	for _, r := range results {
+		ran = ran || len(r.Faults) > 0
+	}
+	if !ran {
+		b.WriteString("\nFaults were not injected in this run (`-no-faults`).\n")
+		return
+	}
+	fmt.Fprintf(b, "\n## Faults\n\nEach fault runs against separate server processes (this binary): %d orders are accepted by a process with one consumer persisting 20 orders per transaction, reaching MySQL through a proxy that delays each request by %v (so the drain is slower than the buying), and the fault strikes once a quarter of them are in MySQL. A cell reads *lost* (accepted, never persisted) / *redelivered* (delivered again, found already persisted, absorbed by the store), where the fault struck, then how long until the next order was persisted after the fault ended. Stock is checked too: the database's stock fell by exactly the number of rows in every run unless a cell says otherwise.\n\n", faultBacklog, faultDBDelay)
+	b.WriteString("| backend |")
+	for _, f := range labFaults {
+		b.WriteString(" " + f + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(labFaults)) + "\n")
+	for _, r := range results {
+		fmt.Fprintf(b, "| %s |", r.Backend)
+		for _, f := range r.Faults {
+			if !f.Ran {
+				fmt.Fprintf(b, " %s |", f.Note)
+				continue
+			}
+			resumed := "no order came back"
+			if f.Resumed > 0 {
+				resumed = fmt.Sprintf("resumed after %v", round(f.Resumed))
+			}
+			cell := fmt.Sprintf("**%d** lost / %d redelivered (struck at %d of %d persisted); %s",
+				f.Lost, f.Redelivered, f.StruckAt, f.Accepted, resumed)
+			if f.StockOff != 0 {
+				cell += fmt.Sprintf("; stock off by %d", f.StockOff)
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+}

@@ -1,0 +1,58 @@
+package lab
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCompareWritesResults runs the lab on one backend for a moment and
+// checks the results file, its row and the charts.
+func TestCompareWritesResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the lab runs a sale")
+	}
+	for _, k := range []string{"SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN"} {
+		t.Setenv(k, "") // embedded: the lab's own servers
+	}
+	out := filepath.Join(t.TempDir(), "results.md")
+	if code := RunCompare([]string{"-duration", "300ms", "-conns", "4", "-drain-orders", "200",
+		"-sellout-stock", "100", "-sellout-shoppers", "300",
+		"-backends", "streamgroup", "-no-faults", "-out", out}); code != 0 {
+		t.Fatalf("compare exited %d", code)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	var row string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "| streamgroup |") {
+			row = l
+		}
+	}
+	cells := strings.Split(row, "|")
+	if len(cells) < 11 {
+		t.Fatalf("no streamgroup row in:\n%s", text)
+	}
+	// | backend | req/s | p50 | p99 | row | drain | accepted of stock | oversold | dup | unpersisted |
+	if strings.TrimSpace(cells[7]) != "100 of 100" || strings.TrimSpace(cells[8]) != "0" ||
+		strings.TrimSpace(cells[9]) != "0" || strings.TrimSpace(cells[10]) != "0" {
+		t.Fatalf("the sell-out row is wrong: %s", row)
+	}
+	if strings.TrimSpace(cells[2]) == "0" || strings.TrimSpace(cells[6]) == "0" {
+		t.Fatalf("no throughput or drain measured: %s", row)
+	}
+	for _, svg := range []string{"results-throughput.svg", "results-drain.svg"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(out), svg))
+		if err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "streamgroup") {
+			t.Fatalf("%s: %v", svg, err)
+		}
+	}
+	if !strings.Contains(text, time.Now().UTC().Format("2006-01-02")) {
+		t.Fatal("the results carry no date")
+	}
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestShopperClaims: the lean claims type keeps every check that
+// jwt.RegisteredClaims gave: exp required and enforced (with the 5 s
+// leeway), nbf enforced, numeric dates as JSON numbers of any form.
+func TestShopperClaims(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	tk := NewTokens(secret)
+	now := time.Now()
+	sign := func(claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name   string
+		claims jwt.MapClaims
+		ok     bool
+	}{
+		{"valid", jwt.MapClaims{"sub": "42", "exp": now.Add(time.Hour).Unix()}, true},
+		{"fractional exp", jwt.MapClaims{"sub": "42", "exp": float64(now.Add(time.Hour).Unix()) + 0.5}, true},
+		{"expired within the leeway", jwt.MapClaims{"sub": "42", "exp": now.Add(-2 * time.Second).Unix()}, true},
+		{"expired", jwt.MapClaims{"sub": "42", "exp": now.Add(-time.Minute).Unix()}, false},
+		{"no exp", jwt.MapClaims{"sub": "42"}, false},
+		{"exp a string", jwt.MapClaims{"sub": "42", "exp": "tomorrow"}, false},
+		{"not yet valid", jwt.MapClaims{"sub": "42", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(time.Minute).Unix()}, false},
+		{"valid since", jwt.MapClaims{"sub": "42", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(-time.Minute).Unix()}, true},
+		{"sub a number", jwt.MapClaims{"sub": 42, "exp": now.Add(time.Hour).Unix()}, false},
+		{"sub zero", jwt.MapClaims{"sub": "0", "exp": now.Add(time.Hour).Unix()}, false},
+	} {
+		id, err := tk.userID(sign(c.claims))
+		if ok := err == nil && id == 42; ok != c.ok {
+			t.Errorf("%s: user %d, err %v; want accepted: %v", c.name, id, err, c.ok)
+		}
+	}
+	issued, err := tk.Issue(42, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := tk.userID(issued); err != nil || id != 42 {
+		t.Fatalf("own token: %d %v", id, err)
+	}
+}
+
+// BenchmarkTokenUserID: verifying a shopper's token, on every seckill.
+func BenchmarkTokenUserID(b *testing.B) {
+	tk := NewTokens([]byte("0123456789abcdef0123456789abcdef"))
+	raw, err := tk.Issue(123456789, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if id, err := tk.userID(raw); err != nil || id != 123456789 {
+			b.Fatal(id, err)
+		}
+	}
+}
+
+// FuzzTokenFastPath: the fast path for tokens of the server's own form
+// accepts nothing golang-jwt's full parser refuses, and reads the same
+// user, and refuses as forged nothing the parser accepts; so userID gives
+// the library's verdict on every token. The fuzzer
+// writes the claims (and sometimes the header); the test signs them with
+// the real secret, so the accepting branches are reached, not only the
+// signature check.
+func FuzzTokenFastPath(f *testing.F) {
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	for _, seed := range []struct{ header, claims string }{
+		{"", `{"sub":"42","exp":` + exp + `}`},
+		{"", `{"sub":"42","exp":` + exp + `,"nbf":1}`},
+		{"", `{"sub":"42","exp":` + exp + `.5}`},
+		{"", `{"sub":"42","exp":1}`},
+		{"", `{"sub":"42"}`},
+		{"", `{"SUB":"42","exp":` + exp + `}`},
+		{"", `{"sub":"42","sub":"43","exp":` + exp + `}`},
+		{"", `{"sub":"0042","exp":` + exp + `}`},
+		{"", `{"sub":"42","exp":"` + exp + `"}`},
+		{"", `null`},
+		{"", `{"sub":"42","exp":` + exp + `,"iat":1}`},
+		{"", `{"sub":"0042","exp":` + exp + `,"iat":1}`},
+		{"", `{"sub":"42","exp":0` + exp + `,"iat":1}`},
+		{"", `{"sub":"42","exp":1234567890123456,"iat":1}`},
+		{"", `{"sub":"42","exp":` + exp + `,"iat":-1}`},
+		{"", `{"sub":"42","exp":` + exp + `,"iat":1.5}`},
+		{"", `{"sub":"","exp":` + exp + `,"iat":1}`},
+		{"", `{"sub":"42","exp":` + exp + `,"iat":1} `},
+		{"", `{"sub":"42","exp":` + exp + `} `},
+		{`{"alg":"HS256","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"HS256"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"none","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+		{`{"alg":"HS512","typ":"JWT"}`, `{"sub":"42","exp":` + exp + `}`},
+	} {
+		f.Add(seed.header, []byte(seed.claims), false)
+	}
+	f.Add("", []byte(`{"sub":"42","exp":`+exp+`}`), true)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	tk := NewTokens(secret)
+	f.Fuzz(func(t *testing.T, header string, claims []byte, tamper bool) {
+		h := tk.header
+		if header != "" {
+			h = base64.RawURLEncoding.EncodeToString([]byte(header))
+		}
+		signing := h + "." + base64.RawURLEncoding.EncodeToString(claims)
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(signing))
+		sum := mac.Sum(nil)
+		if tamper {
+			sum[0] ^= 1
+		}
+		raw := signing + "." + base64.RawURLEncoding.EncodeToString(sum)
+
+		var lib shopperClaims
+		libID, libErr := int64(0), error(nil)
+		if _, err := tk.parser.ParseWithClaims(raw, &lib, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
+			libErr = err
+		} else {
+			libID, libErr = subjectID(lib.Sub)
+		}
+		switch fastID, verdict := tk.userIDOfOwnForm(raw); {
+		case verdict == ownFormAccepted && (libErr != nil || fastID != libID):
+			t.Fatalf("%q: fast path read user %d; the library: %d, %v", raw, fastID, libID, libErr)
+		case verdict == ownFormForged && libErr == nil:
+			t.Fatalf("%q: fast path called it forged; the library accepted user %d", raw, libID)
+		}
+		id, err := tk.userID(raw)
+		if (err == nil) != (libErr == nil) || id != libID {
+			t.Fatalf("%q: userID %d, %v; the library: %d, %v", raw, id, err, libID, libErr)
+		}
+	})
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Backend is a queue backend the server can run, selected by SECKILL_QUEUE.
+// The built-in ones are registered by this package; a program of its own
+// registers more before it calls Main (or New), the way database/sql
+// drivers register themselves.
+type Backend struct {
+	// Name is the SECKILL_QUEUE value that selects the backend.
+	Name string
+	// Iteration says in a line which iteration of the classic design the
+	// backend is, for the docs and the help text.
+	Iteration string
+	// Open opens the queue, creating its structures if missing. How a
+	// reservation feeds it follows from what the queue implements:
+	// core.FedByReservation (the reservation script runs the queue's
+	// Handoff in its own atomic step) or core.Publisher (the order is
+	// published after the reservation, which is released if the queue
+	// refuses it). Nil only for a backend with a Sale of its own.
+	Open func(ctx context.Context, d Deps) (core.Queue, error)
+	// Sale, if set, replaces the shared Redis reservation with the
+	// backend's own: the sync baseline's database transaction.
+	Sale func(d Deps) (core.Reserver, core.StockBoard)
+	// Variants are other configurations of the backend that the comparison
+	// lab measures as columns of their own.
+	Variants []Variant
+}
+
+// Variant is a named configuration of a backend, such as the list's
+// reliable mode.
+type Variant struct {
+	Name      string
+	Configure func(*Config)
+}
+
+// Deps are what a backend is opened with: the configuration and the
+// connections the server shares.
+type Deps struct {
+	Config Config
+	Redis  redis.UniversalClient
+	Store  *mysqlstore.Store
+	Log    *slog.Logger
+}
+
+// Getenv reads a variable of the backend's own from the environment the
+// configuration was loaded from ("" when unset).
+func (d Deps) Getenv(name string) string {
+	if d.Config.lookup == nil {
+		return ""
+	}
+	v, _ := d.Config.lookup(name)
+	return v
+}
+
+// Key is the server's key prefix followed by suffix: every Redis key of a
+// deployment starts with SECKILL_KEY_PREFIX.
+func (d Deps) Key(suffix string) string { return d.Config.KeyPrefix + suffix }
+
+var registry struct {
+	sync.RWMutex
+	backends []Backend
+}
+
+// Register makes a backend selectable by SECKILL_QUEUE. It panics on an
+// empty or taken name, or a backend that can open nothing: those are
+// programming errors, found at start.
+func Register(b Backend) {
+	if b.Name == "" {
+		panic("server: Register: a backend needs a name")
+	}
+	if (b.Open == nil) == (b.Sale == nil) {
+		panic(fmt.Sprintf("server: Register %q: set exactly one of Open and Sale", b.Name))
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	for _, have := range registry.backends {
+		if have.Name == b.Name {
+			panic(fmt.Sprintf("server: Register: backend %q is already registered", b.Name))
+		}
+	}
+	registry.backends = append(registry.backends, b)
+}
+
+// Backends lists the registered backends, the built-in ones first, in
+// the order of the iterations.
+func Backends() []Backend {
+	registry.RLock()
+	defer registry.RUnlock()
+	return slices.Clone(registry.backends)
+}
+
+// BackendNames are the values SECKILL_QUEUE accepts.
+func BackendNames() []string {
+	var names []string
+	for _, b := range Backends() {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+func lookupBackend(name string) (Backend, bool) {
+	for _, b := range Backends() {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Backend{}, false
+}

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+
+	"github.com/seckill-lab/seckill/adapters/listqueue"
+	"github.com/seckill-lab/seckill/adapters/memqueue"
+	"github.com/seckill-lab/seckill/adapters/pubsubqueue"
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/adapters/streamqueue"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The built-in backends, one per iteration of the classic design. This is
+// the one list of them: SECKILL_QUEUE's validation, the lab's columns, the
+// metrics label and the docs' tables (held by a test) come from it.
+func init() {
+	Register(Backend{
+		Name:      "sync",
+		Iteration: "the synchronous original: no queue, the request runs the MySQL transaction (the baseline)",
+		Sale: func(d Deps) (core.Reserver, core.StockBoard) {
+			s := d.Store.SyncSale()
+			return s, s
+		},
+	})
+	Register(Backend{
+		Name:      memqueue.Name,
+		Iteration: "BlockingQueue: a bounded in-process channel; full → 503 `busy`",
+		Open: func(_ context.Context, d Deps) (core.Queue, error) {
+			return memqueue.New(memqueue.Config{Capacity: d.Config.MemoryCapacity}, d.Log), nil
+		},
+	})
+	Register(Backend{
+		Name:      listqueue.Name,
+		Iteration: "Redis List: LPUSH in the script, BRPOP; `SECKILL_LIST_RELIABLE=1` adds BLMOVE processing lists, heartbeats and a reaper",
+		Open: func(_ context.Context, d Deps) (core.Queue, error) {
+			return listqueue.New(d.Redis, listqueue.Config{Key: d.Key("orders:list"), Reliable: d.Config.ListReliable,
+				ConsumerPrefix: d.Config.ConsumerName}, d.Log), nil
+		},
+		Variants: []Variant{{Name: "list-reliable", Configure: func(c *Config) { c.ListReliable = true }}},
+	})
+	Register(Backend{
+		Name:      pubsubqueue.Name,
+		Iteration: "Redis Pub/Sub: PUBLISH in the script, SUBSCRIBE (loses orders by design; counted)",
+		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
+			return pubsubqueue.New(ctx, d.Redis, pubsubqueue.Config{Channel: d.Key("orders:channel"),
+				PublishOnly: d.Config.Consumers == 0}, d.Log)
+		},
+	})
+	Register(Backend{
+		Name:      streamqueue.Name,
+		Iteration: "Redis Stream: XADD in the script, XREAD from a cursor saved after each persisted batch",
+		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
+			return streamqueue.New(ctx, d.Redis, streamqueue.Config{Stream: d.Key("orders:stream"), Reader: d.Config.ConsumerName}, d.Log)
+		},
+	})
+	Register(Backend{
+		Name:      streamgroup.Name,
+		Iteration: "Stream + consumer group: XREADGROUP, XACK after the commit, XAUTOCLAIM, dead letters (the default)",
+		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
+			return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.Key("orders"),
+				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName}, d.Log)
+		},
+	})
+}

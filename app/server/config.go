@@ -1,0 +1,228 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config is the whole configuration, read from the environment. Each field
+// names its variable; see README.md for the table.
+type Config struct {
+	Addr         string        // SECKILL_ADDR
+	RedisURL     string        // SECKILL_REDIS_URL; empty: embedded Redis
+	MySQLDSN     string        // SECKILL_MYSQL_DSN; empty: embedded SQL database
+	Queue        string        // SECKILL_QUEUE
+	JWTSecret    []byte        // SECKILL_JWT_SECRET
+	AdminToken   string        // SECKILL_ADMIN_TOKEN
+	Consumers    int           // SECKILL_CONSUMERS; 0: serve the API only
+	BatchSize    int           // SECKILL_BATCH_SIZE
+	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
+	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
+	DevCodes     bool          // SECKILL_DEV_CODES
+	UserLock     bool          // SECKILL_USER_LOCK
+	// MemoryCapacity bounds the memory backend's channel.
+	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
+	// ListReliable turns on the list backend's processing lists.
+	ListReliable bool // SECKILL_LIST_RELIABLE
+	// SeckillRate: seckill requests per shopper per second (0: no limit).
+	SeckillRate int // SECKILL_SECKILL_RATE
+	// CodeRate: login-code requests per client IP per minute (0: no limit).
+	CodeRate     int    // SECKILL_CODE_RATE
+	KeyPrefix    string // SECKILL_KEY_PREFIX
+	ConsumerName string // SECKILL_CONSUMER_NAME
+	LogFormat    string // SECKILL_LOG_FORMAT: text or json
+	// RedisCoalesce sends the reservations of concurrent requests through
+	// go-redis's AutoPipeline (an API go-redis marks experimental); 0 turns
+	// it off, one round trip per reservation.
+	RedisCoalesce bool // SECKILL_REDIS_COALESCE
+	// PprofAddr, if set, serves net/http/pprof there, apart from the API.
+	PprofAddr string // SECKILL_PPROF_ADDR
+	// lookup is the environment the configuration was read from; a
+	// backend reads its own variables through it (Deps.Getenv).
+	lookup func(string) (string, bool)
+	// GeneratedAdminToken is set when the admin token was made up at start
+	// (embedded mode only): the log then shows it, since nobody else knows it.
+	GeneratedAdminToken bool
+}
+
+// EmbeddedRedis and EmbeddedSQL tell whether a stand-in replaces a server.
+func (c Config) EmbeddedRedis() bool { return c.RedisURL == "" }
+func (c Config) EmbeddedSQL() bool   { return c.MySQLDSN == "" }
+
+// configError names the variable whose value is bad.
+type configError struct{ name, value, why string }
+
+func (e *configError) Error() string {
+	if e.value == "" {
+		return fmt.Sprintf("config: %s: %s", e.name, e.why)
+	}
+	return fmt.Sprintf("config: %s=%q: %s", e.name, e.value, e.why)
+}
+
+// LoadConfig reads the environment through lookup (os.LookupEnv in main).
+// The first bad value stops it with an error naming the variable.
+func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+		return def
+	}
+	c := Config{
+		Addr:         get("SECKILL_ADDR", ":8080"),
+		RedisURL:     get("SECKILL_REDIS_URL", ""),
+		MySQLDSN:     get("SECKILL_MYSQL_DSN", ""),
+		Queue:        get("SECKILL_QUEUE", "streamgroup"),
+		JWTSecret:    []byte(get("SECKILL_JWT_SECRET", "")),
+		AdminToken:   get("SECKILL_ADMIN_TOKEN", ""),
+		KeyPrefix:    get("SECKILL_KEY_PREFIX", "seckill:"),
+		ConsumerName: get("SECKILL_CONSUMER_NAME", ""),
+		LogFormat:    get("SECKILL_LOG_FORMAT", "text"),
+		PprofAddr:    get("SECKILL_PPROF_ADDR", ""),
+		lookup:       lookup,
+	}
+	var err error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return c, &configError{"SECKILL_ADDR", c.Addr, "want host:port, e.g. :8080"}
+	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "want host:port, e.g. 127.0.0.1:6060"}
+		}
+	}
+	if c.RedisURL != "" {
+		u, perr := url.Parse(c.RedisURL)
+		if perr != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			return c, &configError{"SECKILL_REDIS_URL", redactURL(c.RedisURL), "want redis://[:password@]host:port/db"}
+		}
+	}
+	if c.MySQLDSN != "" {
+		if _, perr := mysql.ParseDSN(c.MySQLDSN); perr != nil {
+			return c, &configError{"SECKILL_MYSQL_DSN", "", "not a go-sql-driver DSN (" + perr.Error() + "); e.g. root@tcp(127.0.0.1:3306)/test"}
+		}
+	}
+	if _, ok := lookupBackend(c.Queue); !ok {
+		return c, &configError{"SECKILL_QUEUE", c.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
+	}
+	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
+		return c, err
+	}
+	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 500, 1, 10000); err != nil {
+		return c, err
+	}
+	if c.MaxDeliver, err = intVar(lookup, "SECKILL_MAX_DELIVERIES", 5, 1, 1000); err != nil {
+		return c, err
+	}
+	if c.ClaimMinIdle, err = durationVar(lookup, "SECKILL_CLAIM_MIN_IDLE", 30*time.Second); err != nil {
+		return c, err
+	}
+	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
+	if c.DevCodes, err = boolVar(lookup, "SECKILL_DEV_CODES", embedded); err != nil {
+		return c, err
+	}
+	if c.UserLock, err = boolVar(lookup, "SECKILL_USER_LOCK", false); err != nil {
+		return c, err
+	}
+	if c.MemoryCapacity, err = intVar(lookup, "SECKILL_MEMORY_CAPACITY", 10000, 1, 10_000_000); err != nil {
+		return c, err
+	}
+	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
+		return c, err
+	}
+	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {
+		return c, err
+	}
+	if c.SeckillRate, err = intVar(lookup, "SECKILL_SECKILL_RATE", 5, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.CodeRate, err = intVar(lookup, "SECKILL_CODE_RATE", 20, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return c, &configError{"SECKILL_LOG_FORMAT", c.LogFormat, "want text or json"}
+	}
+	if embedded {
+		if len(c.JWTSecret) == 0 {
+			c.JWTSecret = []byte(randomHex(32))
+		}
+		if c.AdminToken == "" {
+			c.AdminToken = randomHex(16)
+			c.GeneratedAdminToken = true
+		}
+	} else {
+		// With real servers, a made-up secret would differ on every
+		// instance and every restart: refuse instead.
+		if len(c.JWTSecret) == 0 {
+			return c, &configError{"SECKILL_JWT_SECRET", "", "required when Redis or MySQL is configured"}
+		}
+		if c.AdminToken == "" {
+			return c, &configError{"SECKILL_ADMIN_TOKEN", "", "required when Redis or MySQL is configured"}
+		}
+	}
+	if len(c.JWTSecret) < 16 {
+		return c, &configError{"SECKILL_JWT_SECRET", "", "must be at least 16 bytes"}
+	}
+	if len(c.AdminToken) < 16 {
+		return c, &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
+	}
+	return c, nil
+}
+
+func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (int, error) {
+	v, ok := lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || n > hi {
+		return 0, &configError{name, v, fmt.Sprintf("want an integer from %d to %d", lo, hi)}
+	}
+	return n, nil
+}
+
+func durationVar(lookup func(string) (string, bool), name string, def time.Duration) (time.Duration, error) {
+	v, ok := lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, &configError{name, v, "want a positive Go duration, e.g. 30s or 1m"}
+	}
+	return d, nil
+}
+
+func boolVar(lookup func(string) (string, bool), name string, def bool) (bool, error) {
+	v, ok := lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, &configError{name, v, "want 1 or 0 (true or false)"}
+	}
+	return b, nil
+}
+
+// redactURL hides a password before a URL is printed.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}

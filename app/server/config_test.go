@@ -1,0 +1,82 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
+	c, err := LoadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
+		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken ||
+		!c.RedisCoalesce || c.PprofAddr != "" || c.BatchSize != 500 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	other, _ := LoadConfig(env(nil))
+	if string(other.JWTSecret) == string(c.JWTSecret) {
+		t.Fatal("the embedded JWT secret is not random per start")
+	}
+}
+
+func TestConfigWithRealServers(t *testing.T) {
+	real := map[string]string{
+		"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0",
+		"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test",
+	}
+	if _, err := LoadConfig(env(real)); err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_SECRET") {
+		t.Fatalf("no secrets with real servers: err = %v, want a refusal naming SECKILL_JWT_SECRET", err)
+	}
+	real["SECKILL_JWT_SECRET"] = "0123456789abcdef0123"
+	if _, err := LoadConfig(env(real)); err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN") {
+		t.Fatalf("no admin token: err = %v, want a refusal naming SECKILL_ADMIN_TOKEN", err)
+	}
+	real["SECKILL_ADMIN_TOKEN"] = "admin-0123456789abcdef"
+	c, err := LoadConfig(env(real))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DevCodes || c.GeneratedAdminToken {
+		t.Fatalf("with real servers dev codes must default off: %+v", c)
+	}
+}
+
+func TestBadConfigValuesNameTheirVariable(t *testing.T) {
+	for variable, value := range map[string]string{
+		"SECKILL_QUEUE":          "kafka",
+		"SECKILL_CLAIM_MIN_IDLE": "5",
+		"SECKILL_CONSUMERS":      "-1",
+		"SECKILL_BATCH_SIZE":     "lots",
+		"SECKILL_DEV_CODES":      "maybe",
+		"SECKILL_REDIS_URL":      "http://localhost:6379",
+		"SECKILL_MYSQL_DSN":      "root@tcp(127.0.0.1:3306",
+		"SECKILL_ADDR":           "8080",
+		"SECKILL_LOG_FORMAT":     "xml",
+		"SECKILL_JWT_SECRET":     "short",
+		"SECKILL_REDIS_COALESCE": "sometimes",
+		"SECKILL_PPROF_ADDR":     "6060",
+	} {
+		_, err := LoadConfig(env(map[string]string{variable: value}))
+		if err == nil {
+			t.Errorf("%s=%q accepted", variable, value)
+			continue
+		}
+		if !strings.Contains(err.Error(), variable) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s=%q: error %q should be one line naming the variable", variable, value, err)
+		}
+	}
+}
+
+func TestRedisPasswordIsNotEchoed(t *testing.T) {
+	_, err := LoadConfig(env(map[string]string{"SECKILL_REDIS_URL": "ftp://:hunter2@host:1/0"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("err = %v: want a refusal that hides the password", err)
+	}
+}

@@ -1,0 +1,237 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/app/server"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// rpushQueue is a backend of a program of its own, written against the
+// exported API only: the reservation RPUSHes each order to a list none of
+// the built-in backends uses, and consumers LPOP it from the left. It
+// promises nothing but keeping what nobody consumed yet.
+type rpushQueue struct {
+	rdb redis.UniversalClient
+	key string
+}
+
+func (q *rpushQueue) Name() string { return "rpush-ext" }
+func (q *rpushQueue) Guarantees() core.Guarantees {
+	return core.Guarantees{RetainsWithoutConsumer: true}
+}
+func (q *rpushQueue) Close() error { return nil }
+func (q *rpushQueue) Consumer(int) (core.Consumer, error) {
+	return rpushConsumer{q}, nil
+}
+
+// Handoff is what the reservation script runs: the adapter's own command.
+func (q *rpushQueue) Handoff() core.Handoff {
+	return core.Handoff{
+		Command: []string{"RPUSH", core.HandoffKey, core.HandoffBody},
+		Key:     func(int64) string { return q.key },
+	}
+}
+
+type rpushConsumer struct{ q *rpushQueue }
+
+func (c rpushConsumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	bodies, err := c.q.rdb.LPopCount(ctx, c.q.key, max).Result()
+	if err != nil && err != redis.Nil {
+		return nil, err
+	}
+	if len(bodies) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			return nil, nil
+		}
+	}
+	ds := make([]core.Delivery, len(bodies))
+	for i, b := range bodies {
+		ds[i] = core.Delivery{ID: strconv.Itoa(i), Body: []byte(b), Attempt: 1}
+	}
+	return ds, nil
+}
+
+func (c rpushConsumer) Ack(context.Context, []core.Delivery) error { return nil }
+func (c rpushConsumer) Close() error                               { return nil }
+func (c rpushConsumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
+	return c.q.rdb.RPush(ctx, c.q.key+":dead", d.Body).Err()
+}
+
+var registerOnce sync.Once
+
+// registerRPush registers the backend as a program would, before it loads
+// its configuration. Its own setting comes through Deps.Getenv.
+func registerRPush() {
+	registerOnce.Do(func() {
+		server.Register(server.Backend{
+			Name:      "rpush-ext",
+			Iteration: "a program's own: RPUSH in the script, LPOP",
+			Open: func(_ context.Context, d server.Deps) (core.Queue, error) {
+				key := d.Getenv("RPUSH_EXT_KEY")
+				if key == "" {
+					key = d.Key("rpush-ext")
+				}
+				return &rpushQueue{rdb: d.Redis, key: key}, nil
+			},
+		})
+	})
+}
+
+// TestAProgramRegistersItsOwnBackend: a backend registered from outside
+// this repository's packages is selected by SECKILL_QUEUE, fed by the
+// reservation script through its own hand-off, and a sale over HTTP ends
+// with every accepted order in the database, exactly the stock sold.
+func TestAProgramRegistersItsOwnBackend(t *testing.T) {
+	registerRPush()
+	if !slices.Contains(server.BackendNames(), "rpush-ext") {
+		t.Fatalf("registered backend missing from %v", server.BackendNames())
+	}
+	for _, stack := range []string{"embedded", "real"} {
+		t.Run(stack, func(t *testing.T) {
+			prefix := "ext" + testenv.RandomSuffix() + ":"
+			listKey := prefix + "my-own-list"
+			env := map[string]string{
+				"SECKILL_QUEUE": "rpush-ext", "RPUSH_EXT_KEY": listKey, "SECKILL_ADDR": "127.0.0.1:0",
+				"SECKILL_KEY_PREFIX": prefix, "SECKILL_JWT_SECRET": "ext-secret-0123456789",
+				"SECKILL_ADMIN_TOKEN": "ext-admin-token-0123", "SECKILL_SECKILL_RATE": "0",
+			}
+			var rdb *redis.Client
+			if stack == "real" {
+				r, ok := testenv.RealRedis(t)
+				if !ok {
+					t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.RedisURLEnv)
+				}
+				dsn, ok := testenv.MySQLDatabase(t)
+				if !ok {
+					t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+				}
+				env["SECKILL_REDIS_URL"], env["SECKILL_MYSQL_DSN"] = os.Getenv(testenv.RedisURLEnv), dsn
+				rdb = r.Client
+			}
+			cfg, err := server.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			srv, err := server.New(ctx, cfg, nil)
+			if err != nil {
+				stop()
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ctx, ln) }()
+			defer func() {
+				stop()
+				if err := <-served; err != nil {
+					t.Errorf("serve: %v", err)
+				}
+				srv.Close()
+			}()
+			if q, ok := srv.Queue().(*rpushQueue); !ok || q.key != listKey {
+				t.Fatalf("the server runs %T, want the registered backend on %s", srv.Queue(), listKey)
+			}
+			base := "http://" + ln.Addr().String()
+
+			const stock, shoppers = 40, 150
+			voucher := createVoucher(t, base, cfg.AdminToken, stock)
+			tokens := server.NewTokens(cfg.JWTSecret)
+			var mu sync.Mutex
+			answered := map[string]bool{}
+			var wg sync.WaitGroup
+			for u := int64(1); u <= shoppers; u++ {
+				wg.Go(func() {
+					tok, _ := tokens.Issue(u, time.Now())
+					status, body := call(t, "POST", fmt.Sprintf("%s/api/vouchers/%d/seckill", base, voucher), tok)
+					if status == 200 {
+						mu.Lock()
+						answered[body["orderId"].(string)] = true
+						mu.Unlock()
+					} else if status != 409 {
+						t.Errorf("seckill: %d %v", status, body)
+					}
+				})
+			}
+			wg.Wait()
+			if len(answered) != stock {
+				t.Fatalf("%d orders accepted, want the stock, %d", len(answered), stock)
+			}
+			var ids []int64
+			deadline := time.Now().Add(15 * time.Second)
+			for len(ids) < stock && time.Now().Before(deadline) {
+				ids = ids[:0]
+				err := srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("id").
+					Where("voucher_id = ?", voucher).Scan(context.Background(), &ids)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(ids) != stock {
+				t.Fatalf("%d of %d accepted orders in the database", len(ids), stock)
+			}
+			for _, id := range ids {
+				if !answered[strconv.FormatInt(id, 10)] {
+					t.Fatalf("row %d was never answered to a shopper", id)
+				}
+			}
+			if rdb != nil && rdb.Exists(context.Background(), prefix+"orders").Val() != 0 {
+				t.Fatal("a built-in queue key was written: the hand-off was not the backend's own")
+			}
+		})
+	}
+}
+
+func createVoucher(t *testing.T, base, admin string, stock int) int64 {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"title": "ext", "payValue": 1, "actualValue": 2, "stock": stock,
+		"beginTime": time.Now().Add(-time.Minute).Format(time.RFC3339), "endTime": time.Now().Add(time.Hour).Format(time.RFC3339)})
+	req, _ := http.NewRequest("POST", base+"/api/admin/vouchers", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != 201 {
+		t.Fatalf("create voucher: %d %v", resp.StatusCode, out)
+	}
+	return int64(out["id"].(float64))
+}
+
+func call(t *testing.T, method, url, token string) (int, map[string]any) {
+	req, _ := http.NewRequest(method, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// harness is one running server, on the embedded stand-ins or on the real
+// Redis and MySQL, with an HTTP client pointed at it.
+type harness struct {
+	t      testing.TB
+	cfg    Config
+	srv    *Server
+	base   string
+	client *http.Client
+	tokens *Tokens
+	stop   context.CancelFunc
+	done   chan error
+
+	stopOnce sync.Once
+}
+
+// forEachStack runs fn against a server on the embedded stand-ins and one on
+// the real services (skipped outside CI when they are not configured).
+func forEachStack(t *testing.T, mutate func(*Config), fn func(t *testing.T, h *harness)) {
+	t.Helper()
+	for _, stack := range []string{"embedded", "real"} {
+		t.Run(stack, func(t *testing.T) {
+			fn(t, startServer(t, stack, mutate))
+		})
+	}
+}
+
+// forEachBackendAndStack runs fn for every registered backend and
+// variant on both stacks.
+func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
+	t.Helper()
+	for _, b := range Backends() {
+		t.Run(b.Name, func(t *testing.T) { forEachStack(t, func(c *Config) { c.Queue = b.Name }, fn) })
+		for _, v := range b.Variants {
+			t.Run(v.Name, func(t *testing.T) {
+				forEachStack(t, func(c *Config) { c.Queue = b.Name; v.Configure(c) }, fn)
+			})
+		}
+	}
+}
+
+func idString(v int64) string { return strconv.FormatInt(v, 10) }
+
+// testConfig is the production configuration, read by LoadConfig from an
+// environment that sets only what a test needs: the defaults are the ones a
+// user gets, and cannot drift from them. Rate limits are off (tests that
+// hold them turn them on).
+func testConfig() Config {
+	cfg, err := LoadConfig(env(map[string]string{
+		"SECKILL_ADDR":         "127.0.0.1:0",
+		"SECKILL_JWT_SECRET":   "test-secret-0123456789",
+		"SECKILL_ADMIN_TOKEN":  "test-admin-token-0123",
+		"SECKILL_KEY_PREFIX":   "t" + testenv.RandomSuffix() + ":",
+		"SECKILL_SECKILL_RATE": "0",
+		"SECKILL_CODE_RATE":    "0",
+	}))
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
+	t.Helper()
+	return startServerWith(t, stack, mutate, nil)
+}
+
+// startServerWith is startServer with a hook that may change the built
+// server before it serves (to wrap its store, say).
+func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeServe func(*Server)) *harness {
+	t.Helper()
+	cfg := testConfig()
+	if stack == "real" {
+		r, ok := testenv.RealRedis(t)
+		if !ok {
+			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.RedisURLEnv)
+		}
+		dsn, ok := testenv.MySQLDatabase(t)
+		if !ok {
+			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
+		}
+		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return startWith(t, cfg, beforeServe)
+}
+
+func startWith(t testing.TB, cfg Config, beforeServe ...func(*Server)) *harness {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := build(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("build: %v", err)
+	}
+	for _, f := range beforeServe {
+		if f != nil {
+			f(srv)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t: t, cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+		tokens: NewTokens(cfg.JWTSecret), stop: cancel, done: make(chan error, 1),
+	}
+	go func() { h.done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		h.shutdown()
+		srv.Close()
+	})
+	return h
+}
+
+// shutdown stops the server as SIGTERM would; it is safe to call twice.
+func (h *harness) shutdown() {
+	h.stopOnce.Do(func() {
+		h.stop()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.t.Errorf("serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			h.t.Error("server did not stop within 15s")
+		}
+	})
+}
+
+// do sends a JSON request; body may be nil, a string (sent as is) or a
+// value to marshal. It returns the status and the decoded JSON body.
+func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
+	h.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	default:
+		buf, _ := json.Marshal(b)
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, h.base+path, r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	if len(raw) > 0 && json.Unmarshal(raw, &out) != nil {
+		out["_raw"] = string(raw)
+	}
+	// Every API answer is JSON, the hand-written ones included.
+	if ct := resp.Header.Get("Content-Type"); len(raw) > 0 && strings.HasPrefix(path, "/api/") && !strings.HasPrefix(ct, "application/json") {
+		h.t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
+	}
+	return resp.StatusCode, out
+}
+
+func (h *harness) shopper(userID int64) string {
+	h.t.Helper()
+	tok, err := h.tokens.Issue(userID, time.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+func (h *harness) createVoucher(stock int64, begin, end time.Time) int64 {
+	h.t.Helper()
+	status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
+		"title": "test voucher", "payValue": 100, "actualValue": 200, "stock": stock,
+		"beginTime": begin.Format(time.RFC3339Nano), "endTime": end.Format(time.RFC3339Nano),
+	})
+	if status != http.StatusCreated {
+		h.t.Fatalf("create voucher: %d %v", status, body)
+	}
+	return int64(body["id"].(float64))
+}
+
+func (h *harness) openVoucher(stock int64) int64 {
+	return h.createVoucher(stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// rows counts persisted orders of a voucher and its database stock.
+func (h *harness) rows(voucherID int64) (orders int, stock int64) {
+	h.t.Helper()
+	ctx := context.Background()
+	n, err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucherID).Count(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	err = h.srv.store.DB().NewSelect().Table("tb_seckill_voucher").Column("stock").
+		Where("voucher_id = ?", voucherID).Scan(ctx, &stock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return int(n), stock
+}
+
+// waitForRows polls until the voucher has want persisted orders.
+func (h *harness) waitForRows(voucherID int64, want int, within time.Duration) int {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n, _ := h.rows(voucherID)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// storeGate holds the pipeline's first SaveOrders until open is called, so
+// a test can build a backlog that is certain, not hoped for.
+type storeGate struct {
+	held     chan struct{} // closed when the first save is waiting
+	released chan struct{}
+	heldOnce sync.Once
+	openOnce sync.Once
+}
+
+func newStoreGate() *storeGate {
+	return &storeGate{held: make(chan struct{}), released: make(chan struct{})}
+}
+
+// wrapPipeline rebuilds s's pipeline with the same settings over a gated store.
+func (g *storeGate) wrapPipeline(s *Server) *core.Pipeline {
+	return core.NewPipeline(s.queue, gatedStore{g, s.store}, core.PipelineConfig{
+		Consumers: s.cfg.Consumers, BatchSize: s.cfg.BatchSize, MaxDeliveries: s.cfg.MaxDeliver,
+	}, s.log, s.metrics)
+}
+
+func (g *storeGate) open() { g.openOnce.Do(func() { close(g.released) }) }
+
+func (g *storeGate) waitHeld(t testing.TB) {
+	t.Helper()
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save reached the gate within 10s")
+	}
+}
+
+type gatedStore struct {
+	g     *storeGate
+	inner core.OrderStore
+}
+
+func (s gatedStore) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveResult, error) {
+	s.g.heldOnce.Do(func() { close(s.g.held) })
+	select {
+	case <-s.g.released:
+	case <-ctx.Done():
+		return core.SaveResult{}, ctx.Err()
+	}
+	return s.inner.SaveOrders(ctx, orders)
+}
+
+// freeAddr is a loopback address nobody listens on (at the moment).
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// metrics are the Prometheus series of one server. Each server has its own
+// registry, so tests can run several in one process.
+type metrics struct {
+	registry        *prometheus.Registry
+	seckillResults  *prometheus.CounterVec
+	seckillOK       prometheus.Counter // seckillResults{code="ok"}, resolved once for the hot path
+	reserveSeconds  prometheus.Histogram
+	ordersPersisted prometheus.Counter
+	ordersDuplicate prometheus.Counter
+	batchSize       prometheus.Histogram
+	persistSeconds  prometheus.Histogram
+	deadLetters     *prometheus.CounterVec
+	storeFailures   prometheus.Counter
+	queueFailures   *prometheus.CounterVec
+	publishedToNone prometheus.Counter
+}
+
+func newMetrics(queue string) *metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) prometheus.Collector { r.MustRegister(c); return c }
+	labels := prometheus.Labels{"queue": queue}
+	m := &metrics{registry: r}
+	m.seckillResults = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_requests_total", Help: "Seckill requests by result code (ok or the error code).", ConstLabels: labels,
+	}, []string{"code"})).(*prometheus.CounterVec)
+	m.seckillOK = m.seckillResults.WithLabelValues("ok")
+	m.reserveSeconds = f(prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "seckill_reservation_seconds", Help: "Time to reserve (ID, script, hand-off).", ConstLabels: labels,
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})).(prometheus.Histogram)
+	m.ordersPersisted = f(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_orders_persisted_total", Help: "Orders inserted into the database.", ConstLabels: labels,
+	})).(prometheus.Counter)
+	m.ordersDuplicate = f(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_orders_duplicate_total", Help: "Redelivered orders found already persisted.", ConstLabels: labels,
+	})).(prometheus.Counter)
+	m.batchSize = f(prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "seckill_consumer_batch_size", Help: "Deliveries per fetched batch.", ConstLabels: labels,
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})).(prometheus.Histogram)
+	m.persistSeconds = f(prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "seckill_persist_seconds", Help: "Time of one batch transaction.", ConstLabels: labels,
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})).(prometheus.Histogram)
+	m.deadLetters = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_dead_letters_total", Help: "Messages moved to the dead-letter destination, by reason.", ConstLabels: labels,
+	}, []string{"reason"})).(*prometheus.CounterVec)
+	m.storeFailures = f(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_store_failures_total", Help: "Failed batch transactions (retried).", ConstLabels: labels,
+	})).(prometheus.Counter)
+	m.queueFailures = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_consumer_errors_total", Help: "Failed queue operations of consumers, by operation.", ConstLabels: labels,
+	}, []string{"op"})).(*prometheus.CounterVec)
+	m.publishedToNone = f(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_published_unheard_total", Help: "Orders published with no subscriber listening (pubsub): reserved, never persisted.", ConstLabels: labels,
+	})).(prometheus.Counter)
+	return m
+}
+
+// The pipeline's events, as core.PipelineObserver.
+
+func (m *metrics) BatchFetched(n int) { m.batchSize.Observe(float64(n)) }
+
+func (m *metrics) BatchPersisted(res core.SaveResult, took time.Duration) {
+	m.ordersPersisted.Add(float64(res.Created))
+	m.ordersDuplicate.Add(float64(res.Duplicates))
+	m.persistSeconds.Observe(took.Seconds())
+}
+
+func (m *metrics) DeadLettered(reason core.DeadLetterReason) {
+	m.deadLetters.WithLabelValues(string(reason)).Inc()
+}
+
+func (m *metrics) StoreFailed(error) { m.storeFailures.Inc() }
+
+func (m *metrics) QueueFailed(op string, _ error) { m.queueFailures.WithLabelValues(op).Inc() }
+
+var _ core.PipelineObserver = (*metrics)(nil)
+
+// queueCollector asks the queue for its state at each scrape, so the
+// gauges are never stale and cost nothing between scrapes.
+type queueCollector struct {
+	stats                             core.StatsReporter
+	onError                           func(error)
+	depth, pending, lag, oldest, dead *prometheus.Desc
+}
+
+func newQueueCollector(queue string, stats core.StatsReporter, onError func(error)) *queueCollector {
+	labels := prometheus.Labels{"queue": queue}
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	return &queueCollector{
+		stats:   stats,
+		onError: onError,
+		depth:   d("seckill_queue_depth", "Messages waiting, not yet delivered to a consumer."),
+		pending: d("seckill_queue_pending", "Messages delivered and not yet acknowledged."),
+		lag:     d("seckill_queue_lag_seconds", "Time between the newest message and the consumers' position."),
+		oldest:  d("seckill_queue_oldest_pending_seconds", "Age of the oldest unacknowledged message."),
+		dead:    d("seckill_queue_dead_letters", "Messages in the dead-letter destination."),
+	}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.depth, c.pending, c.lag, c.oldest, c.dead} {
+		ch <- d
+	}
+}
+
+// Collect emits only what the backend knows (see core.QueueStats).
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := c.stats.Stats(ctx)
+	if err != nil {
+		c.onError(err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, known bool) {
+		if known {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+		}
+	}
+	gauge(c.depth, float64(s.Depth), s.Depth >= 0)
+	gauge(c.pending, float64(s.Pending), s.Pending >= 0)
+	gauge(c.lag, s.Lag.Seconds(), s.Lag >= 0)
+	gauge(c.oldest, s.OldestPending.Seconds(), s.OldestPending >= 0)
+	gauge(c.dead, float64(s.DeadLetters), s.DeadLetters >= 0)
+}

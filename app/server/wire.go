@@ -1,0 +1,292 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/logincode"
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/userlock"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Server is one wired instance: dependencies, queue, pipeline, HTTP.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	mini     *miniredis.Miniredis // nil unless Redis is embedded
+	rdb      redis.UniversalClient
+	store    *mysqlstore.Store
+	queue    core.Queue
+	board    core.StockBoard
+	pipeline *core.Pipeline
+	http     *fiber.App
+	metrics  *metrics
+	// lastUnheardLog rate-limits the "published to nobody" log line.
+	lastUnheardLog atomic.Int64
+}
+
+// New connects to (or starts) Redis and the database, applies the schema,
+// loads the scripts, creates the queue's structures and wires the API.
+// Serve then runs it; Close releases what New opened.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return build(ctx, cfg, log)
+}
+
+// Store is the server's database (for tools that count rows).
+func (s *Server) Store() *mysqlstore.Store { return s.store }
+
+// Queue is the backend's queue; nil for a backend without one (sync).
+func (s *Server) Queue() core.Queue { return s.queue }
+
+// Catalog creates and reads vouchers as the admin API does.
+func (s *Server) Catalog() *core.Catalog { return core.NewCatalog(s.store, s.board) }
+
+// Config is the configuration the server runs.
+func (s *Server) Config() Config { return s.cfg }
+
+func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.connectRedis(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
+		log.Warn("running on embedded stand-ins: they start empty and keep nothing after exit",
+			"redis", map[bool]string{true: "embedded miniredis", false: "configured"}[cfg.EmbeddedRedis()],
+			"sql", map[bool]string{true: "embedded SQLite (in memory)", false: "configured"}[cfg.EmbeddedSQL()])
+	}
+
+	sale, err := s.openSale(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.board = sale.board
+	if r, ok := s.queue.(core.StatsReporter); ok {
+		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
+			log.Warn("queue stats unavailable", "err", err)
+		}))
+	}
+	if s.queue != nil {
+		var orders core.OrderStore = s.store
+		if cfg.UserLock {
+			orders = userlock.New(s.store, s.rdb, cfg.KeyPrefix)
+		}
+		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{
+			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver,
+		}, log, s.metrics)
+	}
+
+	a := &api{
+		log:         log,
+		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize), sale.reserver, sale.publisher, s.store),
+		catalog:     core.NewCatalog(s.store, sale.board),
+		users:       s.store,
+		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
+		tokens:      NewTokens(cfg.JWTSecret),
+		metrics:     s.metrics,
+		devCodes:    cfg.DevCodes,
+		admin:       cfg.AdminToken,
+		limits:      newRateLimits(s.rdb, cfg.KeyPrefix, log),
+		seckillRate: redis_rate.PerSecond(cfg.SeckillRate),
+		codeRate:    redis_rate.PerMinute(cfg.CodeRate),
+		ready:       s.ready,
+	}
+	s.http = a.newServer()
+	return s, nil
+}
+
+// idBlockSize is how many order ids a server takes from Redis at once. Each
+// refill holds the ID worker's lock for a round trip, which every seckill
+// then waits behind; a restart leaves at most one block unused, of the
+// 2^32 ids a day allows.
+const idBlockSize = 1000
+
+// sale is what the chosen backend puts on the request path.
+type sale struct {
+	reserver  core.Reserver
+	board     core.StockBoard
+	publisher core.Publisher // nil when the reservation script enqueues
+}
+
+// openSale opens the backend that SECKILL_QUEUE names (s.queue stays nil
+// for a backend without a queue) and the reservation that feeds it.
+func (s *Server) openSale(ctx context.Context) (sale, error) {
+	b, ok := lookupBackend(s.cfg.Queue)
+	if !ok {
+		return sale{}, &configError{"SECKILL_QUEUE", s.cfg.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
+	}
+	deps := Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log}
+	if b.Sale != nil {
+		reserver, board := b.Sale(deps)
+		return sale{reserver: reserver, board: board}, nil
+	}
+	q, err := b.Open(ctx, deps)
+	if err != nil {
+		return sale{}, fmt.Errorf("open queue %s: %w", b.Name, err)
+	}
+	s.queue = q
+	rc := redisreserve.Config{Prefix: s.cfg.KeyPrefix, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce}
+	var publisher core.Publisher
+	switch fed := q.(type) {
+	case core.FedByReservation:
+		rc.Handoff = fed.Handoff()
+	case core.Publisher:
+		publisher = fed
+	default:
+		return sale{}, fmt.Errorf("queue %s: implements neither core.FedByReservation nor core.Publisher, so nothing could feed it", b.Name)
+	}
+	reserver, err := redisreserve.New(s.rdb, rc)
+	if err != nil {
+		return sale{}, fmt.Errorf("queue %s: %w", b.Name, err)
+	}
+	if err := reserver.Load(ctx); err != nil {
+		return sale{}, err
+	}
+	return sale{reserver: reserver, board: reserver, publisher: publisher}, nil
+}
+
+// publishedTo counts orders published to nobody (pubsub): reserved in
+// Redis, never persisted. It logs at most one line a second about them.
+func (s *Server) publishedTo(receivers int64) {
+	if receivers > 0 {
+		return
+	}
+	s.metrics.publishedToNone.Inc()
+	now := time.Now().UnixNano()
+	if last := s.lastUnheardLog.Load(); now-last > int64(time.Second) && s.lastUnheardLog.CompareAndSwap(last, now) {
+		s.log.Error("order published with no subscriber: reserved but it will never be persisted",
+			"queue", s.cfg.Queue, "unheard_total_metric", "seckill_published_unheard_total")
+	}
+}
+
+func (s *Server) connectRedis(ctx context.Context) error {
+	var opts *redis.Options
+	if s.cfg.EmbeddedRedis() {
+		s.mini = miniredis.NewMiniRedis()
+		if err := s.mini.Start(); err != nil {
+			return fmt.Errorf("embedded redis: %w", err)
+		}
+		// Without it miniredis never expires keys on its own.
+		s.mini.ClockTTL(true)
+		opts = &redis.Options{Addr: s.mini.Addr()}
+	} else {
+		var err error
+		if opts, err = redis.ParseURL(s.cfg.RedisURL); err != nil {
+			return fmt.Errorf("config: SECKILL_REDIS_URL: %w", err)
+		}
+	}
+	opts.PoolSize = 64
+	s.rdb = redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %w", opts.Addr, err)
+	}
+	return nil
+}
+
+func (s *Server) openStore(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if s.cfg.EmbeddedSQL() {
+		s.store, err = mysqlstore.OpenEmbedded(pctx)
+	} else {
+		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+	}
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return s.store.Migrate(mctx)
+}
+
+func (s *Server) ready(ctx context.Context) error {
+	return errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx))
+}
+
+// shutdownBudget is how long a stop may take before serve returns.
+const shutdownBudget = 9 * time.Second
+
+// Serve runs the API on ln and the pipeline until ctx is done, then shuts
+// down in order: stop taking requests and finish those in flight, then stop
+// the consumers (each finishes and acks its batch), then close connections.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPipeline()
+	var wg sync.WaitGroup
+	if s.pipeline != nil && s.cfg.Consumers > 0 {
+		wg.Go(func() {
+			if err := s.pipeline.Run(pipeCtx); err != nil {
+				s.log.Error("pipeline stopped", "err", err)
+			}
+		})
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- s.http.Listener(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", s.cfg.Consumers)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-httpErr:
+		err = fmt.Errorf("http server: %w", err)
+	}
+	// The whole stop fits in the contract's 10 seconds: requests in
+	// flight get up to 3, the consumers (and a drain of an in-process
+	// queue) the rest.
+	s.log.Info("shutting down")
+	deadline := time.Now().Add(shutdownBudget)
+	if serr := s.http.ShutdownWithTimeout(3 * time.Second); serr != nil {
+		s.log.Warn("http shutdown", "err", serr)
+	}
+	stopPipeline()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Until(deadline)):
+		s.log.Warn("consumers did not stop in time; unacked batches are redelivered after a restart (lost for the memory queue)")
+	}
+	return err
+}
+
+func (s *Server) Close() {
+	if s.queue != nil {
+		s.queue.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+	if s.mini != nil {
+		s.mini.Close()
+	}
+}
