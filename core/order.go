@@ -142,3 +142,16 @@ func decodeStrict(body []byte) (Order, error) {
 	}
 	return Order{ID: id, UserID: m.UserID, VoucherID: m.VoucherID, CreatedAt: time.UnixMilli(m.CreatedAt).UTC()}, nil
 }
+
+// OrdersOfVoucher decodes message bodies and keeps the orders of one
+// voucher, for a queue's OrderHolder report. A body that does not decode is
+// poison, on its way to the dead letters, and held for no voucher.
+func OrdersOfVoucher(voucherID int64, bodies []string) []Order {
+	var out []Order
+	for _, b := range bodies {
+		if o, err := DecodeOrder([]byte(b)); err == nil && o.VoucherID == voucherID {
+			out = append(out, o)
+		}
+	}
+	return out
+}

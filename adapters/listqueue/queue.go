@@ -423,3 +423,30 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 }
 
 var _ core.FedByReservation = (*Queue)(nil)
+
+// HeldOrders reports the voucher's orders still in the list and, in
+// reliable mode, in the consumers' processing lists. A plain-mode consumer
+// holds what it popped only in its memory: those are not reported.
+func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	keys := []string{q.cfg.Key}
+	if q.cfg.Reliable {
+		names, err := q.rdb.SMembers(ctx, q.consumersKey()).Result()
+		if err != nil {
+			return nil, fmt.Errorf("listqueue: consumers: %w", err)
+		}
+		for _, n := range names {
+			keys = append(keys, q.processingKey(n))
+		}
+	}
+	var bodies []string
+	for _, k := range keys {
+		b, err := q.rdb.LRange(ctx, k, 0, -1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("listqueue: held orders: %w", err)
+		}
+		bodies = append(bodies, b...)
+	}
+	return core.OrdersOfVoucher(voucherID, bodies), nil
+}
+
+var _ core.OrderHolder = (*Queue)(nil)

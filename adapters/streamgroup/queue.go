@@ -305,10 +305,15 @@ func (c *consumer) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]c
 }
 
 func delivery(m redis.XMessage, attempt int) core.Delivery {
-	// A pending entry deleted from the stream comes back with no fields:
-	// its empty body fails to decode and it is dead-lettered.
+	return core.Delivery{ID: m.ID, Body: []byte(bodyOf(m)), Attempt: attempt}
+}
+
+// bodyOf is the order message of an entry. A pending entry deleted from
+// the stream comes back with no fields: its empty body fails to decode and
+// it is dead-lettered.
+func bodyOf(m redis.XMessage) string {
 	body, _ := m.Values[BodyField].(string)
-	return core.Delivery{ID: m.ID, Body: []byte(body), Attempt: attempt}
+	return body
 }
 
 // Ack acknowledges on the stream the entries were read from (the classic
@@ -354,3 +359,59 @@ func (c *consumer) Close() error {
 
 var _ core.Queue = (*Queue)(nil)
 var _ core.FedByReservation = (*Queue)(nil)
+
+// HeldOrders reports the voucher's orders the group still owes: entries
+// never delivered (after the group's last-delivered id) and entries
+// delivered to some consumer and not yet acknowledged (pending).
+func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	groups, err := q.rdb.XInfoGroups(ctx, q.cfg.Stream).Result()
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: held orders: %w", err)
+	}
+	lastDelivered := "0-0"
+	for _, g := range groups {
+		if g.Name == q.cfg.Group {
+			lastDelivered = g.LastDeliveredID
+		}
+	}
+	queued, err := q.rdb.XRange(ctx, q.cfg.Stream, "("+lastDelivered, "+").Result()
+	if err != nil {
+		return nil, fmt.Errorf("streamgroup: held orders: queued: %w", err)
+	}
+	bodies := make([]string, 0, len(queued))
+	for _, m := range queued {
+		bodies = append(bodies, bodyOf(m))
+	}
+	// Pending entries, a page at a time, each read back by its id.
+	const page = 1000
+	start := "-"
+	for {
+		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: q.cfg.Stream, Group: q.cfg.Group, Start: start, End: "+", Count: page,
+		}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("streamgroup: held orders: pending: %w", err)
+		}
+		cmds, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, e := range pending {
+				p.XRange(ctx, q.cfg.Stream, e.ID, e.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("streamgroup: held orders: pending entries: %w", err)
+		}
+		for _, c := range cmds {
+			for _, m := range c.(*redis.XMessageSliceCmd).Val() {
+				bodies = append(bodies, bodyOf(m))
+			}
+		}
+		if len(pending) < page {
+			break
+		}
+		start = "(" + pending[len(pending)-1].ID
+	}
+	return core.OrdersOfVoucher(voucherID, bodies), nil
+}
+
+var _ core.OrderHolder = (*Queue)(nil)

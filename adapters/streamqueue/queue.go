@@ -344,3 +344,27 @@ func idTime(id string) time.Time {
 }
 
 var _ core.FedByReservation = (*Queue)(nil)
+
+// HeldOrders reports the voucher's orders past this reader's saved cursor:
+// queued, or read and not yet persisted. Those at or before it are in the
+// database.
+func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	cursor, err := q.rdb.HGet(ctx, q.cursorsKey(), q.cfg.Reader).Result()
+	if errors.Is(err, redis.Nil) {
+		cursor = "0-0"
+	} else if err != nil {
+		return nil, fmt.Errorf("streamqueue: held orders: cursor: %w", err)
+	}
+	msgs, err := q.rdb.XRange(ctx, q.cfg.Stream, "("+cursor, "+").Result()
+	if err != nil {
+		return nil, fmt.Errorf("streamqueue: held orders: %w", err)
+	}
+	bodies := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		b, _ := m.Values[BodyField].(string)
+		bodies = append(bodies, b)
+	}
+	return core.OrdersOfVoucher(voucherID, bodies), nil
+}
+
+var _ core.OrderHolder = (*Queue)(nil)

@@ -56,10 +56,15 @@ func init() {
 	})
 	Register(Backend{
 		Name:      streamgroup.Name,
-		Iteration: "Stream + consumer group: XREADGROUP, XACK after the commit, XAUTOCLAIM, dead letters (the default)",
+		Iteration: "Stream + consumer group: XREADGROUP, XACK after the commit, XAUTOCLAIM, dead letters",
 		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
 			return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.Key("orders"),
 				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName}, d.Log)
 		},
 	})
+	builtinBackends = Backends()
 }
+
+// builtinBackends are the backends this package registers, apart from any
+// a program adds.
+var builtinBackends []Backend

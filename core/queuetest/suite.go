@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("DeadLetteredMessageIsNotRedelivered", scoped(deadLettered))
 	t.Run("ConsumedMessagesCanBeReplayed", scoped(replay))
 	t.Run("StatsDescribeTheQueue", scoped(stats))
+	t.Run("HeldOrdersAreTheQueuedAndTheUnacked", scoped(heldOrders))
 }
 
 // scope is the backend bound to one test's namespace.
@@ -603,4 +605,77 @@ func stats(t *testing.T, b scope) {
 	if s.DeadLetters != -1 && s.DeadLetters != 1 {
 		t.Fatalf("dead letters %d, want 1", s.DeadLetters)
 	}
+}
+
+// heldOrders: a queue that reports the orders it holds (core.OrderHolder)
+// reports, per voucher, exactly those queued or delivered and not acked:
+// not the acked ones, nor another voucher's. A queue that does not ack
+// (Acknowledged false) holds nothing it delivered.
+func heldOrders(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	holder, ok := q.(core.OrderHolder)
+	if !ok {
+		t.Skipf("%s does not report the orders it holds", q.Name())
+	}
+	const voucher, other = 1, 2
+	publishRange(t, b, q, 1, 10) // voucher 1
+	for id := int64(11); id <= 13; id++ {
+		o := Order(id)
+		o.VoucherID = other
+		if err := b.publish(t, q, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := q.Consumer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	acked := fetchSomeDeliveries(t, c, 4)
+	if err := c.Ack(context.Background(), acked); err != nil {
+		t.Fatal(err)
+	}
+	held := fetchSomeDeliveries(t, c, 3) // delivered, never acked
+	gone := map[int64]bool{}
+	for _, d := range acked {
+		gone[mustDecode(t, d).ID] = true
+	}
+	if !q.Guarantees().Acknowledged {
+		for _, d := range held {
+			gone[mustDecode(t, d).ID] = true
+		}
+	}
+	for v, ids := range map[int64][2]int64{voucher: {1, 10}, other: {11, 13}} {
+		var want []int64
+		for id := ids[0]; id <= ids[1]; id++ {
+			if !gone[id] {
+				want = append(want, id)
+			}
+		}
+		orders, err := holder.HeldOrders(context.Background(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, o := range orders {
+			if o.VoucherID != v {
+				t.Fatalf("voucher %d: reported order %d of voucher %d", v, o.ID, o.VoucherID)
+			}
+			got = append(got, o.ID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("voucher %d: held orders %v, want %v (acked %d, delivered unacked %d)", v, got, want, len(acked), len(held))
+		}
+	}
+}
+
+func mustDecode(t *testing.T, d core.Delivery) core.Order {
+	t.Helper()
+	o, err := core.DecodeOrder(d.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
