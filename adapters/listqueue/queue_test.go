@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/listqueue"
-	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
@@ -24,7 +24,7 @@ func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 		},
 		// Plain and reliable runs use the same namespaces: their sales
 		// need keys of their own too.
-		Sell: reservetest.Sell(testenv.Redis{Client: r.Client, Prefix: prefix}),
+		Sell: saletest.Sell(testenv.Redis{Client: r.Client, Prefix: prefix}),
 		// SIGKILL: the heartbeats stop and nothing is acked or cleaned up.
 		Crash:          func(_ *testing.T, q core.Queue) { q.Close() },
 		Shared:         true,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/memqueue"
-	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
@@ -25,7 +25,7 @@ func conformance(t *testing.T, r testenv.Redis) {
 			return memqueue.New(memqueue.Config{Capacity: 100, Block: 50 * time.Millisecond}, nil)
 		},
 		// The reservation in Redis, then Publish; released when full.
-		Sell: reservetest.Sell(r),
+		Sell: saletest.Sell(r),
 		// The process dies: the channel and all it holds are gone.
 		Crash:    func(_ *testing.T, q core.Queue) { q.Close() },
 		Capacity: 100,

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/pubsubqueue"
-	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/queuetest"
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 				}
 				return q
 			},
-			Sell: reservetest.Sell(r),
+			Sell: saletest.Sell(r),
 			// SIGKILL: the subscription is gone with its connection.
 			Crash:  func(_ *testing.T, q core.Queue) { q.Close() },
 			Shared: true,

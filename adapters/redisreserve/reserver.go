@@ -116,6 +116,17 @@ func (r *Reserver) scriptArgs(o core.Order) (keys []string, args []any) {
 	return keys, append(args, r.handoffArgs...)
 }
 
+// scriptResults maps seckill.lua's return codes (its header lists them)
+// onto core's results, by value: neither side's order may drift.
+var scriptResults = map[int64]core.ReservationResult{
+	0: core.Reserved,
+	1: core.VoucherMissing,
+	2: core.NotStarted,
+	3: core.Ended,
+	4: core.SoldOut,
+	5: core.AlreadyPurchased,
+}
+
 func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 	if len(res) != 3 {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %d values, want 3", len(res))
@@ -126,10 +137,11 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 	if !ok1 || !ok2 || !ok3 {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %T %T %T", res[0], res[1], res[2])
 	}
-	out := core.Reservation{Result: core.ReservationResult(code)}
-	if code < int64(core.Reserved) || code > int64(core.AlreadyPurchased) {
+	result, known := scriptResults[code]
+	if !known {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned unknown code %d", code)
 	}
+	out := core.Reservation{Result: result}
 	if idText != "" {
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if err != nil {

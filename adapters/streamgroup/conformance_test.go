@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 		queuetest.Run(t, queuetest.Backend{
 			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "") },
 			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix()) },
-			Sell:   reservetest.Sell(r),
+			Sell:   saletest.Sell(r),
 			// The process state is the consumers' names and cursors:
 			// abandoning them is what a SIGKILL leaves behind.
 			Crash:          func(*testing.T, core.Queue) {},

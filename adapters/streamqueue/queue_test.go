@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/seckill/adapters/redisreserve/reservetest"
+	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
 	"github.com/seckill-lab/seckill/adapters/streamqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
@@ -42,7 +42,7 @@ func TestConformance(t *testing.T) {
 			Replay: func(t *testing.T, ns string) core.Queue {
 				return openReader(t, r, ns, "replay-"+testenv.RandomSuffix(), 0)
 			},
-			Sell: reservetest.Sell(r),
+			Sell: saletest.Sell(r),
 			// The in-memory cursor dies with the process; the saved one stays.
 			Crash:  func(_ *testing.T, q core.Queue) { q.Close() },
 			Shared: true,

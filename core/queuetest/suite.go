@@ -28,7 +28,7 @@ type Backend struct {
 	Open func(t *testing.T, ns string) core.Queue
 	// Sell hands one order to queue ns through the sale's real path: the
 	// reservation with the queue's own hand-off (core.FedByReservation),
-	// or the reservation and then core.Publisher; reservetest.Sell is
+	// or the reservation and then core.Publisher; saletest.Sell is
 	// that path on Redis. A full queue's refusal is core.ErrBusy (or
 	// core.ErrQueueFull). q is the queue of the
 	// publishing process; Redis backends may ignore it.

@@ -1,6 +1,6 @@
-// Package reservetest sells orders to a queue through the sale's real
+// Package saletest sells orders to a queue through the sale's real
 // reservation path, for the conformance suite and other tests.
-package reservetest
+package saletest
 
 import (
 	"context"
