@@ -176,3 +176,10 @@ type FedByReservation interface {
 type OrderHolder interface {
 	HeldOrders(ctx context.Context, voucherID int64) ([]Order, error)
 }
+
+// DeadLetterReader is implemented by queues whose dead letters can be read
+// back, oldest first: every built-in one. The records are DeadLetter, the
+// same for every backend.
+type DeadLetterReader interface {
+	DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error)
+}

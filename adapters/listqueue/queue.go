@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
+	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
 )
@@ -58,8 +59,7 @@ func (c *Config) setDefaults() {
 		c.Key = "seckill:orders:list"
 	}
 	if c.ConsumerPrefix == "" {
-		host, _ := os.Hostname()
-		c.ConsumerPrefix = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+		c.ConsumerPrefix = consumername.Default()
 	}
 	if c.HeartbeatTTL <= 0 {
 		c.HeartbeatTTL = 10 * time.Second
@@ -130,7 +130,7 @@ func (q *Queue) attemptsKey() string              { return q.cfg.Key + ":attempt
 // takes back what an earlier process of the same name left in its
 // processing list, then starts its heartbeat.
 func (q *Queue) Consumer(index int) (core.Consumer, error) {
-	c := &consumer{q: q, name: fmt.Sprintf("%s-%d", q.cfg.ConsumerPrefix, index), closed: make(chan struct{})}
+	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index), closed: make(chan struct{})}
 	if !q.cfg.Reliable {
 		return c, nil
 	}
@@ -361,8 +361,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 // mode, out of the processing list, in one MULTI.
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
 	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: c.q.cfg.DeadLetterStream, Values: []any{
-			"order", d.Body, "attempt", d.Attempt, "reason", reason, "consumer", c.name}})
+		deadstream.Add(ctx, p, c.q.cfg.DeadLetterStream, core.DeadLetterOf(Name, c.name, d, reason))
 		if c.q.cfg.Reliable {
 			p.LRem(ctx, c.q.processingKey(c.name), 1, d.Body)
 			p.HDel(ctx, c.q.attemptsKey(), string(d.Body))
@@ -450,3 +449,10 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 }
 
 var _ core.OrderHolder = (*Queue)(nil)
+
+// DeadLetters reads the dead-letter stream, oldest first.
+func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
+}
+
+var _ core.DeadLetterReader = (*Queue)(nil)

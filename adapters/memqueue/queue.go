@@ -9,12 +9,14 @@ package memqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -41,14 +43,13 @@ type Queue struct {
 	once   sync.Once
 	seq    atomic.Int64
 
-	mu   sync.Mutex
-	dead []DeadLetter
-}
+	// process names this process's consumers in their dead letters.
+	process string
 
-// DeadLetter is a message the pipeline gave up on.
-type DeadLetter struct {
-	Body   []byte
-	Reason string
+	mu sync.Mutex
+	// dead holds encoded core.DeadLetter records, the same fields every
+	// Redis backend writes to its dead-letter stream.
+	dead []map[string]string
 }
 
 func New(cfg Config, log *slog.Logger) *Queue {
@@ -64,7 +65,8 @@ func New(cfg Config, log *slog.Logger) *Queue {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{cfg: cfg, log: log, ch: make(chan []byte, cfg.Capacity), closed: make(chan struct{})}
+	return &Queue{cfg: cfg, log: log, ch: make(chan []byte, cfg.Capacity), process: consumername.Default(),
+		closed: make(chan struct{})}
 }
 
 func (q *Queue) Name() string { return Name }
@@ -98,14 +100,21 @@ func (q *Queue) Depth() int { return len(q.ch) }
 func (q *Queue) DrainOnStop() {}
 
 // DeadLetters returns the dead-lettered messages kept.
-func (q *Queue) DeadLetters() []DeadLetter {
+func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return append([]DeadLetter(nil), q.dead...)
+	out := make([]core.DeadLetter, 0, min(int64(len(q.dead)), max))
+	for _, fields := range q.dead[:min(int64(len(q.dead)), max)] {
+		d, err := core.DecodeDeadLetter(fields)
+		if err != nil {
+			return nil, fmt.Errorf("memqueue: dead letter: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
-
-func (q *Queue) Consumer(int) (core.Consumer, error) {
-	return &consumer{q: q, closed: make(chan struct{})}, nil
+func (q *Queue) Consumer(index int) (core.Consumer, error) {
+	return &consumer{q: q, name: consumername.Of(q.process, index), closed: make(chan struct{})}, nil
 }
 
 // Close stops consumers and publishers. Messages still held are lost unless
@@ -117,6 +126,7 @@ func (q *Queue) Close() error {
 
 type consumer struct {
 	q      *Queue
+	name   string
 	closed chan struct{}
 	once   sync.Once
 }
@@ -169,7 +179,7 @@ func (c *consumer) DeadLetter(_ context.Context, d core.Delivery, reason string)
 	if len(q.dead) >= q.cfg.DeadLetters {
 		q.dead = q.dead[1:]
 	}
-	q.dead = append(q.dead, DeadLetter{Body: d.Body, Reason: reason})
+	q.dead = append(q.dead, core.DeadLetterOf(Name, c.name, d, reason).FieldMap())
 	q.log.Error("in-process dead letter (kept in memory only)", "body", string(d.Body), "reason", reason)
 	return nil
 }
@@ -180,9 +190,10 @@ func (c *consumer) Close() error {
 }
 
 var (
-	_ core.Queue         = (*Queue)(nil)
-	_ core.Publisher     = (*Queue)(nil)
-	_ core.DrainingQueue = (*Queue)(nil)
+	_ core.Queue            = (*Queue)(nil)
+	_ core.Publisher        = (*Queue)(nil)
+	_ core.DrainingQueue    = (*Queue)(nil)
+	_ core.DeadLetterReader = (*Queue)(nil)
 )
 
 // Stats implements core.StatsReporter.

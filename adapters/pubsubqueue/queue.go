@@ -19,6 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
+	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -52,6 +54,8 @@ type Queue struct {
 	sub  *redis.PubSub
 	msgs <-chan *redis.Message
 	seq  atomic.Int64
+	// process names this process's consumers in their dead letters.
+	process string
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -75,7 +79,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{rdb: rdb, cfg: cfg, log: log, closed: make(chan struct{})}
+	q := &Queue{rdb: rdb, cfg: cfg, log: log, process: consumername.Default(), closed: make(chan struct{})}
 	if cfg.PublishOnly {
 		q.msgs = make(chan *redis.Message) // never receives
 		return q, nil
@@ -111,8 +115,8 @@ func (q *Queue) Buffered() int { return len(q.msgs) }
 // receives every message.
 func (q *Queue) Guarantees() core.Guarantees { return core.Guarantees{} }
 
-func (q *Queue) Consumer(int) (core.Consumer, error) {
-	return &consumer{q: q, closed: make(chan struct{})}, nil
+func (q *Queue) Consumer(index int) (core.Consumer, error) {
+	return &consumer{q: q, name: consumername.Of(q.process, index), closed: make(chan struct{})}, nil
 }
 
 // Close unsubscribes; messages received and not yet fetched are lost.
@@ -129,6 +133,7 @@ func (q *Queue) Close() error {
 
 type consumer struct {
 	q      *Queue
+	name   string // in its dead letters
 	closed chan struct{}
 	once   sync.Once
 }
@@ -177,8 +182,7 @@ func (c *consumer) delivery(m *redis.Message) core.Delivery {
 func (c *consumer) Ack(context.Context, []core.Delivery) error { return nil }
 
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
-	err := c.q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.q.cfg.DeadLetterStream, Values: []any{
-		"order", d.Body, "attempt", d.Attempt, "reason", reason}}).Err()
+	err := deadstream.Add(ctx, c.q.rdb, c.q.cfg.DeadLetterStream, core.DeadLetterOf(Name, c.name, d, reason)).Err()
 	if err != nil {
 		return fmt.Errorf("pubsubqueue: dead-letter: %w", err)
 	}
@@ -206,3 +210,10 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 }
 
 var _ core.FedByReservation = (*Queue)(nil)
+
+// DeadLetters reads the dead-letter stream, oldest first.
+func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
+}
+
+var _ core.DeadLetterReader = (*Queue)(nil)

@@ -10,14 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
+	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -67,8 +67,7 @@ func (c *Config) setDefaults() {
 		c.DeadLetterStream = c.Stream + ":dead"
 	}
 	if c.ConsumerPrefix == "" {
-		host, _ := os.Hostname()
-		c.ConsumerPrefix = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+		c.ConsumerPrefix = consumername.Default()
 	}
 	if c.ClaimMinIdle <= 0 {
 		c.ClaimMinIdle = 30 * time.Second
@@ -146,7 +145,7 @@ func (q *Queue) Guarantees() core.Guarantees {
 
 // Consumer returns consumer ConsumerPrefix-index of the group.
 func (q *Queue) Consumer(index int) (core.Consumer, error) {
-	return &consumer{q: q, name: fmt.Sprintf("%s-%d", q.cfg.ConsumerPrefix, index)}, nil
+	return &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}, nil
 }
 
 func (q *Queue) Close() error { return nil }
@@ -336,11 +335,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 // MULTI, so it is never both lost and acked.
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
 	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{
-			Stream: c.q.cfg.DeadLetterStream,
-			Values: []any{BodyField, d.Body, "source_id", d.ID, "attempt", d.Attempt,
-				"reason", reason, "consumer", c.name},
-		})
+		deadstream.Add(ctx, p, c.q.cfg.DeadLetterStream, core.DeadLetterOf(Name, c.name, d, reason))
 		p.XAck(ctx, c.q.cfg.Stream, c.q.cfg.Group, d.ID)
 		return nil
 	})
@@ -415,3 +410,10 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 }
 
 var _ core.OrderHolder = (*Queue)(nil)
+
+// DeadLetters reads the dead-letter stream, oldest first.
+func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
+}
+
+var _ core.DeadLetterReader = (*Queue)(nil)

@@ -3,10 +3,9 @@ package streamgroup
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/internal/streamid"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -43,13 +42,13 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 	// bound yet.
 	bound := "+"
 	if q.cfg.TrimRetention > 0 {
-		bound = idAt(time.Now().Add(-q.cfg.TrimRetention))
+		bound = streamid.At(time.Now().Add(-q.cfg.TrimRetention))
 	}
 	for _, g := range groups {
 		// Entries up to last-delivered-id were delivered; those after it
 		// were not and must stay. Keep last-delivered itself too (MINID
 		// removes only entries strictly below the bound).
-		if g.LastDeliveredID != "" && lessID(g.LastDeliveredID, bound) {
+		if g.LastDeliveredID != "" && streamid.Less(g.LastDeliveredID, bound) {
 			bound = g.LastDeliveredID
 		}
 		if g.Pending > 0 {
@@ -57,7 +56,7 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("streamgroup: xpending %s: %w", g.Name, err)
 			}
-			if p.Count > 0 && lessID(p.Lower, bound) {
+			if p.Count > 0 && streamid.Less(p.Lower, bound) {
 				bound = p.Lower
 			}
 		}
@@ -70,28 +69,6 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("streamgroup: xtrim: %w", err)
 	}
 	return n, nil
-}
-
-func idAt(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) + "-0" }
-
-// lessID orders stream ids "ms-seq" numerically; "+" is above every id.
-func lessID(a, b string) bool {
-	if a == "+" || b == "+" {
-		return b == "+" && a != "+"
-	}
-	am, as := splitID(a)
-	bm, bs := splitID(b)
-	if am != bm {
-		return am < bm
-	}
-	return as < bs
-}
-
-func splitID(id string) (uint64, uint64) {
-	ms, seq, _ := strings.Cut(id, "-")
-	m, _ := strconv.ParseUint(ms, 10, 64)
-	s, _ := strconv.ParseUint(seq, 10, 64)
-	return m, s
 }
 
 // Stats implements core.StatsReporter for the group: Depth is the group's
@@ -124,8 +101,8 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 			return s, fmt.Errorf("streamgroup: stats: %w", err)
 		}
 		s.Lag = 0
-		if len(last) == 1 && g.LastDeliveredID != "" && lessID(g.LastDeliveredID, last[0].ID) {
-			s.Lag = idTime(last[0].ID).Sub(idTime(g.LastDeliveredID))
+		if len(last) == 1 && g.LastDeliveredID != "" && streamid.Less(g.LastDeliveredID, last[0].ID) {
+			s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(g.LastDeliveredID))
 		}
 		s.OldestPending = 0
 		if g.Pending > 0 {
@@ -133,7 +110,7 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 			if err != nil {
 				return s, fmt.Errorf("streamgroup: stats: %w", err)
 			}
-			s.OldestPending = time.Since(idTime(p.Lower))
+			s.OldestPending = time.Since(streamid.Time(p.Lower))
 		}
 	}
 	dead, err := q.rdb.XLen(ctx, q.cfg.DeadLetterStream).Result()
@@ -147,8 +124,3 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 // depthCountCap bounds the entries counted when the server cannot report
 // a group's lag.
 const depthCountCap = 10000
-
-func idTime(id string) time.Time {
-	ms, _ := splitID(id)
-	return time.UnixMilli(int64(ms))
-}

@@ -15,13 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
+	"github.com/seckill-lab/seckill/adapters/internal/streamid"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -236,12 +236,12 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 	}
 	bound := ""
 	for _, c := range cursors {
-		if bound == "" || lessID(c, bound) {
+		if bound == "" || streamid.Less(c, bound) {
 			bound = c
 		}
 	}
 	if q.cfg.TrimRetention > 0 {
-		if byAge := strconv.FormatInt(time.Now().Add(-q.cfg.TrimRetention).UnixMilli(), 10) + "-0"; lessID(byAge, bound) {
+		if byAge := streamid.At(time.Now().Add(-q.cfg.TrimRetention)); streamid.Less(byAge, bound) {
 			bound = byAge
 		}
 	}
@@ -250,22 +250,6 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("streamqueue: xtrim: %w", err)
 	}
 	return n, nil
-}
-
-func lessID(a, b string) bool {
-	am, as := splitID(a)
-	bm, bs := splitID(b)
-	if am != bm {
-		return am < bm
-	}
-	return as < bs
-}
-
-func splitID(id string) (uint64, uint64) {
-	ms, seq, _ := strings.Cut(id, "-")
-	m, _ := strconv.ParseUint(ms, 10, 64)
-	s, _ := strconv.ParseUint(seq, 10, 64)
-	return m, s
 }
 
 type consumer struct {
@@ -292,8 +276,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 }
 
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
-	err := c.q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.q.cfg.DeadLetterStream, Values: []any{
-		BodyField, d.Body, "source_id", d.ID, "reason", reason, "reader", c.q.cfg.Reader}}).Err()
+	err := deadstream.Add(ctx, c.q.rdb, c.q.cfg.DeadLetterStream, core.DeadLetterOf(Name, c.q.cfg.Reader, d, reason)).Err()
 	if err != nil {
 		return fmt.Errorf("streamqueue: dead-letter: %w", err)
 	}
@@ -326,21 +309,15 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	q.mu.Lock()
 	s.Pending = int64(len(q.inflight))
 	if len(q.inflight) > 0 {
-		s.OldestPending = time.Since(idTime(q.inflight[0]))
+		s.OldestPending = time.Since(streamid.Time(q.inflight[0]))
 	}
 	cursor := q.saved
 	q.mu.Unlock()
 	s.Lag = 0
-	if len(last) == 1 && lessID(cursor, last[0].ID) {
-		s.Lag = idTime(last[0].ID).Sub(idTime(cursor))
+	if len(last) == 1 && streamid.Less(cursor, last[0].ID) {
+		s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(cursor))
 	}
 	return s, nil
-}
-
-// idTime is the creation time in a stream id.
-func idTime(id string) time.Time {
-	ms, _ := splitID(id)
-	return time.UnixMilli(int64(ms))
 }
 
 var _ core.FedByReservation = (*Queue)(nil)
@@ -368,3 +345,10 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 }
 
 var _ core.OrderHolder = (*Queue)(nil)
+
+// DeadLetters reads the dead-letter stream, oldest first.
+func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
+}
+
+var _ core.DeadLetterReader = (*Queue)(nil)

@@ -493,6 +493,9 @@ func deadLettered(t *testing.T, b scope) {
 	if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
 		t.Fatal(err)
 	}
+	if r, ok := q.(core.DeadLetterReader); ok {
+		checkDeadLetterRecord(t, q.Name(), r, ds[0])
+	}
 	closeQueue(t, q)
 	again := b.open(t)
 	defer closeQueue(t, again)
@@ -500,6 +503,24 @@ func deadLettered(t *testing.T, b scope) {
 	consume(t, again, 1, s, 0, 300*time.Millisecond+2*b.RedeliveryWait, 5*time.Second)
 	if _, total, _ := s.snapshot(); total != 0 {
 		t.Fatalf("%d deliveries after the only message was dead-lettered, want 0", total)
+	}
+}
+
+// checkDeadLetterRecord: the dead letter reads back, through the one
+// decoder every backend's records go through, as the record of d.
+func checkDeadLetterRecord(t *testing.T, queue string, r core.DeadLetterReader, d core.Delivery) {
+	t.Helper()
+	records, err := r.DeadLetters(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 {
+		t.Fatalf("%d dead-letter records, want 1", len(records))
+	}
+	got := records[0]
+	if string(got.Body) != string(d.Body) || got.Reason != "poison: test" || got.Queue != queue ||
+		got.SourceID != d.ID || got.Attempt != d.Attempt || got.Consumer == "" || time.Since(got.At) > time.Minute {
+		t.Fatalf("dead-letter record %+v, want the delivery %+v of %s, reason \"poison: test\", its consumer, now", got, d, queue)
 	}
 }
 
