@@ -97,7 +97,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 func (p *Pipeline) Run(ctx context.Context) error {
 	consumers := make([]Consumer, 0, p.cfg.Consumers)
 	for i := 0; i < p.cfg.Consumers; i++ {
-		c, err := p.queue.Consumer(i)
+		c, err := p.queue.Consumer(ctx, i)
 		if err != nil {
 			for _, c := range consumers {
 				c.Close()
@@ -106,10 +106,19 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		consumers = append(consumers, c)
 	}
+	// The queue's duties (heartbeats among them) run until the last
+	// consumer has finished its batch in flight, not just until the stop
+	// signal: a consumer still storing must not look dead.
+	dutyCtx, stopDuties := context.WithCancel(context.WithoutCancel(ctx))
+	duties := make(chan struct{})
+	go func() {
+		defer close(duties)
+		RunQueueDuties(dutyCtx, p.queue, func(d Duty, err error) {
+			p.obs.QueueFailed(d.Name, err)
+			p.log.Warn("queue duty failed", "queue", p.queue.Name(), "duty", d.Name, "err", err)
+		})
+	}()
 	var wg sync.WaitGroup
-	if m, ok := p.queue.(MaintainedQueue); ok {
-		wg.Go(func() { m.Maintain(ctx) })
-	}
 	for _, c := range consumers {
 		wg.Go(func() {
 			defer c.Close()
@@ -117,6 +126,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	stopDuties()
+	<-duties
 	return nil
 }
 

@@ -44,8 +44,11 @@ type Queue interface {
 	Name() string
 	Guarantees() Guarantees
 	// Consumer returns a consumer for one goroutine. index numbers the
-	// consumers of this process from 0.
-	Consumer(index int) (Consumer, error)
+	// consumers of this process from 0; ctx bounds what setting it up
+	// takes (registering it, taking back what a predecessor of the same
+	// name left). A consumer's background upkeep (a heartbeat, say) is one
+	// of the queue's Duties, which must run while its consumers do.
+	Consumer(ctx context.Context, index int) (Consumer, error)
 	Close() error
 }
 
@@ -68,12 +71,6 @@ type Consumer interface {
 type Publisher interface {
 	// Publish enqueues a body, or returns ErrQueueFull at once.
 	Publish(ctx context.Context, body []byte) error
-}
-
-// MaintainedQueue is implemented by backends with background duties
-// (trimming, reclaiming); the pipeline runs Maintain while it runs.
-type MaintainedQueue interface {
-	Maintain(ctx context.Context)
 }
 
 // DrainingQueue is implemented by backends that hold messages in process

@@ -25,8 +25,8 @@ type recordingQueue struct {
 	events     []string
 }
 
-func (q *recordingQueue) Guarantees() core.Guarantees         { return q.guarantees }
-func (q *recordingQueue) Consumer(int) (core.Consumer, error) { return q, nil }
+func (q *recordingQueue) Guarantees() core.Guarantees                          { return q.guarantees }
+func (q *recordingQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
 
 func (q *recordingQueue) enter(event string) func() {
 	if q.busy.Add(1) != 1 {

@@ -81,10 +81,12 @@ type Queue struct {
 	cfg Config
 	log *slog.Logger
 
-	stop     chan struct{} // closed by Close: heartbeats end
+	stop     chan struct{} // closed by Close: every consumer is closed
 	stopOnce sync.Once
-	wg       sync.WaitGroup
 	seq      atomic.Int64
+
+	mu   sync.Mutex
+	live map[string]bool // consumers whose heartbeat the duty renews
 }
 
 func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) *Queue {
@@ -92,7 +94,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) *Queue {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{rdb: rdb, cfg: cfg, log: log, stop: make(chan struct{})}
+	return &Queue{rdb: rdb, cfg: cfg, log: log, stop: make(chan struct{}), live: map[string]bool{}}
 }
 
 func (q *Queue) Name() string { return Name }
@@ -128,26 +130,24 @@ func (q *Queue) attemptsKey() string              { return q.cfg.Key + ":attempt
 
 // Consumer returns consumer ConsumerPrefix-index. In reliable mode it first
 // takes back what an earlier process of the same name left in its
-// processing list, then starts its heartbeat.
-func (q *Queue) Consumer(index int) (core.Consumer, error) {
+// processing list, then beats its heartbeat once; the heartbeat duty keeps
+// it alive from then on, until Close.
+func (q *Queue) Consumer(ctx context.Context, index int) (core.Consumer, error) {
 	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index), closed: make(chan struct{})}
 	if !q.cfg.Reliable {
 		return c, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	// Same name, so the earlier holder of this list is this consumer's
 	// dead predecessor, whatever its heartbeat says.
 	if _, err := q.reclaim(ctx, c.name, true); err != nil {
 		return nil, err
 	}
-	if err := q.rdb.SAdd(ctx, q.consumersKey(), c.name).Err(); err != nil {
-		return nil, fmt.Errorf("listqueue: register consumer: %w", err)
-	}
-	if err := c.beat(ctx); err != nil {
+	if err := q.register(ctx, c.name); err != nil {
 		return nil, err
 	}
-	q.wg.Go(c.heartbeat)
+	q.mu.Lock()
+	q.live[c.name] = true
+	q.mu.Unlock()
 	return c, nil
 }
 
@@ -167,23 +167,57 @@ func (q *Queue) reclaim(ctx context.Context, name string, force bool) (int64, er
 	return n, nil
 }
 
-// Maintain runs the reaper (reliable mode) until ctx is done.
-func (q *Queue) Maintain(ctx context.Context) {
+// Duties are the reliable mode's: the heartbeat of this process's live
+// consumers, and the reaper of dead ones' processing lists. Plain mode has
+// none.
+func (q *Queue) Duties() []core.Duty {
 	if !q.cfg.Reliable {
-		return
+		return nil
 	}
-	t := time.NewTicker(q.cfg.ReapInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := q.Reap(ctx); err != nil && ctx.Err() == nil {
-				q.log.Warn("list reaper failed", "err", err)
-			}
+	return []core.Duty{
+		{Name: "heartbeat", Every: q.cfg.HeartbeatTTL / 3, Do: q.beatLive},
+		{Name: "reap", Every: q.cfg.ReapInterval, Do: q.Reap},
+	}
+}
+
+// beatLive renews the heartbeat of every consumer of this process that is
+// not closed, in one round trip.
+func (q *Queue) beatLive(ctx context.Context) error {
+	q.mu.Lock()
+	names := make([]string, 0, len(q.live))
+	for name := range q.live {
+		names = append(names, name)
+	}
+	q.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, name := range names {
+			p.Set(ctx, q.aliveKey(name), time.Now().UnixMilli(), q.cfg.HeartbeatTTL)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listqueue: heartbeat: %w", err)
 	}
+	return nil
+}
+
+// register beats name's heartbeat and puts it among the consumers the
+// reapers watch, in one round trip. Every reliable fetch does it first, so
+// a consumer a reaper took for dead (its heartbeat lapsed while the duty
+// was not running) is watched again before it takes another message.
+func (q *Queue) register(ctx context.Context, name string) error {
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, q.aliveKey(name), time.Now().UnixMilli(), q.cfg.HeartbeatTTL)
+		p.SAdd(ctx, q.consumersKey(), name)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listqueue: register consumer %s: %w", name, err)
+	}
+	return nil
 }
 
 // Reap returns the processing lists of dead consumers to the queue.
@@ -204,11 +238,13 @@ func (q *Queue) Reap(ctx context.Context) error {
 	return nil
 }
 
-// Close stops this process's heartbeats. What its consumers still hold
-// goes back to the queue once the heartbeats expire.
+// Close stops this process's consumers, and with them their heartbeats.
+// What they still hold goes back to the queue once the heartbeats expire.
 func (q *Queue) Close() error {
 	q.stopOnce.Do(func() { close(q.stop) })
-	q.wg.Wait()
+	q.mu.Lock()
+	clear(q.live)
+	q.mu.Unlock()
 	return nil
 }
 
@@ -229,32 +265,6 @@ func (c *consumer) isClosed() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-func (c *consumer) beat(ctx context.Context) error {
-	if err := c.q.rdb.Set(ctx, c.q.aliveKey(c.name), time.Now().UnixMilli(), c.q.cfg.HeartbeatTTL).Err(); err != nil {
-		return fmt.Errorf("listqueue: heartbeat: %w", err)
-	}
-	return nil
-}
-
-func (c *consumer) heartbeat() {
-	t := time.NewTicker(c.q.cfg.HeartbeatTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.closed:
-			return
-		case <-c.q.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.q.cfg.HeartbeatTTL/3)
-			if err := c.beat(ctx); err != nil {
-				c.q.log.Warn("heartbeat failed", "consumer", c.name, "err", err)
-			}
-			cancel()
-		}
 	}
 }
 
@@ -289,6 +299,9 @@ func (c *consumer) fetchPlain(ctx context.Context, max int) ([]core.Delivery, er
 }
 
 func (c *consumer) fetchReliable(ctx context.Context, max int) ([]core.Delivery, error) {
+	if err := c.q.register(ctx, c.name); err != nil {
+		return nil, err
+	}
 	processing := c.q.processingKey(c.name)
 	first, err := c.q.rdb.BLMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT", c.q.cfg.Block).Result()
 	if errors.Is(err, redis.Nil) {
@@ -377,7 +390,12 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 // Close stops this consumer's heartbeat; its processing list stays until
 // the heartbeat expires and a reaper (or this name, restarted) takes it.
 func (c *consumer) Close() error {
-	c.once.Do(func() { close(c.closed) })
+	c.once.Do(func() {
+		close(c.closed)
+		c.q.mu.Lock()
+		delete(c.q.live, c.name)
+		c.q.mu.Unlock()
+	})
 	return nil
 }
 

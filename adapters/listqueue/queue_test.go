@@ -50,7 +50,7 @@ func TestReclaimedMessagesCountTheirDeliveries(t *testing.T) {
 			if attempt == 1 {
 				b.Sell(t, "attempts", q, queuetest.Order(1))
 			}
-			c, err := q.Consumer(0)
+			c, err := q.Consumer(context.Background(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestRestartUnderTheSameNameTakesBackItsListAtOnce(t *testing.T) {
 		}
 		before := open()
 		r.Client.LPush(context.Background(), r.Prefix+"same", queuetest.Body(1), queuetest.Body(2))
-		c, _ := before.Consumer(0)
+		c, _ := before.Consumer(context.Background(), 0)
 		if ds, _ := c.Fetch(context.Background(), 10); len(ds) != 2 {
 			t.Fatalf("fetched %d, want 2", len(ds))
 		}
@@ -87,7 +87,7 @@ func TestRestartUnderTheSameNameTakesBackItsListAtOnce(t *testing.T) {
 
 		after := open()
 		defer after.Close()
-		c2, err := after.Consumer(0)
+		c2, err := after.Consumer(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

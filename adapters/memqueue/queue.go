@@ -113,7 +113,7 @@ func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, er
 	}
 	return out, nil
 }
-func (q *Queue) Consumer(index int) (core.Consumer, error) {
+func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	return &consumer{q: q, name: consumername.Of(q.process, index), closed: make(chan struct{})}, nil
 }
 

@@ -115,7 +115,7 @@ func (q *Queue) Buffered() int { return len(q.msgs) }
 // receives every message.
 func (q *Queue) Guarantees() core.Guarantees { return core.Guarantees{} }
 
-func (q *Queue) Consumer(index int) (core.Consumer, error) {
+func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	return &consumer{q: q, name: consumername.Of(q.process, index), closed: make(chan struct{})}, nil
 }
 

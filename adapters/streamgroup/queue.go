@@ -91,6 +91,8 @@ type Queue struct {
 	rdb redis.UniversalClient
 	cfg Config
 	log *slog.Logger
+
+	claims claims // what the claimer took over, for the consumers to fetch
 }
 
 // New creates the group (and the stream) if missing.
@@ -144,8 +146,21 @@ func (q *Queue) Guarantees() core.Guarantees {
 }
 
 // Consumer returns consumer ConsumerPrefix-index of the group.
-func (q *Queue) Consumer(index int) (core.Consumer, error) {
+func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	return &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}, nil
+}
+
+// Duties are the group's background work, each in a file of its own: the
+// claimer takes over what dead consumers left pending (claim.go), the
+// trimmer drops what every group has acknowledged (trim.go).
+func (q *Queue) Duties() []core.Duty {
+	return []core.Duty{
+		{Name: "claim", Every: q.cfg.ClaimInterval, Do: q.claim},
+		{Name: "trim", Every: q.cfg.TrimInterval, Do: func(ctx context.Context) error {
+			_, err := q.Trim(ctx)
+			return err
+		}},
+	}
 }
 
 func (q *Queue) Close() error { return nil }
@@ -156,8 +171,6 @@ type consumer struct {
 	// ownDrained is set once the entries this name held before (a restart
 	// under the same name) are fetched again.
 	ownDrained bool
-	lastClaim  time.Time
-	claimStart string
 	closed     atomic.Bool
 }
 
@@ -172,11 +185,8 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) 
 		}
 		c.ownDrained = true
 	}
-	if time.Since(c.lastClaim) >= c.q.cfg.ClaimInterval {
-		ds, err := c.claimIdle(ctx, max)
-		if err != nil || len(ds) > 0 {
-			return ds, err
-		}
+	if ds := c.q.takeClaimed(max); len(ds) > 0 {
+		return ds, nil
 	}
 	return c.readNew(ctx, max)
 }
@@ -230,60 +240,22 @@ func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
 	}
-	return c.withAttempts(ctx, msgs)
-}
-
-// claimIdle takes over entries idle longer than ClaimMinIdle from any
-// consumer of the group: their consumer is presumed dead.
-func (c *consumer) claimIdle(ctx context.Context, max int) ([]core.Delivery, error) {
-	start := c.claimStart
-	if start == "" {
-		start = "0-0"
-	}
-	msgs, next, err := c.q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream:   c.q.cfg.Stream,
-		Group:    c.q.cfg.Group,
-		Consumer: c.name,
-		MinIdle:  c.q.cfg.ClaimMinIdle,
-		Start:    start,
-		Count:    int64(max),
-	}).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		c.lastClaim = time.Now()
-		return nil, c.q.ensureGroup(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("streamgroup: xautoclaim: %w", err)
-	}
-	// A full scan ends when the cursor comes back to 0-0; until then the
-	// next call continues where this one stopped.
-	if next == "0-0" || next == "" {
-		c.claimStart = ""
-		c.lastClaim = time.Now()
-	} else {
-		c.claimStart = next
-	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	c.q.log.Info("claimed idle entries from a presumed dead consumer",
-		"consumer", c.name, "entries", len(msgs))
-	return c.withAttempts(ctx, msgs)
+	return c.q.withAttempts(ctx, c.name, msgs)
 }
 
 // withAttempts looks up how often each entry was delivered (XPENDING), so
 // the pipeline can dead-letter an entry that keeps coming back.
-func (c *consumer) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]core.Delivery, error) {
+func (q *Queue) withAttempts(ctx context.Context, consumer string, msgs []redis.XMessage) ([]core.Delivery, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	pending, err := c.q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream:   c.q.cfg.Stream,
-		Group:    c.q.cfg.Group,
+	pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream:   q.cfg.Stream,
+		Group:    q.cfg.Group,
 		Start:    msgs[0].ID,
 		End:      msgs[len(msgs)-1].ID,
 		Count:    int64(len(msgs)),
-		Consumer: c.name,
+		Consumer: consumer,
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("streamgroup: xpending: %w", err)

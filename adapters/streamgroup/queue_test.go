@@ -27,9 +27,18 @@ func newQueue(t *testing.T, r testenv.Redis, consumerPrefix string, minIdle time
 	return q
 }
 
+// runDuties runs q's duties (the claimer among them) until the test ends,
+// as the pipeline would.
+func runDuties(t *testing.T, q *streamgroup.Queue) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { core.RunQueueDuties(ctx, q, nil); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func consumer(t *testing.T, q *streamgroup.Queue, i int) core.Consumer {
 	t.Helper()
-	c, err := q.Consumer(i)
+	c, err := q.Consumer(context.Background(), i)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +139,7 @@ func TestAckClearsPendingOnTheStreamRead(t *testing.T) {
 func TestEntriesOfADeadConsumerAreClaimed(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		q := newQueue(t, r, "p", 200*time.Millisecond)
+		runDuties(t, q)
 		dead, alive := consumer(t, q, 0), consumer(t, q, 1)
 		publish(t, r, q, 1, 2)
 		fetchN(t, dead, 2) // and never acks: it died holding them
@@ -156,6 +166,7 @@ func TestRestartUnderANewNameDoesNotStrandPendingEntries(t *testing.T) {
 		fetchN(t, consumer(t, before, 0), 3)
 
 		after := newQueue(t, r, "host-2-bbb", 200*time.Millisecond)
+		runDuties(t, after)
 		ds := fetchN(t, consumer(t, after, 0), 3)
 		if ids := orderIDs(t, ds); len(ids) != 3 {
 			t.Fatalf("the restarted process got %v, want the 3 stranded orders", ids)

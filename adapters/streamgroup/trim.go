@@ -9,22 +9,6 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// Maintain trims the stream every TrimInterval until ctx is done.
-func (q *Queue) Maintain(ctx context.Context) {
-	t := time.NewTicker(q.cfg.TrimInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := q.Trim(ctx); err != nil && ctx.Err() == nil {
-				q.log.Warn("stream trim failed", "stream", q.cfg.Stream, "err", err)
-			}
-		}
-	}
-}
-
 // Trim drops entries every group has acknowledged and that are older than
 // TrimRetention. It never uses MAXLEN, which drops the oldest entries
 // whether acked or not: the bound is the oldest entry still pending in any

@@ -136,7 +136,7 @@ func (q *Queue) Guarantees() core.Guarantees {
 	}
 }
 
-func (q *Queue) Consumer(int) (core.Consumer, error) {
+func (q *Queue) Consumer(context.Context, int) (core.Consumer, error) {
 	return &consumer{q: q, closed: make(chan struct{})}, nil
 }
 
@@ -206,20 +206,12 @@ func (q *Queue) settle(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// Maintain trims the stream every TrimInterval until ctx is done.
-func (q *Queue) Maintain(ctx context.Context) {
-	t := time.NewTicker(q.cfg.TrimInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := q.Trim(ctx); err != nil && ctx.Err() == nil {
-				q.log.Warn("stream trim failed", "stream", q.cfg.Stream, "err", err)
-			}
-		}
-	}
+// Duties: the trimmer.
+func (q *Queue) Duties() []core.Duty {
+	return []core.Duty{{Name: "trim", Every: q.cfg.TrimInterval, Do: func(ctx context.Context) error {
+		_, err := q.Trim(ctx)
+		return err
+	}}}
 }
 
 // Trim drops entries every known reader has passed and that are older than

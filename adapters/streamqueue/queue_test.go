@@ -58,8 +58,8 @@ func TestCursorNeverPassesAnUnackedMessage(t *testing.T) {
 		for i := int64(1); i <= 4; i++ {
 			publish(r, "order", queuetest.Body(i))
 		}
-		a, _ := q.Consumer(0)
-		b, _ := q.Consumer(1)
+		a, _ := q.Consumer(context.Background(), 0)
+		b, _ := q.Consumer(context.Background(), 1)
 		first, _ := a.Fetch(context.Background(), 2)  // 1, 2
 		second, _ := b.Fetch(context.Background(), 2) // 3, 4
 		if len(first) != 2 || len(second) != 2 {
@@ -82,7 +82,7 @@ func TestTrimKeepsWhatAReaderHasNotPassed(t *testing.T) {
 		for i := int64(1); i <= 5; i++ {
 			publish(r, "trim", queuetest.Body(i))
 		}
-		c, _ := q.Consumer(0)
+		c, _ := q.Consumer(context.Background(), 0)
 		ds, _ := c.Fetch(context.Background(), 3)
 		c.Ack(context.Background(), ds) // cursor at message 3
 		removed, err := q.Trim(context.Background())

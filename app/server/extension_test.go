@@ -35,7 +35,7 @@ func (q *rpushQueue) Guarantees() core.Guarantees {
 	return core.Guarantees{RetainsWithoutConsumer: true}
 }
 func (q *rpushQueue) Close() error { return nil }
-func (q *rpushQueue) Consumer(int) (core.Consumer, error) {
+func (q *rpushQueue) Consumer(context.Context, int) (core.Consumer, error) {
 	return rpushConsumer{q}, nil
 }
 
