@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/internal/chanbatch"
 	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -132,37 +133,11 @@ type consumer struct {
 }
 
 func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
-	select {
-	case <-c.closed:
+	ds, err := chanbatch.Fetch(ctx, c.q.ch, c.q.closed, c.closed, c.q.cfg.Block, max, c.delivery)
+	if errors.Is(err, chanbatch.ErrStopped) {
 		return nil, ErrClosed
-	case <-c.q.closed:
-		return nil, ErrClosed
-	default:
 	}
-	t := time.NewTimer(c.q.cfg.Block)
-	defer t.Stop()
-	var first []byte
-	select {
-	case first = <-c.q.ch:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.closed:
-		return nil, ErrClosed
-	case <-c.q.closed:
-		return nil, ErrClosed
-	case <-t.C:
-		return nil, nil
-	}
-	out := []core.Delivery{c.delivery(first)}
-	for len(out) < max {
-		select {
-		case body := <-c.q.ch:
-			out = append(out, c.delivery(body))
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return ds, err
 }
 
 func (c *consumer) delivery(body []byte) core.Delivery {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/chanbatch"
 	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
 	"github.com/seckill-lab/seckill/core"
@@ -141,37 +142,11 @@ type consumer struct {
 var errClosed = errors.New("pubsubqueue: closed")
 
 func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
-	t := time.NewTimer(c.q.cfg.Block)
-	defer t.Stop()
-	var first *redis.Message
-	select {
-	case m, ok := <-c.q.msgs:
-		if !ok {
-			return nil, errClosed
-		}
-		first = m
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.closed:
+	ds, err := chanbatch.Fetch(ctx, c.q.msgs, c.q.closed, c.closed, c.q.cfg.Block, max, c.delivery)
+	if errors.Is(err, chanbatch.ErrStopped) {
 		return nil, errClosed
-	case <-c.q.closed:
-		return nil, errClosed
-	case <-t.C:
-		return nil, nil
 	}
-	out := []core.Delivery{c.delivery(first)}
-	for len(out) < max {
-		select {
-		case m, ok := <-c.q.msgs:
-			if !ok {
-				return out, nil
-			}
-			out = append(out, c.delivery(m))
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return ds, err
 }
 
 func (c *consumer) delivery(m *redis.Message) core.Delivery {

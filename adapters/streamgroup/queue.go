@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
+	"github.com/seckill-lab/seckill/adapters/internal/streamentry"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -25,7 +26,7 @@ import (
 const Name = "streamgroup"
 
 // BodyField is the stream entry field that holds the order message.
-const BodyField = "order"
+const BodyField = streamentry.Field
 
 // Config configures the queue. Zero values take the defaults.
 type Config struct {
@@ -125,12 +126,7 @@ func (q *Queue) Stream() string { return q.cfg.Stream }
 
 // Handoff is how the reservation script feeds the stream: one XADD of the
 // order under BodyField, the layout Fetch reads.
-func (q *Queue) Handoff() core.Handoff {
-	return core.Handoff{
-		Command: []string{"XADD", core.HandoffKey, "*", BodyField, core.HandoffBody},
-		Key:     func(int64) string { return q.cfg.Stream },
-	}
-}
+func (q *Queue) Handoff() core.Handoff { return streamentry.Handoff(q.cfg.Stream) }
 
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }
@@ -276,15 +272,7 @@ func (q *Queue) withAttempts(ctx context.Context, consumer string, msgs []redis.
 }
 
 func delivery(m redis.XMessage, attempt int) core.Delivery {
-	return core.Delivery{ID: m.ID, Body: []byte(bodyOf(m)), Attempt: attempt}
-}
-
-// bodyOf is the order message of an entry. A pending entry deleted from
-// the stream comes back with no fields: its empty body fails to decode and
-// it is dead-lettered.
-func bodyOf(m redis.XMessage) string {
-	body, _ := m.Values[BodyField].(string)
-	return body
+	return core.Delivery{ID: m.ID, Body: []byte(streamentry.Body(m)), Attempt: attempt}
 }
 
 // Ack acknowledges on the stream the entries were read from (the classic
@@ -347,7 +335,7 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	}
 	bodies := make([]string, 0, len(queued))
 	for _, m := range queued {
-		bodies = append(bodies, bodyOf(m))
+		bodies = append(bodies, streamentry.Body(m))
 	}
 	// Pending entries, a page at a time, each read back by its id.
 	const page = 1000
@@ -370,7 +358,7 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 		}
 		for _, c := range cmds {
 			for _, m := range c.(*redis.XMessageSliceCmd).Val() {
-				bodies = append(bodies, bodyOf(m))
+				bodies = append(bodies, streamentry.Body(m))
 			}
 		}
 		if len(pending) < page {

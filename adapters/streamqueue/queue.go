@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/internal/deadstream"
+	"github.com/seckill-lab/seckill/adapters/internal/streamentry"
 	"github.com/seckill-lab/seckill/adapters/internal/streamid"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -29,7 +30,7 @@ import (
 const Name = "stream"
 
 // BodyField is the stream entry field that holds the order message.
-const BodyField = "order"
+const BodyField = streamentry.Field
 
 // Config configures the queue. Zero values take the defaults.
 type Config struct {
@@ -113,12 +114,7 @@ func (q *Queue) Stream() string { return q.cfg.Stream }
 
 // Handoff is how the reservation script feeds the stream: one XADD of the
 // order under BodyField, the layout Fetch reads.
-func (q *Queue) Handoff() core.Handoff {
-	return core.Handoff{
-		Command: []string{"XADD", core.HandoffKey, "*", BodyField, core.HandoffBody},
-		Key:     func(int64) string { return q.cfg.Stream },
-	}
-}
+func (q *Queue) Handoff() core.Handoff { return streamentry.Handoff(q.cfg.Stream) }
 
 // Cursor is the id up to which this reader has persisted everything.
 func (q *Queue) Cursor() string {
@@ -173,8 +169,7 @@ func (q *Queue) read(ctx context.Context, max int) ([]core.Delivery, error) {
 	defer q.mu.Unlock()
 	for _, s := range streams {
 		for _, m := range s.Messages {
-			body, _ := m.Values[BodyField].(string)
-			out = append(out, core.Delivery{ID: m.ID, Body: []byte(body), Attempt: 1})
+			out = append(out, core.Delivery{ID: m.ID, Body: []byte(streamentry.Body(m)), Attempt: 1})
 			q.inflight = append(q.inflight, m.ID)
 			q.next = m.ID
 		}
@@ -330,8 +325,7 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	}
 	bodies := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		b, _ := m.Values[BodyField].(string)
-		bodies = append(bodies, b)
+		bodies = append(bodies, streamentry.Body(m))
 	}
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
