@@ -119,3 +119,21 @@ func TestInvalidHandoffsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// bareQueue can be fed neither by the script nor by a publisher.
+type bareQueue struct{}
+
+func (bareQueue) Name() string                                         { return "bare" }
+func (bareQueue) Guarantees() core.Guarantees                          { return core.Guarantees{} }
+func (bareQueue) Consumer(context.Context, int) (core.Consumer, error) { return nil, nil }
+func (bareQueue) Close() error                                         { return nil }
+
+// TestForQueueRefusesAQueueNothingFeeds: a backend whose queue offers no
+// way in is refused at start, naming it, instead of accepting orders that
+// could never reach a consumer.
+func TestForQueueRefusesAQueueNothingFeeds(t *testing.T) {
+	r := testenv.Miniredis(t)
+	if _, _, err := redisreserve.ForQueue(r.Client, bareQueue{}, redisreserve.Config{}); err == nil || !strings.Contains(err.Error(), "bare") {
+		t.Fatalf("err = %v, want a refusal naming the queue", err)
+	}
+}

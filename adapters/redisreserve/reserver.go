@@ -75,6 +75,28 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	return r, nil
 }
 
+// ForQueue builds the reservation that feeds q: the script runs q's
+// hand-off when q is fed by the reservation (core.FedByReservation);
+// otherwise q must be a core.Publisher, returned for the caller to publish
+// each reserved order to (core.Seckill does, releasing the reservation if
+// the queue refuses). cfg.Handoff is set from q.
+func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, core.Publisher, error) {
+	var publisher core.Publisher
+	switch fed := q.(type) {
+	case core.FedByReservation:
+		cfg.Handoff = fed.Handoff()
+	case core.Publisher:
+		cfg.Handoff, publisher = core.Handoff{}, fed
+	default:
+		return nil, nil, fmt.Errorf("redisreserve: queue %s implements neither core.FedByReservation nor core.Publisher: nothing could feed it", q.Name())
+	}
+	r, err := New(rdb, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisreserve: queue %s: %w", q.Name(), err)
+	}
+	return r, publisher, nil
+}
+
 // Keys exposes the key names (for operators' tools and tests).
 func (r *Reserver) Keys() Keys { return r.keys }
 

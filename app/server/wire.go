@@ -149,19 +149,10 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 		return sale{}, fmt.Errorf("open queue %s: %w", b.Name, err)
 	}
 	s.queue = q
-	rc := redisreserve.Config{Prefix: s.cfg.KeyPrefix, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce}
-	var publisher core.Publisher
-	switch fed := q.(type) {
-	case core.FedByReservation:
-		rc.Handoff = fed.Handoff()
-	case core.Publisher:
-		publisher = fed
-	default:
-		return sale{}, fmt.Errorf("queue %s: implements neither core.FedByReservation nor core.Publisher, so nothing could feed it", b.Name)
-	}
-	reserver, err := redisreserve.New(s.rdb, rc)
+	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q,
+		redisreserve.Config{Prefix: s.cfg.KeyPrefix, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
 	if err != nil {
-		return sale{}, fmt.Errorf("queue %s: %w", b.Name, err)
+		return sale{}, err
 	}
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err

@@ -25,17 +25,7 @@ func Sell(r testenv.Redis) func(t *testing.T, ns string, q core.Queue, o core.Or
 	var loaded sync.Map // ns/voucher -> struct{}
 	return func(t *testing.T, ns string, q core.Queue, o core.Order) error {
 		t.Helper()
-		cfg := redisreserve.Config{Prefix: r.Prefix + ns + ":"}
-		var publisher core.Publisher
-		switch fed := q.(type) {
-		case core.FedByReservation:
-			cfg.Handoff = fed.Handoff()
-		case core.Publisher:
-			publisher = fed
-		default:
-			t.Fatalf("queue %s can be fed neither by the reservation nor by a publisher", q.Name())
-		}
-		res, err := redisreserve.New(r.Client, cfg)
+		res, publisher, err := redisreserve.ForQueue(r.Client, q, redisreserve.Config{Prefix: r.Prefix + ns + ":"})
 		if err != nil {
 			t.Fatal(err)
 		}
