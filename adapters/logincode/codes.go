@@ -53,9 +53,11 @@ func New(rdb redis.UniversalClient, cfg Config) *Codes {
 // ErrTooSoon: a code was sent to this phone less than Resend ago.
 var ErrTooSoon = core.E(core.CodeRateLimited, "a code was sent recently, wait before asking again")
 
-func (c *Codes) codeKey(phone string) string   { return c.cfg.Prefix + "login:code:" + phone }
-func (c *Codes) triesKey(phone string) string  { return c.cfg.Prefix + "login:tries:" + phone }
-func (c *Codes) resendKey(phone string) string { return c.cfg.Prefix + "login:resend:" + phone }
+// A phone's keys share its hash tag: Issue writes two of them in one
+// MULTI, which a Redis Cluster allows only within one slot.
+func (c *Codes) codeKey(phone string) string   { return c.cfg.Prefix + "login:code:{" + phone + "}" }
+func (c *Codes) triesKey(phone string) string  { return c.cfg.Prefix + "login:tries:{" + phone + "}" }
+func (c *Codes) resendKey(phone string) string { return c.cfg.Prefix + "login:resend:{" + phone + "}" }
 
 // Issue makes a new six-digit code for phone, replacing any older one.
 func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {

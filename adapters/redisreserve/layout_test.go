@@ -137,3 +137,35 @@ func TestForQueueRefusesAQueueNothingFeeds(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal naming the queue", err)
 	}
 }
+
+// TestClusterSlotCheck: on a real cluster (miniredis answers every CLUSTER
+// KEYSLOT with one slot), a queue key without the voucher's hash tag is
+// found, and one with it passes.
+func TestClusterSlotCheck(t *testing.T) {
+	c, ok := testenv.RealCluster(t)
+	if !ok {
+		t.Skipf("%s is not set: no cluster to ask (CI sets it)", testenv.ClusterURLEnv)
+	}
+	r := testenv.Redis{Prefix: c.Prefix}
+	ctx := context.Background()
+	global := handoff("xadd", r.Prefix+"orders")
+	res, err := redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: global})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CheckClusterSlots(ctx); err == nil || !strings.Contains(err.Error(), "slots") {
+		t.Fatalf("one global queue key: %v, want a slot error", err)
+	}
+	tagged := global
+	tagged.Key = func(v int64) string { return fmt.Sprintf("%sorders:{%d}", r.Prefix, v) }
+	if res, err = redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: tagged}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CheckClusterSlots(ctx); err != nil {
+		t.Fatalf("a queue key per voucher tag: %v", err)
+	}
+	none, _ := redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix})
+	if err := none.CheckClusterSlots(ctx); err != nil {
+		t.Fatalf("no hand-off: %v", err)
+	}
+}

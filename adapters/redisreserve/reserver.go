@@ -97,6 +97,29 @@ func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, c
 	return r, publisher, nil
 }
 
+// CheckClusterSlots asks Redis (CLUSTER KEYSLOT) whether all the keys of
+// one reservation call hash to one slot, for a sample of voucher ids. On a
+// Redis Cluster a script whose keys span two slots fails every call with
+// CROSSSLOT, so a server finding such a layout refuses to start.
+func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
+	for v := int64(1); v <= 32; v++ {
+		keys, _ := r.scriptArgs(core.Order{VoucherID: v})
+		slots := map[int64][]string{}
+		for _, k := range keys {
+			slot, err := r.rdb.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				return fmt.Errorf("redisreserve: cluster keyslot %s: %w", k, err)
+			}
+			slots[slot] = append(slots[slot], k)
+		}
+		if len(slots) > 1 {
+			return fmt.Errorf("redisreserve: the reservation of voucher %d touches keys in %d cluster slots %v: "+
+				"every key of one script call, the queue key included, must carry the voucher's hash tag", v, len(slots), slots)
+		}
+	}
+	return nil
+}
+
 // Keys exposes the key names (for operators' tools and tests).
 func (r *Reserver) Keys() Keys { return r.keys }
 

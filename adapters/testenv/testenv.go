@@ -151,3 +151,52 @@ func RandomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// ClusterURLEnv names a Redis Cluster for the tests, in go-redis's
+// cluster form (redis://host:port?addr=host:port&addr=…); .ci/run starts
+// one with .ci/redis-cluster.
+const ClusterURLEnv = "SECKILL_TEST_REDIS_CLUSTER_URL"
+
+// Cluster is a real Redis Cluster a test runs against.
+type Cluster struct {
+	URL    string
+	Client *redis.ClusterClient
+	// Prefix is unique to the test; its keys are deleted afterwards.
+	Prefix string
+}
+
+// RealCluster connects to SECKILL_TEST_REDIS_CLUSTER_URL; ok is false when
+// it is not set outside CI (under CI it must be).
+func RealCluster(t testing.TB) (Cluster, bool) {
+	t.Helper()
+	url := os.Getenv(ClusterURLEnv)
+	if url == "" {
+		if InCI() {
+			t.Fatalf("%s must be set in CI (.ci/run starts a cluster)", ClusterURLEnv)
+		}
+		return Cluster{}, false
+	}
+	opts, err := redis.ParseClusterURL(url)
+	if err != nil {
+		t.Fatalf("%s: %v", ClusterURLEnv, err)
+	}
+	c := redis.NewClusterClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis Cluster at %s does not answer: %v", url, err)
+	}
+	cl := Cluster{URL: url, Client: c, Prefix: "t" + RandomSuffix() + ":"}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			iter := node.Scan(ctx, 0, cl.Prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				node.Del(ctx, iter.Val())
+			}
+			return nil
+		})
+		c.Close()
+	})
+	return cl, true
+}

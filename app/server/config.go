@@ -99,9 +99,8 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if c.RedisURL != "" {
-		u, perr := url.Parse(c.RedisURL)
-		if perr != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			return c, &configError{"SECKILL_REDIS_URL", redactURL(c.RedisURL), "want redis://[:password@]host:port/db"}
+		if _, perr := parseRedisURL(c.RedisURL); perr != nil {
+			return c, &configError{"SECKILL_REDIS_URL", redactURL(c.RedisURL), perr.Error()}
 		}
 	}
 	if c.MySQLDSN != "" {

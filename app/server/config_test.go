@@ -80,3 +80,31 @@ func TestRedisPasswordIsNotEchoed(t *testing.T) {
 		t.Fatalf("err = %v: want a refusal that hides the password", err)
 	}
 }
+
+// TestRedisURLForms: one server, and go-redis's cluster form, are both
+// accepted; a malformed one of either form is refused naming the variable,
+// without the password.
+func TestRedisURLForms(t *testing.T) {
+	base := map[string]string{"SECKILL_JWT_SECRET": "secret-0123456789abcdef", "SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef"}
+	for url, ok := range map[string]bool{
+		"redis://127.0.0.1:6379/0":                                            true,
+		"rediss://:pw@redis.example:6380/2":                                   true,
+		"redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003":      true,
+		"redis://:hunter2@127.0.0.1:7001?addr=127.0.0.1:7002&read_timeout=2s": true,
+		"redis://127.0.0.1:7001?addr=127.0.0.1:7002&bogus=1":                  false,
+		"redis://:hunter2@127.0.0.1:7001?addr=127.0.0.1:7002&bogus=1":         false,
+		"redis://127.0.0.1:6379/0?unknown=1":                                  false,
+	} {
+		m := map[string]string{"SECKILL_REDIS_URL": url}
+		for k, v := range base {
+			m[k] = v
+		}
+		_, err := LoadConfig(env(m))
+		if ok && err != nil {
+			t.Errorf("%s refused: %v", url, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_URL") || strings.Contains(err.Error(), "hunter2")) {
+			t.Errorf("%s: err = %v, want a refusal naming the variable, without the password", url, err)
+		}
+	}
+}

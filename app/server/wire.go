@@ -25,16 +25,18 @@ import (
 
 // Server is one wired instance: dependencies, queue, pipeline, HTTP.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	mini     *miniredis.Miniredis // nil unless Redis is embedded
-	rdb      redis.UniversalClient
-	store    *mysqlstore.Store
-	queue    core.Queue
-	board    core.StockBoard
-	pipeline *core.Pipeline
-	http     *fiber.App
-	metrics  *metrics
+	cfg  Config
+	log  *slog.Logger
+	mini *miniredis.Miniredis // nil unless Redis is embedded
+	rdb  redis.UniversalClient
+	// clustered: rdb is a Redis Cluster client.
+	clustered bool
+	store     *mysqlstore.Store
+	queue     core.Queue
+	board     core.StockBoard
+	pipeline  *core.Pipeline
+	http      *fiber.App
+	metrics   *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -154,6 +156,11 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err != nil {
 		return sale{}, err
 	}
+	if s.clustered {
+		if err := reserver.CheckClusterSlots(ctx); err != nil {
+			return sale{}, fmt.Errorf("SECKILL_QUEUE=%s cannot run on this Redis Cluster: %w", b.Name, err)
+		}
+	}
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
@@ -175,7 +182,6 @@ func (s *Server) publishedTo(receivers int64) {
 }
 
 func (s *Server) connectRedis(ctx context.Context) error {
-	var opts *redis.Options
 	if s.cfg.EmbeddedRedis() {
 		s.mini = miniredis.NewMiniRedis()
 		if err := s.mini.Start(); err != nil {
@@ -183,21 +189,18 @@ func (s *Server) connectRedis(ctx context.Context) error {
 		}
 		// Without it miniredis never expires keys on its own.
 		s.mini.ClockTTL(true)
-		opts = &redis.Options{Addr: s.mini.Addr()}
-	} else {
-		var err error
-		if opts, err = redis.ParseURL(s.cfg.RedisURL); err != nil {
-			return fmt.Errorf("config: SECKILL_REDIS_URL: %w", err)
-		}
+		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: redisPoolSize})
+		return nil
 	}
-	opts.PoolSize = 64
-	s.rdb = redis.NewClient(opts)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w", opts.Addr, err)
+	target, err := parseRedisURL(s.cfg.RedisURL)
+	if err != nil {
+		return &configError{"SECKILL_REDIS_URL", redactURL(s.cfg.RedisURL), err.Error()}
 	}
-	return nil
+	s.rdb, s.clustered, err = dialRedis(ctx, target)
+	if s.clustered {
+		s.log.Info("connected to a Redis Cluster")
+	}
+	return err
 }
 
 func (s *Server) openStore(ctx context.Context) error {

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisTarget is SECKILL_REDIS_URL parsed the go-redis way: one server
+// (redis.ParseURL), or a Redis Cluster given by several nodes
+// (redis.ParseClusterURL, the form with addr= for the other nodes).
+type redisTarget struct {
+	single  *redis.Options
+	cluster *redis.ClusterOptions
+}
+
+func parseRedisURL(s string) (redisTarget, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return redisTarget{}, fmt.Errorf("want redis://[:password@]host:port/db, or a cluster's redis://host:port?addr=host2:port2&addr=…")
+	}
+	if u.Query().Has("addr") {
+		opts, err := redis.ParseClusterURL(s)
+		if err != nil {
+			return redisTarget{}, err
+		}
+		return redisTarget{cluster: opts}, nil
+	}
+	opts, err := redis.ParseURL(s)
+	if err != nil {
+		return redisTarget{}, err
+	}
+	return redisTarget{single: opts}, nil
+}
+
+// redisPoolSize is the connections per Redis node: the coalesced
+// reservations need few, the blocking readers one each.
+const redisPoolSize = 64
+
+// dialRedis connects to the target. A single node's URL that leads to a
+// node of a cluster (INFO cluster says cluster_enabled:1) opens a cluster
+// client from it: go-redis discovers the other nodes.
+func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if t.cluster != nil {
+		t.cluster.PoolSize = redisPoolSize
+		c := redis.NewClusterClient(t.cluster)
+		if err := c.Ping(ctx).Err(); err != nil {
+			c.Close()
+			return nil, false, fmt.Errorf("cannot reach Redis Cluster at %s: %w", strings.Join(t.cluster.Addrs, ","), err)
+		}
+		return c, true, nil
+	}
+	o := t.single
+	o.PoolSize = redisPoolSize
+	c := redis.NewClient(o)
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		c.Close()
+		return nil, false, fmt.Errorf("cannot reach Redis at %s: %w", o.Addr, err)
+	}
+	if !strings.Contains(info, "cluster_enabled:1") {
+		return c, false, nil
+	}
+	c.Close()
+	if o.DB != 0 {
+		return nil, false, &configError{"SECKILL_REDIS_URL", "", fmt.Sprintf("%s is a Redis Cluster node, and a cluster has only database 0 (the URL names %d)", o.Addr, o.DB)}
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: redisPoolSize,
+	})
+	if err := cc.Ping(ctx).Err(); err != nil {
+		cc.Close()
+		return nil, false, fmt.Errorf("cannot reach Redis Cluster through %s: %w", o.Addr, err)
+	}
+	return cc, true, nil
+}
