@@ -114,7 +114,7 @@ func startWith(t testing.TB, cfg Config, beforeServe ...func(*Server)) *harness 
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := build(ctx, cfg, log)
+	srv, err := New(ctx, cfg, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("build: %v", err)

@@ -32,7 +32,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	s, err := build(ctx, cfg, log)
+	s, err := New(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1

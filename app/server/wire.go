@@ -34,6 +34,7 @@ type Server struct {
 	store     *mysqlstore.Store
 	queue     core.Queue
 	board     core.StockBoard
+	catalog   *core.Catalog
 	pipeline  *core.Pipeline
 	http      *fiber.App
 	metrics   *metrics
@@ -44,11 +45,20 @@ type Server struct {
 // New connects to (or starts) Redis and the database, applies the schema,
 // loads the scripts, creates the queue's structures and wires the API.
 // Serve then runs it; Close releases what New opened.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return build(ctx, cfg, log)
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.wire(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Store is the server's database (for tools that count rows).
@@ -57,24 +67,20 @@ func (s *Server) Store() *mysqlstore.Store { return s.store }
 // Queue is the backend's queue; nil for a backend without one (sync).
 func (s *Server) Queue() core.Queue { return s.queue }
 
-// Catalog creates and reads vouchers as the admin API does.
-func (s *Server) Catalog() *core.Catalog { return core.NewCatalog(s.store, s.board) }
+// Catalog creates and reads vouchers: the admin API's.
+func (s *Server) Catalog() *core.Catalog { return s.catalog }
 
 // Config is the configuration the server runs.
 func (s *Server) Config() Config { return s.cfg }
 
-func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
+// wire connects, migrates, opens the backend and builds the API.
+func (s *Server) wire(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
 	if err := s.connectRedis(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.openStore(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
 		log.Warn("running on embedded stand-ins: they start empty and keep nothing after exit",
@@ -84,9 +90,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err er
 
 	sale, err := s.openSale(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.board = sale.board
+	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board)
 	if r, ok := s.queue.(core.StatsReporter); ok {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
@@ -105,7 +111,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err er
 	a := &api{
 		log:         log,
 		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize), sale.reserver, sale.publisher, s.store),
-		catalog:     core.NewCatalog(s.store, sale.board),
+		catalog:     s.catalog,
 		users:       s.store,
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
 		tokens:      NewTokens(cfg.JWTSecret),
@@ -118,7 +124,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err er
 		ready:       s.ready,
 	}
 	s.http = a.newServer()
-	return s, nil
+	return nil
 }
 
 // idBlockSize is how many order ids a server takes from Redis at once. Each
