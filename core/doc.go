@@ -2,15 +2,21 @@
 //
 // A shopper's Seckill.Buy takes an order id (IDGenerator) and asks a
 // Reserver to check the sale window, the stock and one order per user and
-// to reserve, atomically; for the Redis backends the same step hands the
-// order to the Queue, for the in-process one a Publisher does, and the sync
-// baseline's Reserver is the database transaction itself. The answer goes
-// back before anything is persisted.
+// to reserve, atomically. How the order then reaches its Queue is the
+// queue's own: a queue fed inside the reservation step declares its
+// Handoff (FedByReservation) — the command the reservation script runs
+// with the order — and a queue fed from Go is a Publisher, the reservation
+// released if it refuses. The sync baseline's Reserver is the database
+// transaction itself. The answer goes back before anything is persisted.
 //
 // A Pipeline then moves orders from the Queue to the OrderStore: fetch a
 // batch, decode it, persist it in one idempotent transaction, ack it;
-// retry while the store fails; dead-letter what cannot be processed.
+// retry while the store fails; dead-letter what cannot be processed, as a
+// DeadLetter record every backend writes alike. A queue's background work
+// (heartbeats, reapers, claimers, trimmers) is its list of Duties, which
+// the pipeline runs from start to stop.
 //
 // Each Queue declares its Guarantees; package queuetest holds the suite
-// that proves them. Errors carry a Code, the contract's error code.
+// that proves them, and package reservationtest the rule book every
+// Reserver keeps. Errors carry a Code, the contract's error code.
 package core
