@@ -312,7 +312,10 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-var _ core.Queue = (*Queue)(nil)
+var (
+	_ core.Queue           = (*Queue)(nil)
+	_ core.MaintainedQueue = (*Queue)(nil)
+)
 var _ core.FedByReservation = (*Queue)(nil)
 
 // HeldOrders reports the voucher's orders the group still owes: entries
