@@ -23,7 +23,12 @@ type loadResult struct {
 	Errors    int64 // transport errors
 }
 
-func (r loadResult) perSecond() float64 { return float64(r.Requests) / r.Duration.Seconds() }
+func (r loadResult) perSecond() float64 {
+	if r.Duration <= 0 {
+		return 0 // never ran
+	}
+	return float64(r.Requests) / r.Duration.Seconds()
+}
 
 func (r loadResult) percentile(p float64) time.Duration {
 	if len(r.Latencies) == 0 {

@@ -281,24 +281,49 @@ func dropKeys(redisURL, prefix string) {
 	if redisURL == "" || prefix == "" {
 		return
 	}
-	opts, err := redis.ParseURL(redisURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb, err := server.OpenRedis(ctx, redisURL)
 	if err != nil {
 		return
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	if cluster, ok := rdb.(*redis.ClusterClient); ok {
+		cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			unlinkMatching(ctx, node, prefix, false)
+			return nil
+		})
+		return
+	}
+	unlinkMatching(ctx, rdb, prefix, true)
+}
+
+// unlinkMatching deletes the keys under prefix that c holds, in batches
+// when they may span slots (one server), one by one otherwise (a cluster
+// node refuses a multi-key UNLINK across slots).
+func unlinkMatching(ctx context.Context, c redis.Cmdable, prefix string, batched bool) {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var batch []string
+	flush := func() {
+		if batched {
+			c.Unlink(ctx, batch...)
+		} else {
+			c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range batch {
+					p.Unlink(ctx, k)
+				}
+				return nil
+			})
+		}
+		batch = batch[:0]
+	}
 	for iter.Next(ctx) {
 		if batch = append(batch, iter.Val()); len(batch) == 500 {
-			rdb.Unlink(ctx, batch...)
-			batch = batch[:0]
+			flush()
 		}
 	}
 	if len(batch) > 0 {
-		rdb.Unlink(ctx, batch...)
+		flush()
 	}
 }
 

@@ -53,6 +53,10 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	b.WriteString("| backend | seckill req/s | p50 | p99 | reservation → row p50 / p99 | drain orders/s | sell-out: accepted of stock | oversold | duplicate orders | accepted, not persisted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
+		if r.Load.Duration == 0 && r.Err != "" {
+			fmt.Fprintf(&b, "| %s | did not run (below) | | | | | | | | |\n", r.Backend)
+			continue
+		}
 		drainCell := "— (no queue)"
 		if r.Backend == "pubsub" {
 			drainCell = "— (keeps no backlog)"
@@ -79,6 +83,10 @@ func summary(results []labResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %9s %9s\n", "backend", "req/s", "p50", "p99", "drain/s", "oversold", "lost")
 	for _, r := range results {
+		if r.Load.Duration == 0 && r.Err != "" {
+			fmt.Fprintf(&b, "%-14s did not run: %s\n", r.Backend, r.Err)
+			continue
+		}
 		fmt.Fprintf(&b, "%-14s %10.0f %9v %9v %12.0f %9d %9d\n", r.Backend, r.Load.perSecond(),
 			round(r.Load.percentile(.5)), round(r.Load.percentile(.99)), r.DrainRate, r.Oversold, r.Unpersisted)
 	}

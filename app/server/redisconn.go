@@ -81,3 +81,14 @@ func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool,
 	}
 	return cc, true, nil
 }
+
+// OpenRedis connects to a SECKILL_REDIS_URL as the server does: one
+// server, or a Redis Cluster (its cluster form, or one node's URL).
+func OpenRedis(ctx context.Context, redisURL string) (redis.UniversalClient, error) {
+	t, err := parseRedisURL(redisURL)
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := dialRedis(ctx, t)
+	return c, err
+}
