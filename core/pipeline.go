@@ -65,6 +65,11 @@ const (
 	DeadLetterPoison       DeadLetterReason = "poison"
 	DeadLetterTooManyTries DeadLetterReason = "max_deliveries"
 	DeadLetterStockAnomaly DeadLetterReason = "stock_anomaly"
+	// DeadLetterIDCollision: the order's id is already another order's.
+	DeadLetterIDCollision DeadLetterReason = "id_collision"
+	// DeadLetterBuyerHoldsAnother: the buyer already has another order of
+	// the voucher in the database.
+	DeadLetterBuyerHoldsAnother DeadLetterReason = "buyer_holds_another"
 )
 
 // Pipeline moves orders from a Queue into an OrderStore: read a batch,
@@ -292,10 +297,14 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		return
 	}
 	for _, rej := range r.res.Rejected {
-		p.log.Error("stock anomaly: order refused by the store",
-			"order", rej.Order.ID, "user", rej.Order.UserID, "voucher", rej.Order.VoucherID, "reason", rej.Reason)
+		kind := rej.Kind
+		if kind == "" {
+			kind = DeadLetterStockAnomaly
+		}
+		p.log.Error("order refused by the store: the reservation and the database disagree",
+			"kind", kind, "order", rej.Order.ID, "user", rej.Order.UserID, "voucher", rej.Order.VoucherID, "reason", rej.Reason)
 		for _, d := range r.deliveriesOf[rej.Order.ID] {
-			p.deadLetter(work, c, d, DeadLetterStockAnomaly, rej.Reason)
+			p.deadLetter(work, c, d, kind, rej.Reason)
 		}
 		delete(r.deliveriesOf, rej.Order.ID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,8 @@ type fakeStore struct {
 	calls         int
 	failures      int
 	rejectVoucher int64
+	// rejectKind is the kind of anomaly rejections carry.
+	rejectKind core.DeadLetterReason
 }
 
 func (s *fakeStore) SaveOrders(_ context.Context, orders []core.Order) (core.SaveResult, error) {
@@ -105,7 +108,7 @@ func (s *fakeStore) SaveOrders(_ context.Context, orders []core.Order) (core.Sav
 	for _, o := range orders {
 		switch {
 		case o.VoucherID == s.rejectVoucher:
-			res.Rejected = append(res.Rejected, core.Rejection{Order: o, Reason: "stock would go below zero"})
+			res.Rejected = append(res.Rejected, core.Rejection{Order: o, Kind: s.rejectKind, Reason: "refused"})
 		case s.rows[o.ID] != (core.Order{}):
 			res.Duplicates++
 		default:
@@ -220,6 +223,24 @@ func TestStockAnomalyIsDeadLetteredNotAcked(t *testing.T) {
 	for _, reason := range q.dead {
 		if reason == "" || reason[:len(core.DeadLetterStockAnomaly)] != string(core.DeadLetterStockAnomaly) {
 			t.Fatalf("dead-letter reason %q does not name the stock anomaly", reason)
+		}
+	}
+}
+
+// TestEachAnomalyIsDeadLetteredUnderItsKind: a reused order id and a buyer
+// holding another order are dead-lettered under their own reasons.
+func TestEachAnomalyIsDeadLetteredUnderItsKind(t *testing.T) {
+	for _, kind := range []core.DeadLetterReason{core.DeadLetterIDCollision, core.DeadLetterBuyerHoldsAnother} {
+		q, s := newFakeQueue(), &fakeStore{rejectVoucher: 9, rejectKind: kind}
+		q.push(body(2, 9), 1)
+		handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+		if len(q.dead) != 1 {
+			t.Fatalf("%s: %d dead letters, want 1", kind, len(q.dead))
+		}
+		for _, reason := range q.dead {
+			if !strings.HasPrefix(reason, string(kind)+": ") {
+				t.Fatalf("dead-letter reason %q, want it to name %s", reason, kind)
+			}
 		}
 	}
 }

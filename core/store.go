@@ -14,15 +14,19 @@ type OrderStore interface {
 type SaveResult struct {
 	Created    int
 	Duplicates int
-	// Rejected orders were not persisted because taking their stock would
-	// have driven it below zero: the reservation and the database disagree,
-	// an anomaly to dead-letter and investigate, never to ack silently.
+	// Rejected orders were not persisted, because the reservation and the
+	// database disagree: taking their stock would drive it below zero, their
+	// id belongs to another order (a reused id), or their buyer already
+	// holds another order of the voucher. Each is an anomaly to dead-letter
+	// and investigate, never to ack silently as a duplicate.
 	Rejected []Rejection
 }
 
-// Rejection is an order the store refused, with the reason.
+// Rejection is an order the store refused: Kind says which anomaly
+// (DeadLetterStockAnomaly when empty), Reason the detail.
 type Rejection struct {
 	Order  Order
+	Kind   DeadLetterReason
 	Reason string
 }
 

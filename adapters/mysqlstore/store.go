@@ -200,6 +200,7 @@ func (s *Store) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveR
 		default:
 			total.Created += r.Created
 			total.Duplicates += r.Duplicates
+			total.Rejected = append(total.Rejected, r.Rejected...)
 		}
 	}
 	return total, nil
@@ -265,7 +266,16 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 				return err
 			}
 			res.Created += int(inserted)
-			res.Duplicates += len(rows) - int(inserted)
+			if int(inserted) < len(rows) {
+				// Some rows were skipped: each is a redelivery of an order
+				// already persisted, or an anomaly that must not pass for one.
+				rejected, err := skippedAnomalies(ctx, tx, rows)
+				if err != nil {
+					return err
+				}
+				res.Rejected = append(res.Rejected, rejected...)
+				res.Duplicates += len(rows) - int(inserted) - len(rejected)
+			}
 			if inserted == 0 {
 				continue
 			}
@@ -293,6 +303,41 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 		return core.SaveResult{}, fmt.Errorf("mysqlstore: save orders: %w", err)
 	}
 	return res, nil
+}
+
+// skippedAnomalies looks up the rows an INSERT IGNORE of rows skipped, in
+// the same transaction, and returns those that are not the same order
+// again: an id that is another (user, voucher)'s order (an id reused after
+// the ID worker's counter went back), or a buyer who already holds another
+// order of the voucher under another id.
+func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow) ([]core.Rejection, error) {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	var have []orderRow
+	if err := tx.NewSelect().Model(&have).Column("id", "user_id", "voucher_id").
+		Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("look up skipped orders: %w", err)
+	}
+	byID := make(map[int64]orderRow, len(have))
+	for _, h := range have {
+		byID[h.ID] = h
+	}
+	var out []core.Rejection
+	for _, r := range rows {
+		o := core.Order{ID: r.ID, UserID: r.UserID, VoucherID: r.VoucherID, CreatedAt: r.CreateTime}
+		h, found := byID[r.ID]
+		switch {
+		case !found:
+			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterBuyerHoldsAnother,
+				Reason: "the buyer already holds another order of this voucher"})
+		case h.UserID != r.UserID || h.VoucherID != r.VoucherID:
+			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterIDCollision,
+				Reason: fmt.Sprintf("order id already taken by user %d's order of voucher %d", h.UserID, h.VoucherID)})
+		}
+	}
+	return out, nil
 }
 
 // FindOrder implements core.OrderReader.

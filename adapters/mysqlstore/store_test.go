@@ -138,14 +138,15 @@ func TestSaveOrdersCountsDuplicatesAsDone(t *testing.T) {
 		if _, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID)}); err != nil {
 			t.Fatal(err)
 		}
-		// The same order again (a redelivery), and another order id for the
-		// same user and voucher: neither is an error, neither takes stock.
-		res, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID), order(50, 1, v.ID), order(2, 2, v.ID)})
+		// The same order again (a redelivery) is no error and takes no
+		// stock. (Another order id for the same buyer is not the same
+		// order: TestAReusedOrderIDIsAnAnomalyNotADuplicate.)
+		res, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID), order(2, 2, v.ID)})
 		if err != nil {
 			t.Fatalf("duplicates blocked the batch: %v", err)
 		}
-		if res.Created != 1 || res.Duplicates != 2 {
-			t.Fatalf("result %+v, want 1 created and 2 duplicates", res)
+		if res.Created != 1 || res.Duplicates != 1 || len(res.Rejected) != 0 {
+			t.Fatalf("result %+v, want 1 created and 1 duplicate", res)
 		}
 		if n := dbStock(t, s, v.ID); n != 8 {
 			t.Fatalf("stock = %d, want 8", n)
@@ -243,6 +244,47 @@ func TestPartlyPersistedBatchTakesStockForItsNewRowsOnly(t *testing.T) {
 		if res.Created != 6 || res.Duplicates != 4 || orderCount(t, s, v.ID) != 10 || dbStock(t, s, v.ID) != 90 {
 			t.Fatalf("created %d, duplicates %d, rows %d, stock %d; want 6, 4, 10, 90",
 				res.Created, res.Duplicates, orderCount(t, s, v.ID), dbStock(t, s, v.ID))
+		}
+	})
+}
+
+// TestAReusedOrderIDIsAnAnomalyNotADuplicate: INSERT IGNORE skips a row
+// whose id is taken, or whose buyer already holds another order of the
+// voucher; neither may pass for a redelivery. Each is rejected with its
+// kind, takes no stock, and the true redelivery beside them is still a
+// duplicate.
+func TestAReusedOrderIDIsAnAnomalyNotADuplicate(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 10)
+		if _, err := s.SaveOrders(ctx, []core.Order{order(1, 1, v.ID), order(2, 2, v.ID)}); err != nil {
+			t.Fatal(err)
+		}
+		batch := []core.Order{
+			order(1, 1, v.ID), // the same order again: a duplicate
+			order(2, 3, v.ID), // id 2 is user 2's: a reused id
+			order(4, 1, v.ID), // user 1 holds order 1 already
+			order(5, 5, v.ID), // new
+		}
+		res, err := s.SaveOrders(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[int64]core.DeadLetterReason{}
+		for _, r := range res.Rejected {
+			kinds[r.Order.ID] = r.Kind
+		}
+		if res.Created != 1 || res.Duplicates != 1 || len(res.Rejected) != 2 ||
+			kinds[2] != core.DeadLetterIDCollision || kinds[4] != core.DeadLetterBuyerHoldsAnother {
+			t.Fatalf("created %d, duplicates %d, rejected %+v; want 1, 1, and orders 2 (id_collision) and 4 (buyer_holds_another)",
+				res.Created, res.Duplicates, res.Rejected)
+		}
+		if rows, stock := orderCount(t, s, v.ID), dbStock(t, s, v.ID); rows != 3 || stock != 7 {
+			t.Fatalf("%d rows, stock %d; want 3 and 7", rows, stock)
+		}
+		got, err := s.FindOrder(ctx, 2)
+		if err != nil || got.UserID != 2 {
+			t.Fatalf("order 2 is %+v (%v), want user 2's still", got, err)
 		}
 	})
 }
