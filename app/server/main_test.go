@@ -14,7 +14,7 @@ func TestMain(m *testing.M) {
 	case "consumer":
 		os.Exit(runDoomedConsumer())
 	case "server":
-		os.Exit(run())
+		os.Exit(Main())
 	default:
 		os.Exit(3)
 	}

@@ -19,9 +19,7 @@ import (
 // SIGTERM or SIGINT, and returns the process's exit status: what the
 // seckill binary runs with no arguments. A program of its own registers
 // its backends (Register) and then calls Main.
-func Main() int { return run() }
-
-func run() int {
+func Main() int {
 	cfg, err := LoadConfig(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
