@@ -59,12 +59,14 @@ func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool,
 	o := t.single
 	o.PoolSize = redisPoolSize
 	c := redis.NewClient(o)
-	info, err := c.Info(ctx, "cluster").Result()
-	if err != nil {
+	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, false, fmt.Errorf("cannot reach Redis at %s: %w", o.Addr, err)
 	}
-	if !strings.Contains(info, "cluster_enabled:1") {
+	// A server without the cluster section (miniredis, some Redis-speaking
+	// services) is no cluster node.
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
 		return c, false, nil
 	}
 	c.Close()
