@@ -99,9 +99,6 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) *Queue {
 
 func (q *Queue) Name() string { return Name }
 
-// Key is the list the reservation script LPUSHes to.
-func (q *Queue) Key() string { return q.cfg.Key }
-
 // Handoff is how the reservation script feeds the list: LPUSH, consumed
 // from the right, so the oldest order is taken first.
 func (q *Queue) Handoff() core.Handoff {

@@ -96,9 +96,6 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 
 func (q *Queue) Name() string { return Name }
 
-// Channel is what the reservation script PUBLISHes to.
-func (q *Queue) Channel() string { return q.cfg.Channel }
-
 // Handoff is how the reservation script feeds the channel: PUBLISH, whose
 // reply counts the subscribers that heard the order (0: it is lost).
 func (q *Queue) Handoff() core.Handoff {
