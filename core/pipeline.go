@@ -12,7 +12,8 @@ import (
 
 // PipelineConfig tunes the order pipeline. Zero values take the defaults.
 type PipelineConfig struct {
-	// Consumers is the number of consumer goroutines. Default 2.
+	// Consumers is the number of consumer goroutines. Default 2; a
+	// sharded queue (ShardedQueue) gets at least one per shard.
 	Consumers int
 	// BatchSize is the most deliveries persisted in one transaction.
 	// Default 500: one transaction per order caps MySQL near 1.5k orders/s,
@@ -100,8 +101,9 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 // Run starts the consumers and blocks until ctx is cancelled and every
 // consumer has finished its batch in flight.
 func (p *Pipeline) Run(ctx context.Context) error {
-	consumers := make([]Consumer, 0, p.cfg.Consumers)
-	for i := 0; i < p.cfg.Consumers; i++ {
+	n := p.Consumers()
+	consumers := make([]Consumer, 0, n)
+	for i := 0; i < n; i++ {
 		c, err := p.queue.Consumer(ctx, i)
 		if err != nil {
 			for _, c := range consumers {
@@ -134,6 +136,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stopDuties()
 	<-duties
 	return nil
+}
+
+// Consumers is how many consumers Run starts: the configured number, or
+// one per shard of a sharded queue if that is more, since every shard must
+// be read in every process.
+func (p *Pipeline) Consumers() int {
+	if s, ok := p.queue.(ShardedQueue); ok {
+		return max(p.cfg.Consumers, s.ShardCount())
+	}
+	return p.cfg.Consumers
 }
 
 func (p *Pipeline) consume(ctx context.Context, c Consumer) {
