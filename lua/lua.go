@@ -23,3 +23,8 @@ var NextID string
 //
 //go:embed reclaim_list.lua
 var ReclaimList string
+
+// MoveVoucher moves one voucher's keys to the current key layout.
+//
+//go:embed move_voucher.lua
+var MoveVoucher string

@@ -1,8 +1,8 @@
 -- release.lua: undo one reservation, idempotently. Used when an order
 -- reserved with handoff "none" could not be enqueued, and by compensation.
 --
--- KEYS[1] -> seckill:stock:{voucherId}   string: remaining stock
--- KEYS[2] -> seckill:order:{voucherId}   hash: user id -> order id
+-- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
+-- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the reservation to undo

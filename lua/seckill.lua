@@ -2,11 +2,14 @@
 -- It knows no queue: the adapter's hand-off (core.Handoff) comes in ARGV
 -- and is run as given, right after the stock is taken.
 --
--- KEYS[1] -> seckill:stock:{voucherId}   string: remaining stock
--- KEYS[2] -> seckill:window:{voucherId}  hash: begin, end (unix milliseconds)
--- KEYS[3] -> seckill:order:{voucherId}   hash: user id -> order id
--- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key); without
---            a hand-off, any key of the voucher (it is not touched)
+-- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
+-- KEYS[2] -> seckill:window:{shard}:voucherId  hash: begin, end (unix milliseconds)
+-- KEYS[3] -> seckill:order:{shard}:voucherId   hash: user id -> order id
+-- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key), which
+--            carries the same {shard} tag; without a hand-off, any key of
+--            the voucher (it is not touched)
+-- {shard} is the hash tag of the voucher's shard (core.Shards), so every
+-- key of one call lies in one cluster slot.
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal, from the ID worker)

@@ -1,12 +1,19 @@
 // Package redisreserve is the Redis side of a sale: the atomic reservation
-// script, its release, the live stock and window of each voucher, and the
-// ID worker. Every key of one voucher carries the voucher id as its hash tag,
-// so the script touches one cluster slot for the voucher's own state.
+// script, its release, the live stock and window of each voucher, the ID
+// worker, and the key layout. Every key of one voucher carries its shard's
+// hash tag (core.Shards), as does the shard's queue key, so one reservation
+// touches one cluster slot.
 package redisreserve
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/sigurn/crc16"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // DefaultPrefix starts every key, so deployments (and tests) can share a
@@ -14,20 +21,127 @@ import (
 const DefaultPrefix = "seckill:"
 
 // Keys builds the key names; the script receives them all in KEYS.
-type Keys struct{ Prefix string }
+type Keys struct {
+	Prefix string
+	// Shards gives each voucher its hash tag. The zero value is
+	// SpreadShards(1): one shard.
+	Shards core.Shards
+}
 
-func (k Keys) tag(kind string, voucherID int64) string {
-	return k.Prefix + kind + ":{" + strconv.FormatInt(voucherID, 10) + "}"
+func (k Keys) shards() core.Shards {
+	if k.Shards.Count() == 0 {
+		return oneShard
+	}
+	return k.Shards
+}
+
+func (k Keys) voucherKey(kind string, voucherID int64) string {
+	return k.Prefix + kind + ":{" + k.shards().TagOf(voucherID) + "}:" + strconv.FormatInt(voucherID, 10)
 }
 
 // Stock is the remaining stock of a voucher.
-func (k Keys) Stock(voucherID int64) string { return k.tag("stock", voucherID) }
+func (k Keys) Stock(voucherID int64) string { return k.voucherKey("stock", voucherID) }
 
 // Window is the hash holding the sale window (begin, end in unix ms).
-func (k Keys) Window(voucherID int64) string { return k.tag("window", voucherID) }
+func (k Keys) Window(voucherID int64) string { return k.voucherKey("window", voucherID) }
 
 // Orders is the hash user id -> order id of a voucher.
-func (k Keys) Orders(voucherID int64) string { return k.tag("order", voucherID) }
+func (k Keys) Orders(voucherID int64) string { return k.voucherKey("order", voucherID) }
+
+// ShardKey is a queue's key for one shard: name, then the shard's tag.
+// A queue fed by the reservation uses it so that its key shares the slot
+// of the vouchers of its shard.
+func (k Keys) ShardKey(name string, shard int) string {
+	return k.Prefix + name + ":{" + k.shards().Tag(shard) + "}"
+}
 
 // IDCounter is the ID worker's counter for the UTC day of t.
 func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().Format("20060102") }
+
+// Layout is the key recording the layout of the sale's keys (the shards).
+func (k Keys) Layout() string { return k.Prefix + "layout" }
+
+// StockPattern matches the stock key of every voucher, in any layout this
+// package has used (for SCAN).
+func (k Keys) StockPattern() string { return k.Prefix + "stock:{*" }
+
+// VoucherKeys are the names one voucher's keys have in some layout.
+type VoucherKeys struct {
+	VoucherID            int64
+	Stock, Window, Order string
+	// Legacy: the layout before shards, the voucher id as the hash tag.
+	Legacy bool
+}
+
+// ParseStockKey reads a stock key of any layout: the current one
+// (prefix + "stock:{tag}:id") or the one before shards, where the voucher
+// id itself was the tag (prefix + "stock:{id}"). It returns the names of
+// that voucher's keys in the same layout.
+func (k Keys) ParseStockKey(name string) (VoucherKeys, bool) {
+	rest, ok := strings.CutPrefix(name, k.Prefix+"stock:{")
+	if !ok {
+		return VoucherKeys{}, false
+	}
+	tag, id, ok := strings.Cut(rest, "}")
+	if !ok {
+		return VoucherKeys{}, false
+	}
+	if id == "" { // before shards: stock:{id}
+		v, err := strconv.ParseInt(tag, 10, 64)
+		if err != nil {
+			return VoucherKeys{}, false
+		}
+		name := func(kind string) string { return k.Prefix + kind + ":{" + tag + "}" }
+		return VoucherKeys{VoucherID: v, Stock: name("stock"), Window: name("window"), Order: name("order"), Legacy: true}, true
+	}
+	idText, ok := strings.CutPrefix(id, ":")
+	v, err := strconv.ParseInt(idText, 10, 64)
+	if !ok || err != nil {
+		return VoucherKeys{}, false
+	}
+	mk := func(kind string) string { return k.Prefix + kind + ":{" + tag + "}:" + idText }
+	return VoucherKeys{VoucherID: v, Stock: mk("stock"), Window: mk("window"), Order: mk("order")}, true
+}
+
+var oneShard = SpreadShards(1)
+
+// SlotCount is the number of hash slots of a Redis Cluster.
+const SlotCount = 16384
+
+var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
+
+// Slot is the cluster hash slot of a key, as Redis computes it: CRC16 of
+// the hash tag (the text between the first '{' and the next '}', when not
+// empty), else of the whole key, modulo 16384.
+func Slot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	return int(crc16.Checksum([]byte(key), crcTable)) % SlotCount
+}
+
+// SpreadShards returns n shards whose tags hash to slots spread evenly over
+// the cluster's slot range: shard i's tag lands in the middle half of the
+// i-th of n equal ranges. A cluster whose masters own equal ranges (what
+// `redis-cli --cluster create` makes) then runs n/masters shards on each
+// master when n is a multiple of the masters. The tags are "s<i>", with a
+// suffix where that is needed to reach the range.
+func SpreadShards(n int) core.Shards {
+	tags := make([]string, n)
+	for i := range n {
+		lo, hi := i*SlotCount/n, (i+1)*SlotCount/n
+		quarter := (hi - lo) / 4
+		in := func(tag string) bool { s := Slot(tag); return s >= lo+quarter && s < hi-quarter }
+		tags[i] = fmt.Sprintf("s%d", i)
+		for salt := 0; !in(tags[i]); salt++ {
+			tags[i] = fmt.Sprintf("s%d.%d", i, salt)
+		}
+	}
+	shards, err := core.NewShards(tags...)
+	if err != nil {
+		panic(err) // distinct by construction
+	}
+	return shards
+}

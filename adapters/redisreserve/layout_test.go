@@ -74,9 +74,10 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	}
 	keys, argv := args[3:7], args[7:]
 	// KEYS[1..3] are the voucher's keys named in the header, with the
-	// test's prefix for "seckill:" and the voucher id for {voucherId}.
+	// test's prefix for "seckill:", the one shard's tag for {shard} and the
+	// voucher id for voucherId.
 	for i := 1; i <= 3; i++ {
-		want := strings.Replace(strings.Replace(header[fmt.Sprintf("KEYS%d", i)], "seckill:", r.Prefix, 1), "{voucherId}", "{42}", 1)
+		want := strings.Replace(strings.Replace(header[fmt.Sprintf("KEYS%d", i)], "seckill:", r.Prefix, 1), "{shard}:voucherId", "{s0}:42", 1)
 		if keys[i-1] != want {
 			t.Errorf("KEYS[%d] = %v, header says %s", i, keys[i-1], want)
 		}
@@ -139,8 +140,8 @@ func TestForQueueRefusesAQueueNothingFeeds(t *testing.T) {
 }
 
 // TestClusterSlotCheck: on a real cluster (miniredis answers every CLUSTER
-// KEYSLOT with one slot), a queue key without the voucher's hash tag is
-// found, and one with it passes.
+// KEYSLOT with one slot), a queue key without the tag of the voucher's
+// shard is found, and one per shard with it passes.
 func TestClusterSlotCheck(t *testing.T) {
 	c, ok := testenv.RealCluster(t)
 	if !ok {
@@ -156,13 +157,23 @@ func TestClusterSlotCheck(t *testing.T) {
 	if err := res.CheckClusterSlots(ctx); err == nil || !strings.Contains(err.Error(), "slots") {
 		t.Fatalf("one global queue key: %v, want a slot error", err)
 	}
-	tagged := global
-	tagged.Key = func(v int64) string { return fmt.Sprintf("%sorders:{%d}", r.Prefix, v) }
-	if res, err = redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: tagged}); err != nil {
+	perVoucher := global
+	perVoucher.Key = func(v int64) string { return fmt.Sprintf("%sorders:{%d}", r.Prefix, v) }
+	if res, err = redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: perVoucher}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CheckClusterSlots(ctx); err == nil {
+		t.Fatal("a queue key tagged by the voucher id, not its shard, passed")
+	}
+	shards := redisreserve.SpreadShards(6)
+	keys := redisreserve.Keys{Prefix: r.Prefix, Shards: shards}
+	perShard := global
+	perShard.Key = func(v int64) string { return keys.ShardKey("orders", shards.Of(v)) }
+	if res, err = redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix, Shards: shards, Handoff: perShard}); err != nil {
 		t.Fatal(err)
 	}
 	if err := res.CheckClusterSlots(ctx); err != nil {
-		t.Fatalf("a queue key per voucher tag: %v", err)
+		t.Fatalf("a queue key per shard: %v", err)
 	}
 	none, _ := redisreserve.New(c.Client, redisreserve.Config{Prefix: r.Prefix})
 	if err := none.CheckClusterSlots(ctx); err != nil {

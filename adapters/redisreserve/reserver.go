@@ -16,6 +16,9 @@ import (
 type Config struct {
 	// Prefix starts every key. Default DefaultPrefix.
 	Prefix string
+	// Shards tag the vouchers' keys; the Handoff's key for a voucher must
+	// carry the same tag (Keys.ShardKey). Default one shard.
+	Shards core.Shards
 	// Handoff is what the script does with a reserved order: the queue's
 	// own (core.FedByReservation). The zero Handoff hands nothing off: the
 	// caller publishes the order (core.Publisher).
@@ -56,7 +59,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix}, seckill: seckillScript, release: releaseScript}
+	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}
 	if cfg.Handoff.Command != nil {
 		if err := cfg.Handoff.Validate(); err != nil {
 			return nil, fmt.Errorf("redisreserve: %w", err)
@@ -98,11 +101,12 @@ func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, c
 }
 
 // CheckClusterSlots asks Redis (CLUSTER KEYSLOT) whether all the keys of
-// one reservation call hash to one slot, for a sample of voucher ids. On a
+// one reservation call hash to one slot, for vouchers of every shard. On a
 // Redis Cluster a script whose keys span two slots fails every call with
 // CROSSSLOT, so a server finding such a layout refuses to start.
 func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
-	for v := int64(1); v <= 32; v++ {
+	n := int64(r.keys.shards().Count())
+	for v := int64(1); v <= max(32, 2*n); v++ {
 		keys, _ := r.scriptArgs(core.Order{VoucherID: v})
 		slots := map[int64][]string{}
 		for _, k := range keys {
@@ -114,7 +118,7 @@ func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
 		}
 		if len(slots) > 1 {
 			return fmt.Errorf("redisreserve: the reservation of voucher %d touches keys in %d cluster slots %v: "+
-				"every key of one script call, the queue key included, must carry the voucher's hash tag", v, len(slots), slots)
+				"every key of one script call, the queue key included, must carry the hash tag of the voucher's shard", v, len(slots), slots)
 		}
 	}
 	return nil

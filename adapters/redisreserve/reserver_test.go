@@ -3,7 +3,6 @@ package redisreserve_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -314,32 +313,6 @@ func TestCoalescedReservationsUnderContention(t *testing.T) {
 		}
 		t.Logf("%d pipelines, largest %d commands", len(sizes.sizes), largest)
 	})
-}
-
-// hashTag is what Redis Cluster hashes: the text between the first { and
-// the next }.
-func hashTag(key string) string {
-	_, rest, ok := strings.Cut(key, "{")
-	if !ok {
-		return key
-	}
-	tag, _, ok := strings.Cut(rest, "}")
-	if !ok || tag == "" {
-		return key
-	}
-	return tag
-}
-
-func TestKeysOfOneVoucherShareAHashTag(t *testing.T) {
-	k := redisreserve.Keys{Prefix: "seckill:"}
-	for _, key := range []string{k.Stock(42), k.Window(42), k.Orders(42)} {
-		if got := hashTag(key); got != "42" {
-			t.Errorf("key %q hashes on %q, want the voucher id 42", key, got)
-		}
-	}
-	if k.Stock(42) != "seckill:stock:{42}" || k.Orders(42) != "seckill:order:{42}" {
-		t.Fatalf("key names changed: %s %s (the contract names them)", k.Stock(42), k.Orders(42))
-	}
 }
 
 func TestRemainingStockOfUnknownVoucher(t *testing.T) {

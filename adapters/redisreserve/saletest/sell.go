@@ -51,3 +51,10 @@ func Sell(r testenv.Redis) func(t *testing.T, ns string, q core.Queue, o core.Or
 type fixedID int64
 
 func (f fixedID) NextID(context.Context) (int64, error) { return int64(f), nil }
+
+// QueueKey is a key for a queue that Sell(r) feeds in namespace ns: it
+// carries the hash tag of the vouchers Sell loads there (the one shard's),
+// so on a Redis Cluster each reservation's keys share one slot.
+func QueueKey(r testenv.Redis, ns string) string {
+	return redisreserve.Keys{Prefix: r.Prefix + ns + ":"}.ShardKey("queue", 0)
+}
