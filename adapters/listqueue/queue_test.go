@@ -14,17 +14,17 @@ import (
 
 func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 	const ttl = 400 * time.Millisecond
-	prefix := r.Prefix + map[bool]string{false: "plain:", true: "reliable:"}[reliable]
+	sale := testenv.Redis{Client: r.Client, Prefix: r.Prefix + map[bool]string{false: "plain:", true: "reliable:"}[reliable]}
 	return queuetest.Backend{
 		Open: func(t *testing.T, ns string) core.Queue {
 			return listqueue.New(r.Client, listqueue.Config{
-				Key: prefix + ns, Reliable: reliable, HeartbeatTTL: ttl,
+				Key: saletest.QueueKey(sale, ns), Reliable: reliable, HeartbeatTTL: ttl,
 				ReapInterval: 50 * time.Millisecond,
 			}, nil)
 		},
 		// Plain and reliable runs use the same namespaces: their sales
 		// need keys of their own too.
-		Sell: saletest.Sell(testenv.Redis{Client: r.Client, Prefix: prefix}),
+		Sell: saletest.Sell(sale),
 		// SIGKILL: the heartbeats stop and nothing is acked or cleaned up.
 		Crash:          func(_ *testing.T, q core.Queue) { q.Close() },
 		Shared:         true,
@@ -33,7 +33,7 @@ func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		t.Run("plain", func(t *testing.T) { queuetest.Run(t, backend(r, false)) })
 		t.Run("reliable", func(t *testing.T) { queuetest.Run(t, backend(r, true)) })
 	})

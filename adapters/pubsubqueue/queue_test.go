@@ -13,11 +13,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		queuetest.Run(t, queuetest.Backend{
 			Open: func(t *testing.T, ns string) core.Queue {
 				q, err := pubsubqueue.New(context.Background(), r.Client,
-					pubsubqueue.Config{Channel: r.Prefix + ns, Block: 100 * time.Millisecond}, nil)
+					pubsubqueue.Config{Channel: saletest.QueueKey(r, ns), Block: 100 * time.Millisecond}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

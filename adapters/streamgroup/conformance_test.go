@@ -13,11 +13,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		const claimAfter = 300 * time.Millisecond
 		open := func(t *testing.T, ns, group string) core.Queue {
 			q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
-				Stream: r.Prefix + ns, Group: group, ClaimMinIdle: claimAfter,
+				Stream: saletest.QueueKey(r, ns), Group: group, ClaimMinIdle: claimAfter,
 				ClaimInterval: 50 * time.Millisecond, Block: 100 * time.Millisecond,
 			}, nil)
 			if err != nil {

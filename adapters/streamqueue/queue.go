@@ -281,7 +281,9 @@ var (
 )
 
 // Stats implements core.StatsReporter. Lag is the time between the newest
-// entry and this reader's cursor; Pending is what the process holds.
+// entry and this reader's cursor; Pending is what the process holds; Depth
+// the entries after the saved cursor that it does not hold, counted up to
+// depthCountCap.
 func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	s := core.UnknownStats
 	last, err := q.rdb.XRevRangeN(ctx, q.cfg.Stream, "+", "-", 1).Result()
@@ -304,8 +306,16 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	if len(last) == 1 && streamid.Less(cursor, last[0].ID) {
 		s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(cursor))
 	}
+	after, err := q.rdb.XRangeN(ctx, q.cfg.Stream, "("+cursor, "+", depthCountCap).Result()
+	if err != nil {
+		return s, fmt.Errorf("streamqueue: stats: %w", err)
+	}
+	s.Depth = max(int64(len(after))-s.Pending, 0)
 	return s, nil
 }
+
+// depthCountCap bounds the entries Stats counts for Depth.
+const depthCountCap = 10000
 
 var _ core.FedByReservation = (*Queue)(nil)
 

@@ -21,7 +21,7 @@ func open(t *testing.T, r testenv.Redis, ns string, retention time.Duration) *st
 func openReader(t *testing.T, r testenv.Redis, ns, reader string, retention time.Duration) *streamqueue.Queue {
 	t.Helper()
 	q, err := streamqueue.New(context.Background(), r.Client, streamqueue.Config{
-		Stream: r.Prefix + ns, Reader: reader, Block: 100 * time.Millisecond, TrimRetention: retention,
+		Stream: saletest.QueueKey(r, ns), Reader: reader, Block: 100 * time.Millisecond, TrimRetention: retention,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -32,11 +32,11 @@ func openReader(t *testing.T, r testenv.Redis, ns, reader string, retention time
 func publish(r testenv.Redis, ns string, body []byte) error {
 	// What seckill.lua does with handoff "xadd".
 	return r.Client.XAdd(context.Background(), &redis.XAddArgs{
-		Stream: r.Prefix + ns, Values: []any{streamqueue.BodyField, body}}).Err()
+		Stream: saletest.QueueKey(r, ns), Values: []any{streamqueue.BodyField, body}}).Err()
 }
 
 func TestConformance(t *testing.T) {
-	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		queuetest.Run(t, queuetest.Backend{
 			Open: func(t *testing.T, ns string) core.Queue { return open(t, r, ns, 0) },
 			Replay: func(t *testing.T, ns string) core.Queue {
@@ -89,9 +89,30 @@ func TestTrimKeepsWhatAReaderHasNotPassed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		left := r.Client.XLen(context.Background(), r.Prefix+"trim").Val()
+		left := r.Client.XLen(context.Background(), saletest.QueueKey(r, "trim")).Val()
 		if removed != 2 || left != 3 {
 			t.Fatalf("trim removed %d and left %d, want 2 removed and messages 3, 4, 5 kept", removed, left)
+		}
+	})
+}
+
+// TestStatsCountWhatIsWaitingAndWhatIsHeld: Depth is what lies after the
+// saved cursor and no consumer holds; Pending what consumers hold.
+func TestStatsCountWhatIsWaitingAndWhatIsHeld(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		q := open(t, r, "stats", -1)
+		for i := int64(1); i <= 5; i++ {
+			publish(r, "stats", queuetest.Body(i))
+		}
+		c, _ := q.Consumer(ctx, 0)
+		ds, _ := c.Fetch(ctx, 2)
+		if st, err := q.Stats(ctx); err != nil || st.Depth != 3 || st.Pending != 2 {
+			t.Fatalf("after fetching 2 of 5: %+v, %v; want depth 3, pending 2", st, err)
+		}
+		c.Ack(ctx, ds)
+		if st, err := q.Stats(ctx); err != nil || st.Depth != 3 || st.Pending != 0 {
+			t.Fatalf("after acking them: %+v, %v; want depth 3, pending 0", st, err)
 		}
 	})
 }

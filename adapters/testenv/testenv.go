@@ -32,8 +32,8 @@ func InCI() bool { v := os.Getenv("CI"); return v != "" && v != "0" && v != "fal
 
 // Redis is one Redis a test runs against.
 type Redis struct {
-	Name   string // "miniredis" or "redis"
-	Client *redis.Client
+	Name   string // "miniredis", "redis" or "cluster"
+	Client redis.UniversalClient
 	// Mini is the embedded server (nil for real Redis), for tests that
 	// move its clock.
 	Mini *miniredis.Miniredis
@@ -63,6 +63,21 @@ func ForEachRedis(t *testing.T, fn func(t *testing.T, r Redis)) {
 			fn(t, r)
 		})
 	}
+}
+
+// ForEachRedisAndCluster is ForEachRedis with a third target: the Redis
+// Cluster SECKILL_TEST_REDIS_CLUSTER_URL names (required under CI). The
+// keys a test gives one script call must then share a slot.
+func ForEachRedisAndCluster(t *testing.T, fn func(t *testing.T, r Redis)) {
+	t.Helper()
+	ForEachRedis(t, fn)
+	t.Run("cluster", func(t *testing.T) {
+		c, ok := RealCluster(t)
+		if !ok {
+			t.Skipf("%s is not set: Redis Cluster not tested (CI sets it)", ClusterURLEnv)
+		}
+		fn(t, Redis{Name: "cluster", Client: c.Client, Prefix: c.Prefix})
+	})
 }
 
 // Miniredis starts an embedded Redis for the test.

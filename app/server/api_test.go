@@ -261,12 +261,12 @@ func TestReadyzIs503WhenRedisIsDown(t *testing.T) {
 func TestPoisonMessageReachesTheDeadLetterStream(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		stream := h.cfg.KeyPrefix + "orders"
+		voucher := h.openVoucher(5)
+		stream := h.queueKey("orders", voucher)
 		if err := h.srv.rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream,
 			Values: []any{streamgroup.BodyField, `{"id":"not a number"}`}}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		voucher := h.openVoucher(5)
 		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
 			t.Fatalf("buy: %d %v", status, body)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -52,6 +53,14 @@ type Deps struct {
 	Redis  redis.UniversalClient
 	Store  *mysqlstore.Store
 	Log    *slog.Logger
+	// Shards are the sale's shards, and Shard the one this queue serves: a
+	// backend whose queue the reservation feeds is opened once per shard,
+	// and each queue reads its own key (QueueKey). A backend that is not
+	// fed by the reservation is opened once.
+	Shards core.Shards
+	Shard  int
+	// legacy: the key layout before shards (only to check old queues).
+	legacy bool
 }
 
 // Getenv reads a variable of the backend's own from the environment the
@@ -67,6 +76,17 @@ func (d Deps) Getenv(name string) string {
 // Key is the server's key prefix followed by suffix: every Redis key of a
 // deployment starts with SECKILL_KEY_PREFIX.
 func (d Deps) Key(suffix string) string { return d.Config.KeyPrefix + suffix }
+
+// QueueKey is the key of this shard's queue named name: the prefix, name,
+// then the shard's hash tag, so the reservation of any voucher of the
+// shard writes it in the slot of the voucher's own keys. Keys a queue
+// derives from it by appending (name + ":dead") stay in that slot.
+func (d Deps) QueueKey(name string) string {
+	if d.legacy {
+		return d.Key(name)
+	}
+	return redisreserve.Keys{Prefix: d.Config.KeyPrefix, Shards: d.Shards}.ShardKey(name, d.Shard)
+}
 
 var registry struct {
 	sync.RWMutex

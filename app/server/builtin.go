@@ -34,7 +34,7 @@ func init() {
 		Name:      listqueue.Name,
 		Iteration: "Redis List: LPUSH in the script, BRPOP; `SECKILL_LIST_RELIABLE=1` adds BLMOVE processing lists, heartbeats and a reaper",
 		Open: func(_ context.Context, d Deps) (core.Queue, error) {
-			return listqueue.New(d.Redis, listqueue.Config{Key: d.Key("orders:list"), Reliable: d.Config.ListReliable,
+			return listqueue.New(d.Redis, listqueue.Config{Key: d.QueueKey("orders:list"), Reliable: d.Config.ListReliable,
 				ConsumerPrefix: d.Config.ConsumerName}, d.Log), nil
 		},
 		Variants: []Variant{{Name: "list-reliable", Configure: func(c *Config) { c.ListReliable = true }}},
@@ -43,7 +43,7 @@ func init() {
 		Name:      pubsubqueue.Name,
 		Iteration: "Redis Pub/Sub: PUBLISH in the script, SUBSCRIBE (loses orders by design; counted)",
 		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
-			return pubsubqueue.New(ctx, d.Redis, pubsubqueue.Config{Channel: d.Key("orders:channel"),
+			return pubsubqueue.New(ctx, d.Redis, pubsubqueue.Config{Channel: d.QueueKey("orders:channel"),
 				PublishOnly: d.Config.Consumers == 0}, d.Log)
 		},
 	})
@@ -51,14 +51,14 @@ func init() {
 		Name:      streamqueue.Name,
 		Iteration: "Redis Stream: XADD in the script, XREAD from a cursor saved after each persisted batch",
 		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
-			return streamqueue.New(ctx, d.Redis, streamqueue.Config{Stream: d.Key("orders:stream"), Reader: d.Config.ConsumerName}, d.Log)
+			return streamqueue.New(ctx, d.Redis, streamqueue.Config{Stream: d.QueueKey("orders:stream"), Reader: d.Config.ConsumerName}, d.Log)
 		},
 	})
 	Register(Backend{
 		Name:      streamgroup.Name,
 		Iteration: "Stream + consumer group: XREADGROUP, XACK after the commit, XAUTOCLAIM, dead letters",
 		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
-			return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.Key("orders"),
+			return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.QueueKey("orders"),
 				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName}, d.Log)
 		},
 	})

@@ -16,13 +16,16 @@ import (
 // Config is the whole configuration, read from the environment. Each field
 // names its variable; see README.md for the table.
 type Config struct {
-	Addr         string        // SECKILL_ADDR
-	RedisURL     string        // SECKILL_REDIS_URL; empty: embedded Redis
-	MySQLDSN     string        // SECKILL_MYSQL_DSN; empty: embedded SQL database
-	Queue        string        // SECKILL_QUEUE
-	JWTSecret    []byte        // SECKILL_JWT_SECRET
-	AdminToken   string        // SECKILL_ADMIN_TOKEN
-	Consumers    int           // SECKILL_CONSUMERS; 0: serve the API only
+	Addr       string // SECKILL_ADDR
+	RedisURL   string // SECKILL_REDIS_URL; empty: embedded Redis
+	MySQLDSN   string // SECKILL_MYSQL_DSN; empty: embedded SQL database
+	Queue      string // SECKILL_QUEUE
+	JWTSecret  []byte // SECKILL_JWT_SECRET
+	AdminToken string // SECKILL_ADMIN_TOKEN
+	Consumers  int    // SECKILL_CONSUMERS; 0: serve the API only
+	// Shards is the number of queue shards (core.Shards); 0: the number
+	// recorded in Redis, else 1 on one Redis and 12 on a cluster.
+	Shards       int           // SECKILL_SHARDS
 	BatchSize    int           // SECKILL_BATCH_SIZE
 	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
@@ -112,6 +115,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, &configError{"SECKILL_QUEUE", c.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
 	}
 	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
+		return c, err
+	}
+	if c.Shards, err = intVar(lookup, "SECKILL_SHARDS", 0, 0, maxShards); err != nil {
 		return c, err
 	}
 	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 500, 1, 10000); err != nil {

@@ -12,12 +12,13 @@ import (
 // trying twice, all at once over keep-alive connections, on every backend.
 // No oversell, one order per user, every accepted order in the database
 // (pubsub may lose some: it is checked for no more than accepted), and the
-// database's stock equal to the initial stock minus the orders.
+// database's stock equal to the initial stock minus the orders. On the
+// embedded stand-ins, one real Redis, and a Redis Cluster.
 func TestContentionThroughHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("contention test skipped in -short mode")
 	}
-	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
+	forEachBackendOn(t, []string{"embedded", "real", "cluster"}, func(t *testing.T, h *harness) {
 		const stock, shoppers, workers = 1000, 5000, 64
 		voucher := h.openVoucher(stock)
 		path := "/api/vouchers/" + idString(voucher) + "/seckill"

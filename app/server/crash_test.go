@@ -107,7 +107,7 @@ func killedConsumerCase(t *testing.T, h *harness, afterPersist bool) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=consumer", doomedRedisEnv+"="+redisURL,
-		doomedStreamEnv+"="+h.cfg.KeyPrefix+"orders")
+		doomedStreamEnv+"="+h.queueKey("orders", voucher))
 	if afterPersist {
 		cmd.Env = append(cmd.Env, doomedDSNEnv+"="+h.cfg.MySQLDSN)
 	}
@@ -145,7 +145,7 @@ func killedConsumerCase(t *testing.T, h *harness, afterPersist bool) {
 	cmd.Wait()
 
 	ctx := context.Background()
-	pending, err := h.srv.rdb.XPending(ctx, h.cfg.KeyPrefix+"orders", "seckill-persisters").Result()
+	pending, err := h.srv.rdb.XPending(ctx, h.queueKey("orders", voucher), "seckill-persisters").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func killedConsumerCase(t *testing.T, h *harness, afterPersist bool) {
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		p, err := h.srv.rdb.XPending(ctx, h.cfg.KeyPrefix+"orders", "seckill-persisters").Result()
+		p, err := h.srv.rdb.XPending(ctx, h.queueKey("orders", voucher), "seckill-persisters").Result()
 		if err == nil && p.Count == 0 {
 			break
 		}
@@ -183,7 +183,7 @@ func killedConsumerCase(t *testing.T, h *harness, afterPersist bool) {
 		t.Fatalf("after the claim: %d rows, stock %d; want %d rows and stock %d (each order exactly once)",
 			rows, dbStock, buyers, stock-buyers)
 	}
-	p, _ := h.srv.rdb.XPending(ctx, h.cfg.KeyPrefix+"orders", "seckill-persisters").Result()
+	p, _ := h.srv.rdb.XPending(ctx, h.queueKey("orders", voucher), "seckill-persisters").Result()
 	if p.Count != 0 {
 		t.Fatalf("%d entries still pending after the claim", p.Count)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -50,12 +51,23 @@ func forEachStack(t *testing.T, mutate func(*Config), fn func(t *testing.T, h *h
 // own would otherwise add it to every test that runs after it.
 func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
 	t.Helper()
+	forEachBackendOn(t, []string{"embedded", "real"}, fn)
+}
+
+// forEachBackendOn runs fn for every built-in backend and variant on each
+// of stacks: "embedded", "real" (one Redis, MySQL) or "cluster" (the test
+// Redis Cluster, MySQL).
+func forEachBackendOn(t *testing.T, stacks []string, fn func(t *testing.T, h *harness)) {
+	t.Helper()
+	run := func(t *testing.T, mutate func(*Config)) {
+		for _, stack := range stacks {
+			t.Run(stack, func(t *testing.T) { fn(t, startServer(t, stack, mutate)) })
+		}
+	}
 	for _, b := range builtinBackends {
-		t.Run(b.Name, func(t *testing.T) { forEachStack(t, func(c *Config) { c.Queue = b.Name }, fn) })
+		t.Run(b.Name, func(t *testing.T) { run(t, func(c *Config) { c.Queue = b.Name }) })
 		for _, v := range b.Variants {
-			t.Run(v.Name, func(t *testing.T) {
-				forEachStack(t, func(c *Config) { c.Queue = b.Name; v.Configure(c) }, fn)
-			})
+			t.Run(v.Name, func(t *testing.T) { run(t, func(c *Config) { c.Queue = b.Name; v.Configure(c) }) })
 		}
 	}
 }
@@ -101,6 +113,17 @@ func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeSer
 			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
 		}
 		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+	}
+	if stack == "cluster" {
+		c, ok := testenv.RealCluster(t)
+		if !ok {
+			t.Skipf("%s is not set: no Redis Cluster to test on (CI starts one)", testenv.ClusterURLEnv)
+		}
+		dsn, ok := testenv.MySQLDatabase(t)
+		if !ok {
+			t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+		}
+		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = c.URL, dsn, c.Prefix
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -193,6 +216,12 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 		h.t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
 	}
 	return resp.StatusCode, out
+}
+
+// queueKey is the key of the server's queue named name for a voucher's
+// shard (Deps.QueueKey).
+func (h *harness) queueKey(name string, voucherID int64) string {
+	return redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}.ShardKey(name, h.srv.Shards().Of(voucherID))
 }
 
 func (h *harness) shopper(userID int64) string {

@@ -37,18 +37,24 @@ func parseRedisURL(s string) (redisTarget, error) {
 	return redisTarget{single: opts}, nil
 }
 
-// redisPoolSize is the connections per Redis node: the coalesced
-// reservations need few, the blocking readers one each.
+// redisPoolSize is the connections per Redis node for requests: the
+// coalesced reservations need few. The blocking readers (one per consumer,
+// at least one per shard) come on top (poolSize).
 const redisPoolSize = 64
+
+// poolSize is the connections per node a server with cfg may need.
+func poolSize(cfg Config) int {
+	return redisPoolSize + max(cfg.Consumers, cfg.Shards, defaultClusterShards)
+}
 
 // dialRedis connects to the target. A single node's URL that leads to a
 // node of a cluster (INFO cluster says cluster_enabled:1) opens a cluster
 // client from it: go-redis discovers the other nodes.
-func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool, error) {
+func dialRedis(ctx context.Context, t redisTarget, pool int) (redis.UniversalClient, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if t.cluster != nil {
-		t.cluster.PoolSize = redisPoolSize
+		t.cluster.PoolSize = pool
 		c := redis.NewClusterClient(t.cluster)
 		if err := c.Ping(ctx).Err(); err != nil {
 			c.Close()
@@ -57,7 +63,7 @@ func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool,
 		return c, true, nil
 	}
 	o := t.single
-	o.PoolSize = redisPoolSize
+	o.PoolSize = pool
 	c := redis.NewClient(o)
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
@@ -75,7 +81,7 @@ func dialRedis(ctx context.Context, t redisTarget) (redis.UniversalClient, bool,
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: redisPoolSize,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: pool,
 	})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		cc.Close()
@@ -91,6 +97,6 @@ func OpenRedis(ctx context.Context, redisURL string) (redis.UniversalClient, err
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := dialRedis(ctx, t)
+	c, _, err := dialRedis(ctx, t, redisPoolSize)
 	return c, err
 }

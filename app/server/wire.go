@@ -31,13 +31,15 @@ type Server struct {
 	rdb  redis.UniversalClient
 	// clustered: rdb is a Redis Cluster client.
 	clustered bool
-	store     *mysqlstore.Store
-	queue     core.Queue
-	board     core.StockBoard
-	catalog   *core.Catalog
-	pipeline  *core.Pipeline
-	http      *fiber.App
-	metrics   *metrics
+	// shards spread the sale's keys (resolveShards); zero under sync.
+	shards   core.Shards
+	store    *mysqlstore.Store
+	queue    core.Queue
+	board    core.StockBoard
+	catalog  *core.Catalog
+	pipeline *core.Pipeline
+	http     *fiber.App
+	metrics  *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -69,6 +71,10 @@ func (s *Server) Queue() core.Queue { return s.queue }
 
 // Catalog creates and reads vouchers: the admin API's.
 func (s *Server) Catalog() *core.Catalog { return s.catalog }
+
+// Shards are the shards the sale's keys are spread over (none under a
+// backend without a Redis reservation).
+func (s *Server) Shards() core.Shards { return s.shards }
 
 // Config is the configuration the server runs.
 func (s *Server) Config() Config { return s.cfg }
@@ -147,18 +153,22 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if !ok {
 		return sale{}, &configError{"SECKILL_QUEUE", s.cfg.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
 	}
-	deps := Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log}
 	if b.Sale != nil {
-		reserver, board := b.Sale(deps)
+		reserver, board := b.Sale(Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log})
 		return sale{reserver: reserver, board: board}, nil
 	}
-	q, err := b.Open(ctx, deps)
+	shards, err := s.resolveShards(ctx, b)
+	if err != nil {
+		return sale{}, err
+	}
+	s.shards = shards
+	q, err := s.openQueues(ctx, b, Deps{Shards: shards}, shards.Count())
 	if err != nil {
 		return sale{}, fmt.Errorf("open queue %s: %w", b.Name, err)
 	}
 	s.queue = q
-	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q,
-		redisreserve.Config{Prefix: s.cfg.KeyPrefix, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
+	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
+		OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
 	if err != nil {
 		return sale{}, err
 	}
@@ -195,14 +205,14 @@ func (s *Server) connectRedis(ctx context.Context) error {
 		}
 		// Without it miniredis never expires keys on its own.
 		s.mini.ClockTTL(true)
-		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: redisPoolSize})
+		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: poolSize(s.cfg)})
 		return nil
 	}
 	target, err := parseRedisURL(s.cfg.RedisURL)
 	if err != nil {
 		return &configError{"SECKILL_REDIS_URL", redactURL(s.cfg.RedisURL), err.Error()}
 	}
-	s.rdb, s.clustered, err = dialRedis(ctx, target)
+	s.rdb, s.clustered, err = dialRedis(ctx, target, poolSize(s.cfg))
 	if s.clustered {
 		s.log.Info("connected to a Redis Cluster")
 	}
@@ -249,7 +259,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Listener(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", s.cfg.Consumers)
+	consumers := 0
+	if s.pipeline != nil && s.cfg.Consumers > 0 {
+		consumers = s.pipeline.Consumers()
+	}
+	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", consumers, "shards", s.shards.Count())
 
 	var err error
 	select {

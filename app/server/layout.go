@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The key layout is the number of shards the sale's keys are spread over
+// (core.Shards): every voucher's keys and its shard's queue key carry the
+// shard's hash tag. It is recorded in Redis, so instances agree on it and a
+// restart keeps it without being told.
+const (
+	// defaultClusterShards suits a cluster of 2, 3, 4 or 6 masters (each
+	// gets the same number of shards) and keeps one blocking reader per
+	// shard cheap. One Redis gets one shard: more would add readers, not
+	// speed, since one Redis runs one script at a time.
+	defaultClusterShards = 12
+	// maxShards bounds the blocking readers a process opens.
+	maxShards = 64
+)
+
+// layoutError is a refusal to start over the key layout; it says what to do.
+type layoutError struct{ msg string }
+
+func (e *layoutError) Error() string { return e.msg }
+
+// resolveShards decides the shards this server runs with — SECKILL_SHARDS,
+// else the count recorded in Redis, else the default for the topology —
+// and brings Redis to that layout before anything is served:
+//
+//   - vouchers whose keys are in another layout (another count, or the
+//     layout before shards) are moved, each in one script, on one Redis; a
+//     cluster cannot move keys between slots atomically, so there the
+//     server refuses to start instead;
+//   - it refuses to start while the queues of the layout it leaves still
+//     hold orders: those would never be read again. The message says how
+//     to drain them.
+//
+// Changing the layout is for a deployment whose instances are all stopped:
+// an instance still running keeps writing the old layout.
+func (s *Server) resolveShards(ctx context.Context, b Backend) (core.Shards, error) {
+	keys := redisreserve.Keys{Prefix: s.cfg.KeyPrefix}
+	recorded, err := s.rdb.HGet(ctx, keys.Layout(), "shards").Int()
+	if errors.Is(err, redis.Nil) {
+		recorded = 0
+	} else if err != nil {
+		return core.Shards{}, fmt.Errorf("read the key layout (%s): %w", keys.Layout(), err)
+	}
+	n := s.cfg.Shards
+	if n == 0 {
+		n = recorded
+	}
+	if n == 0 {
+		n = map[bool]int{true: defaultClusterShards, false: 1}[s.clustered]
+	}
+	keys.Shards = redisreserve.SpreadShards(n)
+	moves, err := redisreserve.FindMoves(ctx, s.rdb, keys)
+	if err != nil {
+		return core.Shards{}, err
+	}
+	legacy := false
+	for _, m := range moves {
+		legacy = legacy || m.Legacy()
+	}
+	if b.Open != nil {
+		if recorded != 0 && recorded != n {
+			if err := s.refuseIfQueuesHold(ctx, b, Deps{Shards: redisreserve.SpreadShards(recorded)}, recorded,
+				fmt.Sprintf("SECKILL_SHARDS=%d, but this Redis records %d shards", n, recorded),
+				fmt.Sprintf("start with SECKILL_SHARDS=%d (or unset)", recorded)); err != nil {
+				return core.Shards{}, err
+			}
+		}
+		if legacy {
+			if err := s.refuseIfQueuesHold(ctx, b, Deps{legacy: true}, 1,
+				"this Redis holds a sale in the key layout before shards",
+				"start the previous version of the server"); err != nil {
+				return core.Shards{}, err
+			}
+		}
+	}
+	if len(moves) > 0 {
+		if s.clustered {
+			return core.Shards{}, &layoutError{fmt.Sprintf(
+				"%d vouchers' keys are in another key layout (e.g. %s; %d shards wanted, %d recorded) and a Redis Cluster cannot move keys between slots atomically: "+
+					"start with SECKILL_SHARDS=%d (or unset) to keep the recorded layout, or let those sales end and delete their keys first",
+				len(moves), moves[0].From.Stock, n, recorded, max(recorded, 1))}
+		}
+		moved := 0
+		for _, m := range moves {
+			ok, err := redisreserve.MoveVoucher(ctx, s.rdb, m)
+			if err != nil {
+				return core.Shards{}, err
+			}
+			if ok {
+				moved++
+			}
+		}
+		s.log.Warn("moved vouchers' keys to the current key layout", "vouchers", moved, "shards", n,
+			"recorded_shards", recorded, "from_layout_before_shards", legacy)
+	}
+	if recorded != n {
+		if err := s.rdb.HSet(ctx, keys.Layout(), "shards", strconv.Itoa(n)).Err(); err != nil {
+			return core.Shards{}, fmt.Errorf("record the key layout: %w", err)
+		}
+	}
+	return keys.Shards, nil
+}
+
+// refuseIfQueuesHold opens b's queues in an earlier layout and refuses to
+// start if they still hold orders (waiting or delivered and unacked).
+func (s *Server) refuseIfQueuesHold(ctx context.Context, b Backend, old Deps, count int, why, drain string) error {
+	q, err := s.openQueues(ctx, b, old, count)
+	if err != nil {
+		return fmt.Errorf("open the queues of the earlier key layout to check them: %w", err)
+	}
+	defer q.Close()
+	r, ok := q.(core.StatsReporter)
+	if !ok {
+		return nil
+	}
+	st, err := r.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("check the queues of the earlier key layout: %w", err)
+	}
+	held := max(st.Depth, 0) + max(st.Pending, 0)
+	if held == 0 {
+		return nil
+	}
+	return &layoutError{fmt.Sprintf(
+		"%s, and its %s queues still hold %d orders that this layout would never read: %s, stop the shoppers' traffic, "+
+			"let the consumers run until /metrics shows seckill_queue_depth and seckill_queue_pending at 0, then start this one",
+		why, b.Name, held, drain)}
+}
+
+// openQueues opens b once per shard of the layout base describes (one
+// queue for a backend the reservation does not feed) and joins them.
+func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int) (core.Queue, error) {
+	queues := make([]core.Queue, 0, count)
+	closeAll := func() {
+		for _, q := range queues {
+			q.Close()
+		}
+	}
+	for i := range count {
+		d := base
+		d.Config, d.Redis, d.Store, d.Log, d.Shard = s.cfg, s.rdb, s.store, s.log, i
+		q, err := b.Open(ctx, d)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		queues = append(queues, q)
+		if _, fed := q.(core.FedByReservation); !fed {
+			// An in-process queue is one queue, whatever the shards.
+			return q, nil
+		}
+	}
+	shards := base.Shards
+	if base.legacy {
+		shards = redisreserve.SpreadShards(1)
+	}
+	q, err := core.ShardQueues(shards, queues)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return q, nil
+}

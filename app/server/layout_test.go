@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// sameRedis is a second server's start on h's Redis and database, with
+// another configuration: what a restart with other settings does, without
+// the restart (an embedded Redis lives only as long as its server).
+func sameRedis(h *harness, mutate func(*Config)) *Server {
+	cfg := h.cfg
+	mutate(&cfg)
+	return &Server{cfg: cfg, log: h.srv.log, rdb: h.srv.rdb, clustered: h.srv.clustered, store: h.srv.store, metrics: newMetrics(cfg.Queue)}
+}
+
+func streamgroupBackend(t *testing.T) Backend {
+	b, ok := lookupBackend("streamgroup")
+	if !ok {
+		t.Fatal("no streamgroup backend")
+	}
+	return b
+}
+
+// toLegacy renames a voucher's keys to the layout before shards, where
+// the voucher id was the hash tag, and forgets the recorded layout: a Redis
+// as the previous version of the server left it.
+func toLegacy(t *testing.T, h *harness, voucher int64) redisreserve.VoucherKeys {
+	t.Helper()
+	ctx := context.Background()
+	cur := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	old, ok := cur.ParseStockKey(h.cfg.KeyPrefix + "stock:{" + idString(voucher) + "}")
+	if !ok {
+		t.Fatal("the legacy stock key does not parse")
+	}
+	for from, to := range map[string]string{cur.Stock(voucher): old.Stock, cur.Window(voucher): old.Window, cur.Orders(voucher): old.Order} {
+		if err := h.srv.rdb.Rename(ctx, from, to).Err(); err != nil {
+			t.Fatalf("rename %s: %v", from, err)
+		}
+	}
+	h.srv.rdb.Del(ctx, cur.Layout())
+	return old
+}
+
+// TestTheLayoutBeforeShardsIsMoved: a Redis holding a sale in the key
+// layout before shards (voucher-tagged keys, one global stream). While that
+// stream holds an order, the server refuses to start and says how to
+// drain; once it is drained, the server moves each voucher's keys in one
+// script: the stock left and the buyers carry over, and a second start
+// finds nothing to move.
+func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup" }, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		voucher := h.openVoucher(3)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		h.waitForRows(voucher, 1, 10*time.Second)
+		old := toLegacy(t, h, voucher)
+		if status, _ := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 404 {
+			t.Fatalf("with the keys in the old layout the running server answered %d; the test did not move them", status)
+		}
+
+		// The old global stream still holds an order nobody read.
+		legacyStream := h.cfg.KeyPrefix + "orders"
+		if err := h.srv.rdb.XAdd(ctx, &redis.XAddArgs{Stream: legacyStream, Values: []any{streamgroup.BodyField, "{}"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		next := sameRedis(h, func(*Config) {})
+		_, err := next.resolveShards(ctx, streamgroupBackend(t))
+		var refusal *layoutError
+		if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "before shards") || !strings.Contains(err.Error(), "still hold 1 orders") ||
+			!strings.Contains(err.Error(), "seckill_queue_depth") {
+			t.Fatalf("start with an undrained old queue: %v, want a refusal that says how to drain", err)
+		}
+		if h.srv.rdb.Exists(ctx, old.Stock).Val() != 1 {
+			t.Fatal("the refused start moved keys anyway")
+		}
+
+		// Drained: the old stream's group has read and acked everything.
+		read, err := h.srv.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "seckill-persisters", Consumer: "old",
+			Streams: []string{legacyStream, ">"}, Count: 10, Block: -1}).Result()
+		if err != nil || len(read) != 1 || len(read[0].Messages) != 1 {
+			t.Fatalf("read the old stream: %v %v", read, err)
+		}
+		h.srv.rdb.XAck(ctx, legacyStream, "seckill-persisters", read[0].Messages[0].ID)
+		shards, err := next.resolveShards(ctx, streamgroupBackend(t))
+		if err != nil {
+			t.Fatalf("start after the drain: %v", err)
+		}
+		if !shards.Equal(h.srv.Shards()) {
+			t.Fatal("the start chose other shards than the running server")
+		}
+		if n := h.srv.rdb.Exists(ctx, old.Stock, old.Window, old.Order).Val(); n != 0 {
+			t.Fatalf("%d old-layout keys left", n)
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 409 || errorCode(body) != "already_purchased" {
+			t.Fatalf("the first buyer again after the move: %d %v, want 409 already_purchased", status, body)
+		}
+		for u := int64(2); u <= 4; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+			if want := map[bool]int{true: 200, false: 409}[u <= 3]; status != want {
+				t.Fatalf("shopper %d after the move: %d %v, want %d (2 left of 3)", u, status, body, want)
+			}
+		}
+		if n := h.waitForRows(voucher, 3, 10*time.Second); n != 3 {
+			t.Fatalf("%d rows, want 3", n)
+		}
+		again, err := redisreserve.FindMoves(ctx, h.srv.rdb, redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: shards})
+		if err != nil || len(again) != 0 {
+			t.Fatalf("after the move, %d vouchers still to move (%v)", len(again), err)
+		}
+	})
+}
+
+// TestAnotherShardCountWaitsForTheQueuesToDrain: SECKILL_SHARDS other than
+// the count Redis records is refused while the recorded layout's queues
+// hold orders, naming the count to start with; once they are drained, the
+// vouchers move to the new layout and it is recorded.
+func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup"; c.Consumers = 0 }, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		voucher := h.openVoucher(5)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		four := sameRedis(h, func(c *Config) { c.Shards = 4 })
+		_, err := four.resolveShards(ctx, streamgroupBackend(t))
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_SHARDS=4, but this Redis records 1 shards") ||
+			!strings.Contains(err.Error(), "start with SECKILL_SHARDS=1") {
+			t.Fatalf("another shard count with an order queued: %v, want a refusal naming the recorded count", err)
+		}
+
+		// The order is persisted and acked: nothing is held any more.
+		drain(t, h)
+		shards, err := four.resolveShards(ctx, streamgroupBackend(t))
+		if err != nil {
+			t.Fatalf("another shard count once drained: %v", err)
+		}
+		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: shards}
+		if shards.Count() != 4 || h.srv.rdb.Get(ctx, keys.Stock(voucher)).Val() != "4" || h.srv.rdb.HGet(ctx, keys.Orders(voucher), "1").Val() == "" {
+			t.Fatalf("after the move to 4 shards: stock %q, buyer 1 %q", h.srv.rdb.Get(ctx, keys.Stock(voucher)).Val(), h.srv.rdb.HGet(ctx, keys.Orders(voucher), "1").Val())
+		}
+		if got := h.srv.rdb.HGet(ctx, keys.Layout(), "shards").Val(); got != "4" {
+			t.Fatalf("recorded shards %q, want 4", got)
+		}
+		// Unset, the next start keeps what is recorded.
+		if shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).resolveShards(ctx, streamgroupBackend(t)); err != nil || shards.Count() != 4 {
+			t.Fatalf("SECKILL_SHARDS unset after the change: %d shards, %v; want the recorded 4", shards.Count(), err)
+		}
+	})
+}
+
+// drain runs the server's queue into its store until nothing is pending.
+func drain(t *testing.T, h *harness) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		core.NewPipeline(h.srv.queue, h.srv.store, core.PipelineConfig{Consumers: 1}, nil, nil).Run(ctx)
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := h.srv.queue.(core.StatsReporter).Stats(ctx); err == nil && st.Depth == 0 && st.Pending == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the queue did not drain")
+}
