@@ -27,6 +27,13 @@ type PipelineConfig struct {
 	RetryInitial, RetryMax time.Duration
 	// AttemptTimeout bounds one store or queue call. Default 10s.
 	AttemptTimeout time.Duration
+	// Linger: after a batch smaller than BatchSize, a consumer waits this
+	// long before it fetches again, so the next batch gathers more. Where
+	// each consumer sees a trickle (a sale spread over many shards) that
+	// turns many one-order transactions into fewer, larger ones, at up to
+	// Linger more time from reservation to row. A full batch (a backlog)
+	// never waits. Default 0: no wait.
+	Linger time.Duration
 }
 
 func (c *PipelineConfig) setDefaults() {
@@ -237,6 +244,9 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 		}
 		if len(b.orders) > 0 && inflight == nil {
 			p.finish(ctx, c, p.persistBatch(ctx, b))
+		}
+		if p.cfg.Linger > 0 && len(ds) < p.cfg.BatchSize {
+			sleep(ctx, p.cfg.Linger)
 		}
 	}
 }

@@ -276,3 +276,59 @@ func TestRunDrainsEverythingWithSeveralConsumers(t *testing.T) {
 		t.Fatalf("rows=%d acked=%d pending=%d, want 1000, 1000, 0", s.count(), acked, pending)
 	}
 }
+
+// timedQueue records when each fetch that returned something happened.
+type timedQueue struct {
+	*fakeQueue
+	mu    sync.Mutex
+	times []time.Time
+	sizes []int
+}
+
+func (q *timedQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
+func (q *timedQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
+	ds, err := q.fakeQueue.Fetch(ctx, max)
+	if len(ds) > 0 {
+		q.mu.Lock()
+		q.times, q.sizes = append(q.times, time.Now()), append(q.sizes, len(ds))
+		q.mu.Unlock()
+	}
+	return ds, err
+}
+
+// TestLingerWaitsAfterASmallBatchOnly: after a batch smaller than the
+// batch size, the consumer waits Linger before fetching again (so the next
+// batch gathers what arrived meanwhile); after a full batch, it does not.
+func TestLingerWaitsAfterASmallBatchOnly(t *testing.T) {
+	const linger = 150 * time.Millisecond
+	q, s := &timedQueue{fakeQueue: newFakeQueue()}, &fakeStore{}
+	for i := range 25 {
+		q.push(body(int64(i+1), 1), 1)
+	}
+	cfg := fastConfig()
+	cfg.Linger = linger // batch size 10: 10, 10, then 5 (small)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { core.NewPipeline(q, s, cfg, nil, nil).Run(ctx); close(done) }()
+	for s.count() < 25 {
+		time.Sleep(time.Millisecond)
+	}
+	q.push(body(26, 1), 1) // arrives during the linger after the small batch
+	q.push(body(27, 1), 1)
+	for s.count() < 27 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.sizes) != 4 || q.sizes[0] != 10 || q.sizes[1] != 10 || q.sizes[2] != 5 || q.sizes[3] != 2 {
+		t.Fatalf("batches %v, want 10, 10, 5, then the two that arrived during the linger together", q.sizes)
+	}
+	if gap := q.times[1].Sub(q.times[0]); gap >= linger {
+		t.Errorf("waited %v after a full batch", gap)
+	}
+	if gap := q.times[3].Sub(q.times[2]); gap < linger {
+		t.Errorf("fetched again %v after a small batch, want at least the linger %v", gap, linger)
+	}
+}

@@ -29,8 +29,11 @@ type Config struct {
 	BatchSize    int           // SECKILL_BATCH_SIZE
 	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
-	DevCodes     bool          // SECKILL_DEV_CODES
-	UserLock     bool          // SECKILL_USER_LOCK
+	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
+	// the shard count (lingerFor).
+	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
+	DevCodes       bool          // SECKILL_DEV_CODES
+	UserLock       bool          // SECKILL_USER_LOCK
 	// MemoryCapacity bounds the memory backend's channel.
 	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
 	// ListReliable turns on the list backend's processing lists.
@@ -128,6 +131,14 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.ClaimMinIdle, err = durationVar(lookup, "SECKILL_CLAIM_MIN_IDLE", 30*time.Second); err != nil {
 		return c, err
+	}
+	c.ConsumerLinger = -1
+	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {
+		d, perr := time.ParseDuration(strings.TrimSpace(v))
+		if perr != nil || d < 0 || d > time.Second {
+			return c, &configError{"SECKILL_CONSUMER_LINGER", v, "want a Go duration from 0 to 1s, e.g. 20ms"}
+		}
+		c.ConsumerLinger = d
 	}
 	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
 	if c.DevCodes, err = boolVar(lookup, "SECKILL_DEV_CODES", embedded); err != nil {

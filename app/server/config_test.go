@@ -50,18 +50,20 @@ func TestConfigWithRealServers(t *testing.T) {
 
 func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 	for variable, value := range map[string]string{
-		"SECKILL_QUEUE":          "kafka",
-		"SECKILL_CLAIM_MIN_IDLE": "5",
-		"SECKILL_CONSUMERS":      "-1",
-		"SECKILL_BATCH_SIZE":     "lots",
-		"SECKILL_DEV_CODES":      "maybe",
-		"SECKILL_REDIS_URL":      "http://localhost:6379",
-		"SECKILL_MYSQL_DSN":      "root@tcp(127.0.0.1:3306",
-		"SECKILL_ADDR":           "8080",
-		"SECKILL_LOG_FORMAT":     "xml",
-		"SECKILL_JWT_SECRET":     "short",
-		"SECKILL_REDIS_COALESCE": "sometimes",
-		"SECKILL_PPROF_ADDR":     "6060",
+		"SECKILL_QUEUE":           "kafka",
+		"SECKILL_CLAIM_MIN_IDLE":  "5",
+		"SECKILL_CONSUMERS":       "-1",
+		"SECKILL_BATCH_SIZE":      "lots",
+		"SECKILL_DEV_CODES":       "maybe",
+		"SECKILL_REDIS_URL":       "http://localhost:6379",
+		"SECKILL_MYSQL_DSN":       "root@tcp(127.0.0.1:3306",
+		"SECKILL_ADDR":            "8080",
+		"SECKILL_LOG_FORMAT":      "xml",
+		"SECKILL_JWT_SECRET":      "short",
+		"SECKILL_REDIS_COALESCE":  "sometimes",
+		"SECKILL_PPROF_ADDR":      "6060",
+		"SECKILL_SHARDS":          "65",
+		"SECKILL_CONSUMER_LINGER": "5s",
 	} {
 		_, err := LoadConfig(env(map[string]string{variable: value}))
 		if err == nil {
@@ -71,6 +73,21 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		if !strings.Contains(err.Error(), variable) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s=%q: error %q should be one line naming the variable", variable, value, err)
 		}
+	}
+}
+
+func TestLingerDefaultsByShards(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: 0, 3: 10 * time.Millisecond, 12: 50 * time.Millisecond, 64: 50 * time.Millisecond} {
+		if got := lingerFor(n); got != want {
+			t.Errorf("%d shards: linger %v, want %v", n, got, want)
+		}
+	}
+	c, err := LoadConfig(env(map[string]string{"SECKILL_CONSUMER_LINGER": "0"}))
+	if err != nil || c.ConsumerLinger != 0 {
+		t.Fatalf("SECKILL_CONSUMER_LINGER=0: %v, %v; want an explicit 0", c.ConsumerLinger, err)
+	}
+	if c, _ := LoadConfig(env(nil)); c.ConsumerLinger >= 0 {
+		t.Fatalf("unset linger is %v, want negative: chosen by the shard count", c.ConsumerLinger)
 	}
 }
 

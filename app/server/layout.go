@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,6 +26,17 @@ const (
 	// maxShards bounds the blocking readers a process opens.
 	maxShards = 64
 )
+
+// lingerFor is the consumers' default linger (core.PipelineConfig.Linger)
+// for a sale of n shards: none for one, 5 ms per further shard, at most
+// 50 ms. Each shard's consumer sees 1/n of the orders; without a linger it
+// commits them a few at a time. Measured on 2 cores, one Redis, 12
+// vouchers, streamgroup (seckill compare -vouchers 12): 18.8k req/s with one
+// shard; with 12 shards 8.6k without a linger, 13.1k with 20 ms, 16.0k with
+// 50 ms.
+func lingerFor(n int) time.Duration {
+	return min(time.Duration(max(n-1, 0))*5*time.Millisecond, 50*time.Millisecond)
+}
 
 // layoutError is a refusal to start over the key layout; it says what to do.
 type layoutError struct{ msg string }

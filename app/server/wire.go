@@ -109,8 +109,12 @@ func (s *Server) wire(ctx context.Context) error {
 		if cfg.UserLock {
 			orders = userlock.New(s.store, s.rdb, cfg.KeyPrefix)
 		}
+		linger := cfg.ConsumerLinger
+		if linger < 0 {
+			linger = lingerFor(s.shards.Count())
+		}
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{
-			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver,
+			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 		}, log, s.metrics)
 	}
 
