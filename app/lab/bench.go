@@ -65,7 +65,7 @@ type profiles struct{ cpu, mem string }
 // load sends seckill requests by new shoppers to a started server for the
 // bench's duration, and meters the CPU each side spent.
 func (b *bench) load(p *labProcess, voucher int64, prof profiles, pprofAddr string) (benchRun, error) {
-	requests := buyRequests(p.base, server.NewTokens(b.cfg.JWTSecret), voucher, 1, tokensFor(b.duration))
+	requests := buyRequests(p.base, server.NewTokens(b.cfg.JWTSecret), []int64{voucher}, 1, tokensFor(b.duration))
 	profiled := make(chan error, 1)
 	if prof.cpu != "" {
 		// The profile skips the first and last second of the run:
@@ -311,7 +311,7 @@ func RunBench(args []string) int {
 			progressf("bench: round %d/%d: drain of a %d-order backlog by the consumers, then a bare loop of 500-row INSERTs…", round, *rounds, drainBacklog)
 			c := cfg
 			c.Queue, c.KeyPrefix, c.Consumers, c.Addr = "streamgroup", "bench"+crand.Text()[:4]+":", 0, "127.0.0.1:0"
-			drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: drainBacklog})
+			drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: *conns, drainOrders: drainBacklog, vouchers: 1})
 			dropKeys(c.RedisURL, c.KeyPrefix)
 			if err != nil {
 				return fail(err)
@@ -449,7 +449,7 @@ func RunBareHandler() int {
 		n := seq.Add(1)
 		o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
 		res, err := script.Run(c.UserContext(), scripter,
-			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), cfg.KeyPrefix + "orders"},
+			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0)},
 			o.UserID, o.ID, core.EncodeOrder(o), "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
 		if err != nil {
 			return c.Status(503).SendString(err.Error())
@@ -493,7 +493,7 @@ func redisBenchmarkRate(cfg server.Config, conns int) (float64, error) {
 	body := string(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 1, CreatedAt: time.Now()}))
 	host, port, _ := strings.Cut(opts.Addr, ":")
 	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q",
-		"EVALSHA", sha, "4", keys.Stock(1), keys.Window(1), keys.Orders(1), prefix+"orders",
+		"EVALSHA", sha, "4", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0),
 		"__rand_int__", "__rand_int__", body, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
 	defer dropKeys(cfg.RedisURL, prefix)
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/seckill-lab/seckill/app/server"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -50,6 +52,8 @@ type labOptions struct {
 	// The sell-out sale: stock and shoppers (every tenth tries twice).
 	stock, shoppers int64
 	noFaults        bool
+	// vouchers the throughput run and the drain spread over.
+	vouchers int
 }
 
 // labResult is what the lab measured for one backend.
@@ -80,7 +84,12 @@ func RunCompare(args []string) int {
 	fs.BoolVar(&o.noFaults, "no-faults", false, "skip the fault injection")
 	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
 	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
+	fs.IntVar(&o.vouchers, "vouchers", 1, "vouchers the throughput run and the drain spread their orders over (on a cluster, over the shards)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.vouchers < 1 {
+		fmt.Fprintln(os.Stderr, "compare: -vouchers must be at least 1")
 		return 2
 	}
 	base, err := server.LoadConfig(labLookup)
@@ -152,22 +161,22 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 		res.Err = err.Error()
 		return res
 	}
-	voucher, err := h.voucher(1_000_000_000)
+	vouchers, err := h.vouchers(o.vouchers, 1_000_000_000)
 	if err != nil {
 		h.stop()
 		res.Err = err.Error()
 		return res
 	}
-	defer dropVouchers(cfg.MySQLDSN, voucher)
-	progress("[%s] throughput: %v of seckill requests over %d connections…", b.name, o.duration, o.conns)
-	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(voucher, 1, tokensFor(o.duration)))
+	defer dropVouchers(cfg.MySQLDSN, vouchers...)
+	progress("[%s] throughput: %v of seckill requests on %d voucher(s) over %d connections…", b.name, o.duration, len(vouchers), o.conns)
+	res.Load = runLoad(context.Background(), o.conns, o.duration, 0, h.buyRequest(vouchers, 1, tokensFor(o.duration)))
 	ok := res.Load.Status[http.StatusOK]
 	progress("[%s]   %.0f req/s, p50 %v, p99 %v, %d accepted, statuses %v",
 		b.name, res.Load.perSecond(), res.Load.percentile(.5), res.Load.percentile(.99), ok, res.Load.Status)
-	if n := h.waitRows(voucher, ok, 120*time.Second); n != ok {
+	if n := h.waitRows(vouchers, ok, 120*time.Second); n != ok {
 		progress("[%s]   only %d of %d accepted orders persisted after 120s", b.name, n, ok)
 	}
-	res.RowP50, res.RowP99 = h.rowLatency(voucher)
+	res.RowP50, res.RowP99 = h.rowLatency(vouchers...)
 	progress("[%s]   reservation to row: p50 %v, p99 %v", b.name, res.RowP50, res.RowP99)
 
 	// 2. The sell-out sale: stock 1,000, 5,000 shoppers, every tenth twice.
@@ -241,6 +250,19 @@ func (h *labServer) stop() {
 	h.srv.Close()
 }
 
+// vouchers creates n vouchers of the stock, on sale now.
+func (h *labServer) vouchers(n int, stock int64) ([]int64, error) {
+	out := make([]int64, 0, n)
+	for range n {
+		v, err := h.voucher(stock)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 func (h *labServer) voucher(stock int64) (int64, error) {
 	v := core.Voucher{Title: "lab", PayValue: 1, ActualValue: 2, Stock: stock,
 		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
@@ -252,16 +274,16 @@ func (h *labServer) voucher(stock int64) (int64, error) {
 
 // buyRequest makes request n a seckill by shopper firstUser+n; see
 // buyRequests for expected.
-func (h *labServer) buyRequest(voucher, firstUser, expected int64) func(int64) loadRequest {
-	return buyRequests(h.base, h.tokens, voucher, firstUser, expected)
+func (h *labServer) buyRequest(vouchers []int64, firstUser, expected int64) func(int64) loadRequest {
+	return buyRequests(h.base, h.tokens, vouchers, firstUser, expected)
 }
 
 // tokensFor is how many tokens to sign ahead of a run of duration d: more
 // than this machine serves in that time.
 func tokensFor(d time.Duration) int64 { return int64(d.Seconds() * 40_000) }
 
-func (h *labServer) rows(voucher int64) int64 {
-	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucher).Count(context.Background())
+func (h *labServer) rows(vouchers ...int64) int64 {
+	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id IN (?)", bun.In(vouchers)).Count(context.Background())
 	if err != nil {
 		return -1
 	}
@@ -270,8 +292,8 @@ func (h *labServer) rows(voucher int64) int64 {
 
 // waitRows polls until the voucher has want rows, or within passes, and
 // returns the last count.
-func (h *labServer) waitRows(voucher, want int64, within time.Duration) int64 {
-	return waitFor(func() int64 { return h.rows(voucher) }, want, within)
+func (h *labServer) waitRows(vouchers []int64, want int64, within time.Duration) int64 {
+	return waitFor(func() int64 { return h.rows(vouchers...) }, want, within)
 }
 
 // waitFor polls count until it reaches want or within passes, and returns
@@ -289,13 +311,13 @@ func waitFor(count func() int64, want int64, within time.Duration) int64 {
 
 // rowLatency is the time from reservation (the order's create_time) to its
 // row (update_time, written by the consumer's batch), p50 and p99.
-func (h *labServer) rowLatency(voucher int64) (time.Duration, time.Duration) {
+func (h *labServer) rowLatency(vouchers ...int64) (time.Duration, time.Duration) {
 	var rows []struct {
 		CreateTime time.Time `bun:"create_time"`
 		UpdateTime time.Time `bun:"update_time"`
 	}
 	if err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
-		Where("voucher_id = ?", voucher).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
+		Where("voucher_id IN (?)", bun.In(vouchers)).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
 		return 0, 0
 	}
 	d := loadResult{}

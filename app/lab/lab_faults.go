@@ -139,7 +139,7 @@ func (f faultLab) backlog(p *labProcess) (voucher, accepted int64, err error) {
 		return 0, 0, err
 	}
 	*f.vouchers = append(*f.vouchers, voucher)
-	load := runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog, buyRequests(p.base, f.tokens, voucher, 1, faultBacklog))
+	load := runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog, buyRequests(p.base, f.tokens, []int64{voucher}, 1, faultBacklog))
 	return voucher, load.Status[http.StatusOK], nil
 }
 

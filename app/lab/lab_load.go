@@ -134,13 +134,17 @@ func hostOf(url string) string {
 }
 
 // buyRequests makes request n a seckill on the server at base by shopper
-// firstUser+n. The first expected tokens are signed before the run, on all
-// cores, so the timed region spends the load generator's CPU on requests,
-// not on HMACs; later requests sign their own.
-func buyRequests(base string, tokens *server.Tokens, voucher, firstUser, expected int64) func(int64) loadRequest {
-	url := base + "/api/vouchers/" + idString(voucher) + "/seckill"
+// firstUser+n, for the vouchers in turn. The first expected tokens are
+// signed before the run, on all cores, so the timed region spends the load
+// generator's CPU on requests, not on HMACs; later requests sign their own.
+func buyRequests(base string, tokens *server.Tokens, vouchers []int64, firstUser, expected int64) func(int64) loadRequest {
+	urls := make([]string, len(vouchers))
+	for i, v := range vouchers {
+		urls[i] = base + "/api/vouchers/" + idString(v) + "/seckill"
+	}
 	signed := mintTokens(tokens, firstUser, expected)
 	return func(n int64) loadRequest {
+		url := urls[n%int64(len(urls))]
 		if n < int64(len(signed)) {
 			return loadRequest{URL: url, Authorization: signed[n]}
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))
-	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on a stock that does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, o.drainOrders)
+	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on %s whose stock does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, stockOf(o.vouchers), o.drainOrders)
 	b.WriteString("| backend | seckill req/s | p50 | p99 | reservation → row p50 / p99 | drain orders/s | sell-out: accepted of stock | oversold | duplicate orders | accepted, not persisted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
@@ -75,6 +76,13 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	}
 	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
 	writeFaults(&b, results)
+	// What an author wrote below the marker in the file being replaced (a
+	// section on a run with other flags, say) is kept.
+	if old, err := os.ReadFile(o.out); err == nil {
+		if i := strings.Index(string(old), keptMarker); i >= 0 {
+			b.WriteString("\n" + string(old[i:]))
+		}
+	}
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
@@ -116,18 +124,33 @@ func machine() string {
 	return fmt.Sprintf("%s/%s, %d cores (%s)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.TrimSpace(model))
 }
 
+// keptMarker starts the part of a results file that `make compare` keeps
+// when it rewrites the file.
+const keptMarker = "<!-- kept by make compare: written by hand below -->"
+
+func stockOf(vouchers int) string {
+	if vouchers == 1 {
+		return "one voucher"
+	}
+	return fmt.Sprintf("%d vouchers (requests to each in turn, and the drain's backlog too)", vouchers)
+}
+
 func versions(cfg server.Config) string {
 	parts := []string{runtime.Version()}
 	if cfg.EmbeddedRedis() {
 		parts = append(parts, "Redis: embedded miniredis")
-	} else if opts, err := redis.ParseURL(cfg.RedisURL); err == nil {
-		c := redis.NewClient(opts)
+	} else if c, err := server.OpenRedis(context.Background(), cfg.RedisURL); err == nil {
 		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
 			for _, l := range strings.Split(info, "\n") {
 				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
 					parts = append(parts, "Redis "+v)
 				}
 			}
+		}
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			var masters atomic.Int64
+			cc.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { masters.Add(1); return nil })
+			parts[len(parts)-1] += fmt.Sprintf(" (a Redis Cluster of %d masters, on this machine)", masters.Load())
 		}
 		c.Close()
 	}

@@ -66,7 +66,7 @@ func (h *labServer) sellOut(voucher, stock, shoppers int64, conns int) (accepted
 			dups += int64(n - 1)
 		}
 	}
-	h.waitRows(voucher, accepted, 60*time.Second)
+	h.waitRows([]int64{voucher}, accepted, 60*time.Second)
 	time.Sleep(500 * time.Millisecond) // let stragglers land before counting
 	for id := range orders {
 		if _, ferr := h.srv.Store().FindOrder(context.Background(), id); ferr != nil {
@@ -88,12 +88,12 @@ func drainRate(cfg server.Config, consumers int, o labOptions) (float64, error) 
 		return 0, err
 	}
 	defer h.stop()
-	voucher, err := h.voucher(1_000_000_000)
+	vouchers, err := h.vouchers(o.vouchers, 1_000_000_000)
 	if err != nil {
 		return 0, err
 	}
-	defer dropVouchers(cfg.MySQLDSN, voucher)
-	load := runLoad(context.Background(), o.conns, 5*time.Minute, o.drainOrders, h.buyRequest(voucher, 1, o.drainOrders))
+	defer dropVouchers(cfg.MySQLDSN, vouchers...)
+	load := runLoad(context.Background(), o.conns, 5*time.Minute, o.drainOrders, h.buyRequest(vouchers, 1, o.drainOrders))
 	backlog := load.Status[http.StatusOK]
 	if backlog == 0 {
 		return 0, fmt.Errorf("drain: no order accepted (statuses %v, transport errors %d)", load.Status, load.Errors)
@@ -105,7 +105,7 @@ func drainRate(cfg server.Config, consumers int, o labOptions) (float64, error) 
 		core.NewPipeline(h.srv.Queue(), h.srv.Store(), core.PipelineConfig{Consumers: consumers, BatchSize: cfg.BatchSize}, nil, nil).Run(ctx)
 		close(done)
 	}()
-	n := h.waitRows(voucher, backlog, 5*time.Minute)
+	n := h.waitRows(vouchers, backlog, 5*time.Minute)
 	took := time.Since(start)
 	stop()
 	<-done

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/app/server"
 )
 
 // TestCompareWritesResults runs the lab on one backend for a moment and
@@ -54,5 +56,24 @@ func TestCompareWritesResults(t *testing.T) {
 	}
 	if !strings.Contains(text, time.Now().UTC().Format("2006-01-02")) {
 		t.Fatal("the results carry no date")
+	}
+}
+
+// TestRewritingResultsKeepsTheHandWrittenPart: make compare rewrites the
+// measured part of a results file and keeps what follows the marker.
+func TestRewritingResultsKeepsTheHandWrittenPart(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "results.md")
+	kept := keptMarker + "\n\n## By hand\n\nmeasured elsewhere\n"
+	if err := os.WriteFile(out, []byte("# old table\n\n"+kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := labOptions{out: out, vouchers: 12, duration: time.Second, conns: 1}
+	if err := writeResults(o, server.Config{}, []labResult{{Backend: "memory"}}, "seckill compare"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(out)
+	if strings.Contains(string(got), "# old table") || !strings.HasSuffix(string(got), kept) ||
+		!strings.Contains(string(got), "12 vouchers") {
+		t.Fatalf("rewritten file:\n%s", got)
 	}
 }
