@@ -15,6 +15,15 @@ type Catalog struct {
 	// Vouchers never change after creation, so their details are cached:
 	// the crowd polling a sale then reads only the live stock.
 	cache sync.Map // int64 -> Voucher
+	// recovery, if set, verifies a voucher's live state before its stock
+	// is read, and rebuilds what the live store forgot.
+	recovery *Recovery
+}
+
+// WithRecovery makes the catalog verify live stock with r (see Recovery).
+func (c *Catalog) WithRecovery(r *Recovery) *Catalog {
+	c.recovery = r
+	return c
 }
 
 func NewCatalog(repo VoucherRepository, board StockBoard) *Catalog {
@@ -36,6 +45,9 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 		return Wrap("load voucher", CodeUnavailable, errors.Join(err, derr))
 	}
 	c.cache.Store(v.ID, *v)
+	if c.recovery != nil {
+		c.recovery.Verified(ctx, v.ID)
+	}
 	return nil
 }
 
@@ -52,7 +64,19 @@ func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 		v = found
 		c.cache.Store(id, v)
 	}
+	if c.recovery != nil {
+		if err := c.recovery.Ensure(ctx, id); err != nil {
+			return Voucher{}, err
+		}
+	}
 	stock, err := c.board.RemainingStock(ctx, id)
+	if errors.Is(err, ErrVoucherNotFound) && c.recovery != nil {
+		// In the database, verified, yet gone from the live store.
+		if err := c.recovery.Lost(ctx, id); err != nil {
+			return Voucher{}, err
+		}
+		stock, err = c.board.RemainingStock(ctx, id)
+	}
 	if err != nil {
 		return Voucher{}, Wrap("get voucher stock", CodeUnavailable, err)
 	}

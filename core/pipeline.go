@@ -91,6 +91,27 @@ type Pipeline struct {
 	cfg   PipelineConfig
 	log   *slog.Logger
 	obs   PipelineObserver
+	// recovery, if set, repairs the live store after orders read before
+	// it forgot the sale are persisted (Recovery.RepairAfter).
+	recovery *Recovery
+}
+
+// WithRecovery makes the pipeline tell the live store of orders that were
+// read from the queue in an incarnation of it that has since ended, once
+// they are persisted and before they are acked.
+func (p *Pipeline) WithRecovery(r *Recovery) *Pipeline {
+	p.recovery = r
+	return p
+}
+
+// incarnation is the live store's incarnation as a batch is read ("" without
+// recovery).
+func (p *Pipeline) incarnation(ctx context.Context) string {
+	if p.recovery == nil {
+		return ""
+	}
+	inc, _ := p.recovery.Incarnation(ctx)
+	return inc
 }
 
 // NewPipeline builds a pipeline; obs may be nil.
@@ -208,6 +229,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 	}
 	defer finishInflight()
 	for ctx.Err() == nil {
+		readIn := p.incarnation(ctx)
 		ds, err := c.Fetch(ctx, p.cfg.BatchSize)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -226,6 +248,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 		}
 		p.obs.BatchFetched(len(ds))
 		b := p.prepare(ctx, c, ds)
+		b.readIn = readIn
 		// One persist at a time: wait for the previous batch's before
 		// starting this one's, and ack it after, while this one is stored.
 		var previous *persisted
@@ -257,6 +280,8 @@ type batch struct {
 	deliveries   int
 	orders       []Order
 	deliveriesOf map[int64][]Delivery
+	// readIn is the live store's incarnation when the batch was read.
+	readIn string
 }
 
 // persisted is a batch after its persist attempt.
@@ -269,7 +294,9 @@ type persisted struct {
 // Handle processes one fetched batch. It is exported for tests that drive a
 // consumer by hand (to kill it between persist and ack, say).
 func (p *Pipeline) Handle(ctx context.Context, c Consumer, ds []Delivery) {
+	readIn := p.incarnation(ctx)
 	b := p.prepare(ctx, c, ds)
+	b.readIn = readIn
 	if len(b.orders) == 0 {
 		return
 	}
@@ -331,11 +358,25 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		delete(r.deliveriesOf, rej.Order.ID)
 	}
 	ack := make([]Delivery, 0, r.deliveries)
+	persisted := make([]Order, 0, len(r.orders))
 	for _, o := range r.orders {
-		ack = append(ack, r.deliveriesOf[o.ID]...)
+		if ds, ok := r.deliveriesOf[o.ID]; ok {
+			ack = append(ack, ds...)
+			persisted = append(persisted, o)
+		}
 	}
 	if len(ack) == 0 {
 		return
+	}
+	if p.recovery != nil {
+		// Before the ack: should this fail or the process die, the batch
+		// comes back, is found persisted, and is repaired then.
+		if err := p.recovery.RepairAfter(work, r.readIn, persisted); err != nil {
+			p.obs.QueueFailed("repair", err)
+			p.log.Error("could not tell Redis of orders persisted across its loss; left unacked to repair on redelivery",
+				"queue", p.queue.Name(), "orders", len(persisted), "err", err)
+			return
+		}
 	}
 	actx, cancel := context.WithTimeout(work, p.cfg.AttemptTimeout)
 	defer cancel()

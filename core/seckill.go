@@ -16,7 +16,10 @@ type Seckill struct {
 	// publisher is nil when the reservation itself enqueues the order.
 	publisher Publisher
 	orders    OrderReader
-	now       func() time.Time
+	// recovery, if set, verifies each voucher's live state before it is
+	// used, and rebuilds what the live store forgot.
+	recovery *Recovery
+	now      func() time.Time
 }
 
 // NewSeckill wires the use case. publisher may be nil.
@@ -24,8 +27,20 @@ func NewSeckill(ids IDGenerator, reserver Reserver, publisher Publisher, orders 
 	return &Seckill{ids: ids, reserver: reserver, publisher: publisher, orders: orders, now: time.Now}
 }
 
+// WithRecovery makes the use case verify each voucher's live state with r
+// before using it (see Recovery).
+func (s *Seckill) WithRecovery(r *Recovery) *Seckill {
+	s.recovery = r
+	return s
+}
+
 // Buy reserves one voucher for a user and returns the order id.
 func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
+	if s.recovery != nil {
+		if err := s.recovery.Ensure(ctx, voucherID); err != nil {
+			return 0, err
+		}
+	}
 	id, err := s.ids.NextID(ctx)
 	if err != nil {
 		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
@@ -34,6 +49,18 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	r, err := s.reserver.Reserve(ctx, o)
 	if err != nil {
 		return 0, Wrap("seckill: reserve", CodeUnavailable, err)
+	}
+	if r.Result == VoucherMissing && s.recovery != nil {
+		// Verified, yet gone: its keys were deleted under a running Redis.
+		if err := s.recovery.Lost(ctx, voucherID); err != nil {
+			return 0, err
+		}
+		if r, err = s.reserver.Reserve(ctx, o); err != nil {
+			return 0, Wrap("seckill: reserve", CodeUnavailable, err)
+		}
+		if r.Result == VoucherMissing {
+			return 0, ErrBusy // rebuilt, and fenced again by another rebuild
+		}
 	}
 	if err := r.Result.Err(); err != nil {
 		return 0, err
@@ -57,6 +84,14 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 // OrderOf returns the order a user holds for a voucher and whether it is
 // still queued or already persisted.
 func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
+	if s.recovery != nil {
+		switch err := s.recovery.Ensure(ctx, voucherID); {
+		case errors.Is(err, ErrVoucherNotFound):
+			return 0, "", ErrOrderNotFound
+		case err != nil:
+			return 0, "", err
+		}
+	}
 	id, ok, err := s.reserver.ReservedOrder(ctx, userID, voucherID)
 	if err != nil {
 		return 0, "", Wrap("order status: reservation", CodeUnavailable, err)
