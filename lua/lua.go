@@ -28,3 +28,23 @@ var ReclaimList string
 //
 //go:embed move_voucher.lua
 var MoveVoucher string
+
+// RestoreVoucher replaces a voucher's live state with a rebuild's.
+//
+//go:embed restore_voucher.lua
+var RestoreVoucher string
+
+// Unfence lifts a failed rebuild's fence.
+//
+//go:embed unfence.lua
+var Unfence string
+
+// FenceVoucher takes a rebuild's fence on a voucher.
+//
+//go:embed fence_voucher.lua
+var FenceVoucher string
+
+// RepairOrder tells Redis of an order committed across a Redis loss.
+//
+//go:embed repair_order.lua
+var RepairOrder string

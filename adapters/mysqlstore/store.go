@@ -387,13 +387,17 @@ func (s *Store) DeleteVoucher(ctx context.Context, id int64) error {
 
 // FindVoucher implements core.VoucherRepository.
 func (s *Store) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	return findVoucher(ctx, s.db, id)
+}
+
+func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error) {
 	var row struct {
 		voucherRow `bun:",extend"`
 		Stock      int64     `bun:"stock"`
 		BeginTime  time.Time `bun:"begin_time"`
 		EndTime    time.Time `bun:"end_time"`
 	}
-	err := s.db.NewSelect().
+	err := db.NewSelect().
 		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").

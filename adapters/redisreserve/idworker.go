@@ -34,6 +34,29 @@ type IDWorker struct {
 	dayStart, dayEnd time.Time
 	next             int64 // next counter value to hand out
 	blockEnd         int64 // last counter value of the block
+
+	// identity and floor, if set (WithFloor): when Redis's incarnation
+	// changes, the block in hand is dropped and the counter first rises
+	// past floor's answer.
+	identity  *Identity
+	floor     func(ctx context.Context, dayStart time.Time) (int64, error)
+	seen      string
+	needFloor bool
+}
+
+// FloorMargin is added to the highest persisted sequence when the counter
+// is raised: blocks other instances took before Redis forgot them, and
+// orders still queued, are below it (a thousand instances' blocks of 1000).
+const FloorMargin = 1_000_000
+
+// WithFloor makes the worker follow Redis's incarnation: on a change
+// (and at start) it drops its block and raises the day's counter past
+// floor(dayStart) + FloorMargin, floor being the highest counter value the
+// database holds for the day. So a Redis that forgot the counter, or went
+// back to an old snapshot, never hands out an id already used.
+func (w *IDWorker) WithFloor(identity *Identity, floor func(ctx context.Context, dayStart time.Time) (int64, error)) *IDWorker {
+	w.identity, w.floor, w.needFloor = identity, floor, true
+	return w
 }
 
 // counterTTL keeps a day's counter a day past its end, then Redis drops it.
@@ -56,13 +79,33 @@ func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now().UTC()
-	if now.Before(w.dayStart) || !now.Before(w.dayEnd) || w.next > w.blockEnd {
-		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDCounter(now)},
-			w.blockSize, int64(counterTTL/time.Second)).Int64()
+	if w.identity != nil {
+		inc, err := w.identity.Current(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("redisreserve: id counter: %w", err)
 		}
-		w.dayStart = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		if inc != w.seen {
+			w.seen, w.needFloor = inc, true
+			w.next = w.blockEnd + 1 // drop the block: its day's counter may be gone
+		}
+	}
+	if now.Before(w.dayStart) || !now.Before(w.dayEnd) || w.next > w.blockEnd {
+		dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		var floor int64
+		if w.needFloor && w.floor != nil {
+			f, err := w.floor(ctx, dayStart)
+			if err != nil {
+				return 0, fmt.Errorf("redisreserve: id counter floor: %w", err)
+			}
+			floor = f + FloorMargin
+		}
+		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDCounter(now)},
+			w.blockSize, int64(counterTTL/time.Second), floor).Int64()
+		if err != nil {
+			return 0, fmt.Errorf("redisreserve: id counter: %w", err)
+		}
+		w.needFloor = false
+		w.dayStart = dayStart
 		w.dayEnd = w.dayStart.AddDate(0, 0, 1)
 		w.next, w.blockEnd = end-w.blockSize+1, end
 	}

@@ -48,6 +48,9 @@ func (k Keys) Window(voucherID int64) string { return k.voucherKey("window", vou
 // Orders is the hash user id -> order id of a voucher.
 func (k Keys) Orders(voucherID int64) string { return k.voucherKey("order", voucherID) }
 
+// Fence is the key a rebuild of the voucher holds (core.LiveSale.Fence).
+func (k Keys) Fence(voucherID int64) string { return k.voucherKey("fence", voucherID) }
+
 // ShardKey is a queue's key for one shard: name, then the shard's tag.
 // A queue fed by the reservation uses it so that its key shares the slot
 // of the vouchers of its shard.

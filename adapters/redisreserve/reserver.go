@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,11 @@ import (
 type Config struct {
 	// Prefix starts every key. Default DefaultPrefix.
 	Prefix string
+	// Log receives what a repair finds wrong (nil: discarded).
+	Log *slog.Logger
+	// Identity tells the Redis incarnation (nil: one that never changes,
+	// ""), recorded with each voucher's live state.
+	Identity *Identity
 	// Shards tag the vouchers' keys; the Handoff's key for a voucher must
 	// carry the same tag (Keys.ShardKey). Default one shard.
 	Shards core.Shards
@@ -124,13 +130,20 @@ func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
 	return nil
 }
 
+func (r *Reserver) log() *slog.Logger {
+	if r.cfg.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.cfg.Log
+}
+
 // Keys exposes the key names (for operators' tools and tests).
 func (r *Reserver) Keys() Keys { return r.keys }
 
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, r.release, nextIDScript} {
+	for _, s := range []*redis.Script{r.seckill, r.release, nextIDScript, restoreScript, unfenceScript, fenceScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -226,10 +239,15 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 }
 
 // LoadVoucher writes a voucher's stock and window in one transaction, so
-// the script never sees one without the other.
+// the script never sees one without the other, with the incarnation of
+// Redis they were written in.
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli())
+	inc, err := r.Incarnation(ctx)
+	if err != nil {
+		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
+	}
+	_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc)
 		p.Set(ctx, r.keys.Stock(v.ID), v.Stock, 0)
 		return nil
 	})

@@ -321,8 +321,14 @@ var _ core.FedByReservation = (*Queue)(nil)
 // HeldOrders reports the voucher's orders the group still owes: entries
 // never delivered (after the group's last-delivered id) and entries
 // delivered to some consumer and not yet acknowledged (pending).
+//
+// A stream or group Redis no longer has holds nothing: that is what a
+// Redis that forgot the sale looks like, and what a rebuild must read.
 func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
 	groups, err := q.rdb.XInfoGroups(ctx, q.cfg.Stream).Result()
+	if isMissing(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("streamgroup: held orders: %w", err)
 	}
@@ -347,6 +353,9 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 			Stream: q.cfg.Stream, Group: q.cfg.Group, Start: start, End: "+", Count: page,
 		}).Result()
+		if isMissing(err) {
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("streamgroup: held orders: pending: %w", err)
 		}
@@ -373,6 +382,11 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 }
 
 var _ core.OrderHolder = (*Queue)(nil)
+
+// isMissing: the stream (no such key) or its group (NOGROUP) is gone.
+func isMissing(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "no such key") || strings.HasPrefix(err.Error(), "NOGROUP"))
+}
 
 // DeadLetters reads the dead-letter stream, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {

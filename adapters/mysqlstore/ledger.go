@@ -1,0 +1,59 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The store is the ledger a rebuild of Redis reads (core.SaleLedger): the
+// truth of a sale, since every persisted order took its stock in the same
+// transaction that inserted it.
+
+// SaleSnapshot implements core.SaleLedger: the voucher with its stock
+// column, and its persisted orders, read in one transaction so the two
+// agree (InnoDB's repeatable read: one snapshot for both reads).
+func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error) {
+	var (
+		v      core.Voucher
+		orders []core.Order
+	)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if v, err = findVoucher(ctx, tx, voucherID); err != nil {
+			return err
+		}
+		var rows []orderRow
+		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "create_time").
+			Where("voucher_id = ?", voucherID).Scan(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: orders of voucher %d: %w", voucherID, err)
+		}
+		orders = make([]core.Order, len(rows))
+		for i, r := range rows {
+			orders[i] = core.Order{ID: r.ID, UserID: r.UserID, VoucherID: r.VoucherID, CreatedAt: r.CreateTime.UTC()}
+		}
+		return nil
+	})
+	return v, orders, err
+}
+
+// MaxOrderSequence is the largest per-day counter value (the low 32 bits)
+// among the persisted orders whose ids were issued on or after since: the
+// floor the ID worker's counter must pass after Redis forgot it.
+func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time) (int64, error) {
+	first := (since.Unix() - epoch.Unix()) << 32
+	var seq sql.NullInt64
+	err := s.db.NewSelect().Table("tb_voucher_order").ColumnExpr("MAX(id & ?)", int64(1<<32-1)).
+		Where("id >= ?", first).Scan(ctx, &seq)
+	if err != nil {
+		return 0, fmt.Errorf("mysqlstore: max order sequence: %w", err)
+	}
+	return seq.Int64, nil
+}
+
+var _ core.SaleLedger = (*Store)(nil)

@@ -1,0 +1,56 @@
+package redisreserve
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestTheCounterRisesPastTheDatabaseAfterRedisForgets: when Redis's
+// incarnation changes, the worker drops its block and the day's counter
+// first rises past the highest sequence the database holds (plus
+// FloorMargin), so no id is handed out twice although Redis forgot the
+// counter.
+func TestTheCounterRisesPastTheDatabaseAfterRedisForgets(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	identity := NewIdentity()
+	identity.Attach(rdb)
+	persisted := int64(0) // highest sequence "in the database"
+	w := NewIDWorker(rdb, "t:", 10).WithFloor(identity, func(context.Context, time.Time) (int64, error) { return persisted, nil })
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	w.now = func() time.Time { return now }
+	ctx := context.Background()
+	seen := map[int64]bool{}
+	take := func(n int) {
+		for range n {
+			id, err := w.NextID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("id %d handed out twice", id)
+			}
+			seen[id] = true
+			persisted = max(persisted, id&(1<<32-1))
+		}
+	}
+	take(5)
+	first := persisted
+	if first <= FloorMargin {
+		t.Fatalf("first sequence %d: the counter did not rise past the floor at start", first)
+	}
+	// Redis forgets the counter and comes back as another incarnation.
+	mr.FlushAll()
+	cur := "another run_id"
+	identity.current.Store(&cur)
+	identity.stale.Store(false)
+	take(5)
+	if persisted <= first+FloorMargin {
+		t.Fatalf("after the loss the sequence went on at %d, want past %d", persisted, first+FloorMargin)
+	}
+}

@@ -1,0 +1,168 @@
+package redisreserve
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// The Reserver is also the live side of recovery (core.LiveSale): each
+// voucher's window hash records the incarnation of Redis (Identity) its
+// state was written in, a rebuild fences the voucher by removing its stock
+// while it holds seckill:fence:{shard}:id, and restore_voucher.lua writes
+// the rebuilt state and lifts the fence at once.
+
+var (
+	fenceScript   = redis.NewScript(lua.FenceVoucher)
+	restoreScript = redis.NewScript(lua.RestoreVoucher)
+	unfenceScript = redis.NewScript(lua.Unfence)
+)
+
+// Incarnation implements core.LiveSale.
+func (r *Reserver) Incarnation(ctx context.Context) (string, error) {
+	if r.cfg.Identity == nil {
+		return "", nil
+	}
+	return r.cfg.Identity.Current(ctx)
+}
+
+// VerifiedIn implements core.LiveSale: the incarnation recorded with the
+// voucher's window, if its stock exists too.
+func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, error) {
+	var stock *redis.IntCmd
+	var epoch *redis.StringCmd
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		stock = p.Exists(ctx, r.keys.Stock(voucherID))
+		epoch = p.HGet(ctx, r.keys.Window(voucherID), "epoch")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, fmt.Errorf("redisreserve: verified in: %w", err)
+	}
+	if stock.Val() == 0 || errors.Is(epoch.Err(), redis.Nil) {
+		return "", false, nil
+	}
+	return epoch.Val(), true, nil
+}
+
+// Fence implements core.LiveSale.
+func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
+	token := rand.Text()
+	n, err := fenceScript.Run(ctx, r.rdb, []string{r.keys.Fence(voucherID), r.keys.Stock(voucherID)},
+		token, ttl.Milliseconds()).Int()
+	if err != nil {
+		return "", false, fmt.Errorf("redisreserve: fence voucher %d: %w", voucherID, err)
+	}
+	return token, n == 1, nil
+}
+
+// Restore implements core.LiveSale.
+func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token string) error {
+	v := s.Voucher
+	args := make([]any, 0, 5+2*len(s.Buyers))
+	args = append(args, token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.Stock, s.Incarnation)
+	for user, order := range s.Buyers {
+		args = append(args, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10))
+	}
+	n, err := restoreScript.Run(ctx, r.rdb,
+		[]string{r.keys.Stock(v.ID), r.keys.Window(v.ID), r.keys.Orders(v.ID), r.keys.Fence(v.ID)}, args...).Int()
+	if err != nil {
+		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
+	}
+	return nil
+}
+
+// Unfence implements core.LiveSale.
+func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) error {
+	return unfenceScript.Run(ctx, r.rdb, []string{r.keys.Fence(voucherID)}, token).Err()
+}
+
+// Fenced implements core.LiveSale.
+func (r *Reserver) Fenced(ctx context.Context, voucherID int64) (bool, error) {
+	n, err := r.rdb.Exists(ctx, r.keys.Fence(voucherID)).Result()
+	return n == 1, err
+}
+
+var _ core.LiveSale = (*Reserver)(nil)
+
+// LiveState implements core.LiveSale.
+func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveState, error) {
+	var (
+		stock  *redis.StringCmd
+		epoch  *redis.StringCmd
+		buyers *redis.MapStringStringCmd
+		fence  *redis.IntCmd
+	)
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		stock = p.Get(ctx, r.keys.Stock(voucherID))
+		epoch = p.HGet(ctx, r.keys.Window(voucherID), "epoch")
+		buyers = p.HGetAll(ctx, r.keys.Orders(voucherID))
+		fence = p.Exists(ctx, r.keys.Fence(voucherID))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return core.LiveState{}, fmt.Errorf("redisreserve: live state: %w", err)
+	}
+	s := core.LiveState{Buyers: map[int64]int64{}, Fenced: fence.Val() == 1, VerifiedIn: epoch.Val()}
+	if n, err := stock.Int64(); err == nil {
+		s.Present, s.Stock = true, n
+	}
+	for u, o := range buyers.Val() {
+		user, err1 := strconv.ParseInt(u, 10, 64)
+		order, err2 := strconv.ParseInt(o, 10, 64)
+		if err1 == nil && err2 == nil {
+			s.Buyers[user] = order
+		}
+	}
+	return s, nil
+}
+
+var repairScript = redis.NewScript(lua.RepairOrder)
+
+// RefreshIncarnation implements core.LiveSale.
+func (r *Reserver) RefreshIncarnation(ctx context.Context) (string, error) {
+	if r.cfg.Identity == nil {
+		return "", nil
+	}
+	return r.cfg.Identity.Refresh(ctx)
+}
+
+// Repair implements core.LiveSale: repair_order.lua for each order, in one
+// pipeline. EVAL, not EVALSHA: repairs follow a Redis that lost its
+// script cache too, and they are rare.
+func (r *Reserver) Repair(ctx context.Context, orders []core.Order) ([]core.Order, error) {
+	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, o := range orders {
+			repairScript.Eval(ctx, p, []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}, o.UserID, o.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisreserve: repair: %w", err)
+	}
+	var again []core.Order
+	for i, c := range cmds {
+		switch code, _ := c.(*redis.Cmd).Int(); code {
+		case 2:
+			again = append(again, orders[i])
+		case 3:
+			r.log().Error("repair: the buyer holds another order of the voucher in Redis", "order", orders[i].ID,
+				"user", orders[i].UserID, "voucher", orders[i].VoucherID)
+		case 4:
+			r.log().Error("repair: no stock left to take for an order persisted across Redis's loss: its unit was sold again, and the database will refuse one order",
+				"order", orders[i].ID, "voucher", orders[i].VoucherID)
+		}
+	}
+	return again, nil
+}

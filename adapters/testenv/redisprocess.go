@@ -1,0 +1,112 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisProcess is a redis-server of a test's own, on a free port, in the
+// test's temporary directory, that the test restarts: empty (what a restart
+// without persistence does) or from the snapshot it took (an old RDB).
+// Under CI a missing redis-server binary fails the test.
+type RedisProcess struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	Port int
+	cmd  *exec.Cmd
+}
+
+// StartRedisProcess starts one; it is killed when the test ends.
+func StartRedisProcess(t testing.TB) *RedisProcess {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if InCI() {
+			t.Fatal("redis-server is not on this machine; CI needs it")
+		}
+		t.Skip("no redis-server binary to restart")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: port}
+	p.start()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// URL is the SECKILL_REDIS_URL of the process.
+func (p *RedisProcess) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(p.Port) + "/0" }
+
+// Snapshot writes the current data to the process's RDB file (SAVE): what
+// a restart from an old snapshot brings back.
+func (p *RedisProcess) Snapshot() {
+	p.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(p.Port)})
+	defer c.Close()
+	if err := c.Save(context.Background()).Err(); err != nil {
+		p.t.Fatalf("SAVE: %v", err)
+	}
+}
+
+// RestartEmpty kills the process (SIGKILL) and starts a new one on the same
+// port with nothing: the snapshot, if any, is removed first.
+func (p *RedisProcess) RestartEmpty() {
+	p.t.Helper()
+	p.kill()
+	os.Remove(filepath.Join(p.dir, "dump.rdb"))
+	p.start()
+}
+
+// RestartFromSnapshot kills the process (SIGKILL) and starts a new one that
+// loads the last Snapshot.
+func (p *RedisProcess) RestartFromSnapshot() {
+	p.t.Helper()
+	if _, err := os.Stat(filepath.Join(p.dir, "dump.rdb")); err != nil {
+		p.t.Fatalf("no snapshot to restart from: %v", err)
+	}
+	p.kill()
+	p.start()
+}
+
+func (p *RedisProcess) start() {
+	p.t.Helper()
+	// --save "": no automatic snapshots, only the test's SAVE.
+	p.cmd = exec.Command(p.bin, "--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--dir", p.dir,
+		"--save", "", "--appendonly", "no", "--dbfilename", "dump.rdb")
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(p.Port)})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			p.kill()
+			p.t.Fatal(fmt.Errorf("redis-server on port %d did not start", p.Port))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *RedisProcess) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.cmd = nil
+}

@@ -1,0 +1,34 @@
+-- restore_voucher.lua: replaces one voucher's live state with what a
+-- rebuild computed from the database and the queue, and lifts the
+-- rebuild's fence, all at once. It runs only while the rebuild still holds
+-- the fence: one that outlived its fence (and whose voucher another rebuild
+-- may have restored since) changes nothing.
+--
+-- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
+-- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch
+-- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
+-- KEYS[4] -> seckill:fence:{shard}:voucherId    string: the rebuild's token
+--
+-- ARGV[1] -> the rebuild's fence token
+-- ARGV[2] -> window begin (unix ms)
+-- ARGV[3] -> window end (unix ms)
+-- ARGV[4] -> remaining stock
+-- ARGV[5] -> the live store's incarnation the state is rebuilt for
+-- ARGV[6..] -> buyers: user id, order id, user id, order id, ...
+--
+-- Returns:
+--   1   restored
+--   0   the fence is not this rebuild's (expired, or another's): nothing done
+
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[3])
+for i = 6, #ARGV, 2 do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5])
+redis.call('SET', KEYS[1], ARGV[4])
+redis.call('DEL', KEYS[4])
+return 1
