@@ -40,6 +40,12 @@ type api struct {
 	seckillRate, codeRate redis_rate.Limit
 	// ready reports whether the dependencies answer.
 	ready func(ctx context.Context) error
+	// recovery rebuilds Redis's state of a voucher (nil under sync);
+	// ledger is the database's side, queueStats the queue's, if it tells.
+	recovery   *core.Recovery
+	ledger     core.SaleLedger
+	queueStats core.StatsReporter
+	backend    string
 }
 
 const (
@@ -80,6 +86,8 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, byIP), a.sendCode)
 	app.Post("/api/auth/login", a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
+	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
+	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)

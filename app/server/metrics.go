@@ -25,6 +25,8 @@ type metrics struct {
 	storeFailures   prometheus.Counter
 	queueFailures   *prometheus.CounterVec
 	publishedToNone prometheus.Counter
+	rebuilds        *prometheus.CounterVec
+	rebuiltOrders   *prometheus.CounterVec
 }
 
 func newMetrics(queue string) *metrics {
@@ -67,8 +69,26 @@ func newMetrics(queue string) *metrics {
 	m.publishedToNone = f(prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_published_unheard_total", Help: "Orders published with no subscriber listening (pubsub): reserved, never persisted.", ConstLabels: labels,
 	})).(prometheus.Counter)
+	m.rebuilds = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_rebuilds_total", Help: "Vouchers whose Redis state was rebuilt from the database and the queue, by result (ok, failed).", ConstLabels: labels,
+	}, []string{"result"})).(*prometheus.CounterVec)
+	m.rebuiltOrders = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_rebuilt_orders_total", Help: "Orders a rebuild counted, by where it found them (persisted, held_unpersisted: queued or in flight, not yet in the database).", ConstLabels: labels,
+	}, []string{"source"})).(*prometheus.CounterVec)
 	return m
 }
+
+// Recovery's events, as core.RecoveryObserver.
+
+func (m *metrics) Rebuilt(r core.RebuildReport) {
+	m.rebuilds.WithLabelValues("ok").Inc()
+	m.rebuiltOrders.WithLabelValues("persisted").Add(float64(r.Persisted))
+	m.rebuiltOrders.WithLabelValues("held_unpersisted").Add(float64(r.HeldOnly))
+}
+
+func (m *metrics) RebuildFailed(int64, error) { m.rebuilds.WithLabelValues("failed").Inc() }
+
+var _ core.RecoveryObserver = (*metrics)(nil)
 
 // The pipeline's events, as core.PipelineObserver.
 

@@ -50,11 +50,11 @@ func poolSize(cfg Config) int {
 // dialRedis connects to the target. A single node's URL that leads to a
 // node of a cluster (INFO cluster says cluster_enabled:1) opens a cluster
 // client from it: go-redis discovers the other nodes.
-func dialRedis(ctx context.Context, t redisTarget, pool int) (redis.UniversalClient, bool, error) {
+func dialRedis(ctx context.Context, t redisTarget, pool int, onConnect func(context.Context, *redis.Conn) error) (redis.UniversalClient, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if t.cluster != nil {
-		t.cluster.PoolSize = pool
+		t.cluster.PoolSize, t.cluster.OnConnect = pool, onConnect
 		c := redis.NewClusterClient(t.cluster)
 		if err := c.Ping(ctx).Err(); err != nil {
 			c.Close()
@@ -63,7 +63,7 @@ func dialRedis(ctx context.Context, t redisTarget, pool int) (redis.UniversalCli
 		return c, true, nil
 	}
 	o := t.single
-	o.PoolSize = pool
+	o.PoolSize, o.OnConnect = pool, onConnect
 	c := redis.NewClient(o)
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
@@ -81,7 +81,7 @@ func dialRedis(ctx context.Context, t redisTarget, pool int) (redis.UniversalCli
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: pool,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: pool, OnConnect: onConnect,
 	})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		cc.Close()
@@ -97,6 +97,6 @@ func OpenRedis(ctx context.Context, redisURL string) (redis.UniversalClient, err
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := dialRedis(ctx, t, redisPoolSize)
+	c, _, err := dialRedis(ctx, t, redisPoolSize, nil)
 	return c, err
 }

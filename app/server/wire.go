@@ -31,6 +31,9 @@ type Server struct {
 	rdb  redis.UniversalClient
 	// clustered: rdb is a Redis Cluster client.
 	clustered bool
+	// identity follows Redis's incarnation (run_id) for recovery.
+	identity *redisreserve.Identity
+	recovery *core.Recovery
 	// shards spread the sale's keys (resolveShards); zero under sync.
 	shards   core.Shards
 	store    *mysqlstore.Store
@@ -99,6 +102,15 @@ func (s *Server) wire(ctx context.Context) error {
 		return err
 	}
 	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board)
+	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
+	seckill := core.NewSeckill(ids, sale.reserver, sale.publisher, s.store)
+	if s.recovery != nil {
+		s.catalog.WithRecovery(s.recovery)
+		seckill.WithRecovery(s.recovery)
+		ids.WithFloor(s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
+			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
+		})
+	}
 	if r, ok := s.queue.(core.StatsReporter); ok {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
@@ -116,11 +128,14 @@ func (s *Server) wire(ctx context.Context) error {
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 		}, log, s.metrics)
+		if s.recovery != nil {
+			s.pipeline.WithRecovery(s.recovery)
+		}
 	}
 
 	a := &api{
 		log:         log,
-		seckill:     core.NewSeckill(redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize), sale.reserver, sale.publisher, s.store),
+		seckill:     seckill,
 		catalog:     s.catalog,
 		users:       s.store,
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
@@ -132,7 +147,11 @@ func (s *Server) wire(ctx context.Context) error {
 		seckillRate: redis_rate.PerSecond(cfg.SeckillRate),
 		codeRate:    redis_rate.PerMinute(cfg.CodeRate),
 		ready:       s.ready,
+		recovery:    s.recovery,
+		ledger:      s.store,
+		backend:     cfg.Queue,
 	}
+	a.queueStats, _ = s.queue.(core.StatsReporter)
 	s.http = a.newServer()
 	return nil
 }
@@ -172,7 +191,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	}
 	s.queue = q
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
-		OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
+		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
 	if err != nil {
 		return sale{}, err
 	}
@@ -184,6 +203,8 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
+	holder, _ := q.(core.OrderHolder)
+	s.recovery = core.NewRecovery(reserver, s.store, holder, s.log, s.metrics)
 	return sale{reserver: reserver, board: reserver, publisher: publisher}, nil
 }
 
@@ -209,14 +230,20 @@ func (s *Server) connectRedis(ctx context.Context) error {
 		}
 		// Without it miniredis never expires keys on its own.
 		s.mini.ClockTTL(true)
-		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: poolSize(s.cfg)})
+		s.identity = redisreserve.NewIdentity()
+		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: poolSize(s.cfg), OnConnect: s.identity.OnConnect})
+		s.identity.Attach(s.rdb)
 		return nil
 	}
 	target, err := parseRedisURL(s.cfg.RedisURL)
 	if err != nil {
 		return &configError{"SECKILL_REDIS_URL", redactURL(s.cfg.RedisURL), err.Error()}
 	}
-	s.rdb, s.clustered, err = dialRedis(ctx, target, poolSize(s.cfg))
+	s.identity = redisreserve.NewIdentity()
+	s.rdb, s.clustered, err = dialRedis(ctx, target, poolSize(s.cfg), s.identity.OnConnect)
+	if err == nil {
+		s.identity.Attach(s.rdb)
+	}
 	if s.clustered {
 		s.log.Info("connected to a Redis Cluster")
 	}
@@ -261,6 +288,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		})
 	}
+	if s.recovery != nil {
+		wg.Go(func() { s.watchIdentity(pipeCtx) })
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Listener(ln) }()
 	consumers := 0
@@ -292,6 +322,30 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("consumers did not stop in time; unacked batches are redelivered after a restart (lost for the memory queue)")
 	}
 	return err
+}
+
+// watchIdentity asks Redis for its incarnation every second, beside the
+// check on each new connection: a Redis behind a proxy can change under
+// connections that stay open. A change makes every voucher verify again
+// before its next use.
+func (s *Server) watchIdentity(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last, _ := s.identity.Current(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := s.identity.Refresh(ctx)
+		if err != nil || cur == last {
+			continue
+		}
+		s.log.Warn("Redis is another incarnation (restarted or failed over): every voucher is verified again before its next use",
+			"was", last, "now", cur)
+		last = cur
+	}
 }
 
 func (s *Server) Close() {
