@@ -68,8 +68,8 @@ func (g *slotGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // TestEveryScriptCallStaysInOneSlot runs a small sale on every backend,
 // with four shards and the rate limits on, over miniredis, and fails if
 // any script call the server makes (reservations, releases, the ID
-// worker, rate limits, the reliable list's reaper) names keys of two
-// cluster slots.
+// worker, rate limits, the reliable list's reaper, a rebuild's fence and
+// restore) names keys of two cluster slots.
 func TestEveryScriptCallStaysInOneSlot(t *testing.T) {
 	for _, b := range builtinBackends {
 		variants := []Variant{{Name: b.Name, Configure: func(*Config) {}}}
@@ -95,6 +95,10 @@ func TestEveryScriptCallStaysInOneSlot(t *testing.T) {
 					}
 					if n := h.waitForRows(voucher, 3, 10*time.Second); n != 3 && b.Name != "pubsub" {
 						t.Fatalf("voucher %d: %d rows, want 3", voucher, n)
+					}
+					// A rebuild's scripts (fence, restore) too.
+					if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/reconcile", h.cfg.AdminToken, nil); status != 200 {
+						t.Fatalf("reconcile: %d %v", status, body)
 					}
 				}
 				time.Sleep(200 * time.Millisecond) // a round of the queue's duties
