@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,13 +35,7 @@ func StartRedisProcess(t testing.TB) *RedisProcess {
 		}
 		t.Skip("no redis-server binary to restart")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: port}
+	p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t)}
 	p.start()
 	t.Cleanup(p.kill)
 	return p

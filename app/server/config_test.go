@@ -98,8 +98,8 @@ func TestRedisPasswordIsNotEchoed(t *testing.T) {
 	}
 }
 
-// TestRedisURLForms: one server, and go-redis's cluster form, are both
-// accepted; a malformed one of either form is refused naming the variable,
+// TestRedisURLForms: one server, go-redis's cluster form and its failover
+// (Sentinel) form are accepted; a malformed one of either form is refused naming the variable,
 // without the password.
 func TestRedisURLForms(t *testing.T) {
 	base := map[string]string{"SECKILL_JWT_SECRET": "secret-0123456789abcdef", "SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef"}
@@ -111,6 +111,8 @@ func TestRedisURLForms(t *testing.T) {
 		"redis://127.0.0.1:7001?addr=127.0.0.1:7002&bogus=1":                  false,
 		"redis://:hunter2@127.0.0.1:7001?addr=127.0.0.1:7002&bogus=1":         false,
 		"redis://127.0.0.1:6379/0?unknown=1":                                  false,
+		"redis://127.0.0.1:26379?master_name=mymaster&addr=127.0.0.1:26380":   true,
+		"redis://:hunter2@127.0.0.1:26379?master_name=m&bogus=1":              false,
 	} {
 		m := map[string]string{"SECKILL_REDIS_URL": url}
 		for k, v := range base {
@@ -123,5 +125,29 @@ func TestRedisURLForms(t *testing.T) {
 		if !ok && (err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_URL") || strings.Contains(err.Error(), "hunter2")) {
 			t.Errorf("%s: err = %v, want a refusal naming the variable, without the password", url, err)
 		}
+	}
+}
+
+// TestRedisURLFormsAreToldApart: one server, a cluster (addr=) and
+// Sentinel (master_name=) open different clients.
+func TestRedisURLFormsAreToldApart(t *testing.T) {
+	for url, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":                                          "single",
+		"redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003":    "cluster",
+		"redis://127.0.0.1:26379?master_name=mymaster&addr=127.0.0.1:26380": "failover",
+	} {
+		target, err := parseRedisURL(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		got := map[bool]string{true: "single"}[target.single != nil] + map[bool]string{true: "cluster"}[target.cluster != nil] +
+			map[bool]string{true: "failover"}[target.failover != nil]
+		if got != want {
+			t.Errorf("%s parsed as %q, want %q", url, got, want)
+		}
+	}
+	if target, _ := parseRedisURL("redis://127.0.0.1:26379?master_name=mymaster&addr=127.0.0.1:26380"); target.failover.MasterName != "mymaster" ||
+		len(target.failover.SentinelAddrs) != 2 {
+		t.Fatalf("sentinels %v, master %q", target.failover.SentinelAddrs, target.failover.MasterName)
 	}
 }

@@ -11,17 +11,27 @@ import (
 )
 
 // redisTarget is SECKILL_REDIS_URL parsed the go-redis way: one server
-// (redis.ParseURL), or a Redis Cluster given by several nodes
-// (redis.ParseClusterURL, the form with addr= for the other nodes).
+// (redis.ParseURL), a Redis Cluster given by several nodes
+// (redis.ParseClusterURL, the form with addr= for the other nodes), or a
+// primary found through Sentinel (redis.ParseFailoverURL, the form with
+// master_name=).
 type redisTarget struct {
-	single  *redis.Options
-	cluster *redis.ClusterOptions
+	single   *redis.Options
+	cluster  *redis.ClusterOptions
+	failover *redis.FailoverOptions
 }
 
 func parseRedisURL(s string) (redisTarget, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return redisTarget{}, fmt.Errorf("want redis://[:password@]host:port/db, or a cluster's redis://host:port?addr=host2:port2&addr=…")
+		return redisTarget{}, fmt.Errorf("want redis://[:password@]host:port/db, a cluster's redis://host:port?addr=host2:port2&addr=…, or Sentinel's redis://sentinel:26379?master_name=name&addr=sentinel2:26379")
+	}
+	if u.Query().Has("master_name") {
+		opts, err := redis.ParseFailoverURL(s)
+		if err != nil {
+			return redisTarget{}, err
+		}
+		return redisTarget{failover: opts}, nil
 	}
 	if u.Query().Has("addr") {
 		opts, err := redis.ParseClusterURL(s)
@@ -53,6 +63,16 @@ func poolSize(cfg Config) int {
 func dialRedis(ctx context.Context, t redisTarget, pool int, onConnect func(context.Context, *redis.Conn) error) (redis.UniversalClient, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if t.failover != nil {
+		t.failover.PoolSize, t.failover.OnConnect = pool, onConnect
+		c := redis.NewFailoverClient(t.failover)
+		if err := c.Ping(ctx).Err(); err != nil {
+			c.Close()
+			return nil, false, fmt.Errorf("cannot reach the Redis primary %q through Sentinel at %s: %w",
+				t.failover.MasterName, strings.Join(t.failover.SentinelAddrs, ","), err)
+		}
+		return c, false, nil
+	}
 	if t.cluster != nil {
 		t.cluster.PoolSize, t.cluster.OnConnect = pool, onConnect
 		c := redis.NewClusterClient(t.cluster)

@@ -1,0 +1,168 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelSet is a primary, one replica and three sentinels of a test's
+// own, from the machine's redis-server, on free ports in the test's
+// temporary directory; everything is killed when the test ends. Nothing is
+// persisted: a primary that dies comes back, if at all, empty.
+type SentinelSet struct {
+	t          testing.TB
+	bin, dir   string
+	MasterName string
+	sentinels  []int
+	procs      map[int]*exec.Cmd // by port
+}
+
+// StartSentinelSet starts one; under CI a missing redis-server fails the
+// test.
+func StartSentinelSet(t testing.TB) *SentinelSet {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if InCI() {
+			t.Fatal("redis-server is not on this machine; CI needs it")
+		}
+		t.Skip("no redis-server binary for a Sentinel set")
+	}
+	s := &SentinelSet{t: t, bin: bin, dir: t.TempDir(), MasterName: "seckill-test", procs: map[int]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for _, c := range s.procs {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	primary, replica := freePort(t), freePort(t)
+	s.run(primary, "--port", strconv.Itoa(primary), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir)
+	s.run(replica, "--port", strconv.Itoa(replica), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--replicaof", "127.0.0.1", strconv.Itoa(primary))
+	for i := range 3 {
+		port := freePort(t)
+		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", i))
+		// Quick to declare the primary down and to fail over: the test
+		// waits for it.
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
+			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
+			port, s.dir, s.MasterName, primary, s.MasterName, s.MasterName, s.MasterName)
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.run(port, conf, "--sentinel")
+		s.sentinels = append(s.sentinels, port)
+	}
+	// The replica in sync, and the sentinels agreeing on the primary.
+	s.waitFor(20*time.Second, "the replica to sync and the sentinels to see it", func() bool {
+		info := s.client(replica).Info(context.Background(), "replication").Val()
+		if !strings.Contains(info, "master_link_status:up") {
+			return false
+		}
+		for _, p := range s.sentinels {
+			sc := redis.NewSentinelClient(&redis.Options{Addr: addr(p)})
+			replicas, err := sc.Replicas(context.Background(), s.MasterName).Result()
+			sc.Close()
+			if err != nil || len(replicas) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return s
+}
+
+// URL is the SECKILL_REDIS_URL in go-redis's failover form.
+func (s *SentinelSet) URL() string {
+	u := "redis://" + addr(s.sentinels[0]) + "?master_name=" + s.MasterName
+	for _, p := range s.sentinels[1:] {
+		u += "&addr=" + addr(p)
+	}
+	return u
+}
+
+// Primary is the port of the primary the sentinels name now.
+func (s *SentinelSet) Primary() int {
+	s.t.Helper()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr(s.sentinels[0])})
+	defer sc.Close()
+	a, err := sc.GetMasterAddrByName(context.Background(), s.MasterName).Result()
+	if err != nil || len(a) != 2 {
+		s.t.Fatalf("sentinel: the primary's address: %v %v", a, err)
+	}
+	port, _ := strconv.Atoi(a[1])
+	return port
+}
+
+// KillPrimary SIGKILLs the primary and waits until the sentinels have
+// promoted the replica; it returns the new primary's port.
+func (s *SentinelSet) KillPrimary() int {
+	s.t.Helper()
+	old := s.Primary()
+	s.procs[old].Process.Kill()
+	s.procs[old].Wait()
+	delete(s.procs, old)
+	var now int
+	s.waitFor(30*time.Second, "the sentinels to promote the replica", func() bool {
+		now = s.Primary()
+		if now == old {
+			return false
+		}
+		role := s.client(now).Info(context.Background(), "replication").Val()
+		return strings.Contains(role, "role:master")
+	})
+	return now
+}
+
+func (s *SentinelSet) run(port int, args ...string) {
+	s.t.Helper()
+	c := exec.Command(s.bin, args...)
+	c.Stdout, c.Stderr = nil, nil
+	if err := c.Start(); err != nil {
+		s.t.Fatalf("start %v: %v", args, err)
+	}
+	s.procs[port] = c
+	s.waitFor(10*time.Second, fmt.Sprintf("port %d to answer", port), func() bool {
+		return s.client(port).Ping(context.Background()).Err() == nil
+	})
+}
+
+func (s *SentinelSet) client(port int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr(port), MaxRetries: -1})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (s *SentinelSet) waitFor(within time.Duration, what string, ok func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("waited %v for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
