@@ -21,7 +21,10 @@ const (
 	CodeAlreadyPurchased Code = "already_purchased"
 	CodeOrderNotFound    Code = "order_not_found"
 	CodeBusy             Code = "busy"
-	CodeNotReady         Code = "not_ready"
+	// CodeUnconfirmed: reserved, but the replicas did not confirm it in
+	// time (the replica-confirmed mode); the error carries the order id.
+	CodeUnconfirmed Code = "unconfirmed"
+	CodeNotReady    Code = "not_ready"
 	// CodeUnavailable is a dependency (Redis, the database) that failed.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal is a bug; its message is never shown to a client.
@@ -32,7 +35,7 @@ const (
 var Codes = []Code{
 	CodeBadRequest, CodeUnauthorized, CodeBadCode, CodeRateLimited, CodeVoucherNotFound,
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
-	CodeBusy, CodeNotReady, CodeUnavailable, CodeInternal,
+	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeUnavailable, CodeInternal,
 }
 
 // Error carries a Code, a message fit for a client, the operation that
@@ -122,3 +125,19 @@ var (
 	ErrOrderNotFound    = E(CodeOrderNotFound, "order not found")
 	ErrBusy             = E(CodeBusy, "too many orders in flight, retry shortly")
 )
+
+// UnconfirmedError is a reservation made but not confirmed by the replicas
+// in time: a failover now could lose it, or not. The order endpoints tell
+// which, by OrderID.
+type UnconfirmedError struct {
+	OrderID int64
+}
+
+func (e *UnconfirmedError) Error() string {
+	return "reserved, but not confirmed by the replicas in time; the order endpoints tell its outcome"
+}
+
+// Code lets CodeOf and MessageOf see it as CodeUnconfirmed.
+func (e *UnconfirmedError) Unwrap() error {
+	return &Error{Code: CodeUnconfirmed, Message: e.Error()}
+}

@@ -42,6 +42,9 @@ func (r ReservationResult) Err() error {
 type Reservation struct {
 	Result  ReservationResult
 	OrderID int64
+	// Unconfirmed: Reserved, but the replicas did not confirm the write in
+	// time (only when the reserver waits for them).
+	Unconfirmed bool
 }
 
 // Reserver takes stock for an order atomically: time window, stock and

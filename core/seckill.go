@@ -78,6 +78,11 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			return 0, Wrap("seckill: publish", CodeUnavailable, err)
 		}
 	}
+	if r.Unconfirmed {
+		// Reserved and handed on all the same: only its survival of a
+		// failover is in doubt.
+		return 0, &UnconfirmedError{OrderID: r.OrderID}
+	}
 	return r.OrderID, nil
 }
 

@@ -47,6 +47,10 @@ end
 
 local held = redis.call('HGET', KEYS[3], ARGV[1])
 if held == ARGV[2] then
+  -- Rewritten as it is, so that the replay leaves a write behind: a WAIT
+  -- that follows it (the replica-confirmed mode) then confirms the
+  -- original reservation too, which came before it.
+  redis.call('HSET', KEYS[3], ARGV[1], held)
   return {0, held, -1}
 end
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +40,13 @@ type Config struct {
 	// atomic and independent of the others in its batch, and replaying one
 	// after a lost reply answers the same order id.
 	Coalesce bool
+	// WaitReplicas > 0: each reservation is followed by WAIT on the same
+	// connection (an explicit pipeline to the node that owns the voucher),
+	// and one that fewer replicas confirm within WaitTimeout is reported
+	// Unconfirmed. Coalesce is bypassed: go-redis's autopipeliner sends
+	// WAIT on a connection of its own, where it would confirm nothing.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
@@ -153,12 +161,62 @@ func (r *Reserver) Load(ctx context.Context) error {
 
 // Reserve runs seckill.lua for the order.
 func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
+	if r.cfg.WaitReplicas > 0 {
+		return r.reserveConfirmed(ctx, o)
+	}
 	keys, args := r.scriptArgs(o)
 	res, err := r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
 	}
 	return r.parseReservation(res)
+}
+
+// reserveConfirmed runs the script and WAIT in one pipeline on the
+// connection of the node that owns the voucher's keys.
+func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Reservation, error) {
+	keys, args := r.scriptArgs(o)
+	var node redis.Cmdable = r.rdb
+	if c, ok := r.rdb.(*redis.ClusterClient); ok {
+		n, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return core.Reservation{}, fmt.Errorf("redisreserve: node of voucher %d: %w", o.VoucherID, err)
+		}
+		node = n
+	}
+	var (
+		res  *redis.Cmd
+		wait *redis.Cmd
+	)
+	run := func(eval bool) error {
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if eval {
+				res = r.seckill.Eval(ctx, p, keys, args...)
+			} else {
+				res = r.seckill.EvalSha(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", r.cfg.WaitReplicas, r.cfg.WaitTimeout.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := run(false)
+	if err != nil && redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
+		err = run(true) // a Redis that lost its script cache (a failover, a restart)
+	}
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script and WAIT: %w", err)
+	}
+	out, err := r.parseReservation(res.Val().([]any))
+	if err != nil {
+		return core.Reservation{}, err
+	}
+	confirmed, err := wait.Int64()
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: WAIT: %w", err)
+	}
+	out.Unconfirmed = out.Result == core.Reserved && confirmed < int64(r.cfg.WaitReplicas)
+	return out, nil
 }
 
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,11 +26,33 @@ type SentinelSet struct {
 	MasterName string
 	sentinels  []int
 	procs      map[int]*exec.Cmd // by port
+	replicas   []int             // data nodes' ports, primary included
+	paused     int               // the replica SIGSTOPped, 0 if none
+	// proxy, if set, stands for the first primary (StartSentinelSetBehindProxy).
+	proxy   *replProxy
+	primary int // the first primary's own port
 }
 
 // StartSentinelSet starts one; under CI a missing redis-server fails the
 // test.
-func StartSentinelSet(t testing.TB) *SentinelSet {
+func StartSentinelSet(t testing.TB) *SentinelSet { return startSentinelSet(t, false) }
+
+// StartSentinelSetBehindProxy is StartSentinelSet with the first primary
+// reached through a proxy (by the replica, the sentinels and the server),
+// so that FreezeReplication can hold the replication stream back.
+func StartSentinelSetBehindProxy(t testing.TB) *SentinelSet { return startSentinelSet(t, true) }
+
+// FreezeReplication stops what the first primary sends its replica, for
+// good: from now on its writes reach no replica.
+func (s *SentinelSet) FreezeReplication() {
+	s.t.Helper()
+	if s.proxy == nil {
+		s.t.Fatal("FreezeReplication needs StartSentinelSetBehindProxy")
+	}
+	s.proxy.frozen.Store(true)
+}
+
+func startSentinelSet(t testing.TB, behindProxy bool) *SentinelSet {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -46,10 +69,16 @@ func StartSentinelSet(t testing.TB) *SentinelSet {
 		}
 	})
 	primary, replica := freePort(t), freePort(t)
+	s.replicas, s.primary = []int{primary, replica}, primary
 	s.run(primary, "--port", strconv.Itoa(primary), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir)
+	announced := primary // where everyone reaches the primary
+	if behindProxy {
+		s.proxy = startReplProxy(t, addr(primary))
+		announced = s.proxy.port()
+	}
 	s.run(replica, "--port", strconv.Itoa(replica), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--replicaof", "127.0.0.1", strconv.Itoa(primary))
+		"--dir", s.dir, "--replicaof", "127.0.0.1", strconv.Itoa(announced))
 	for i := range 3 {
 		port := freePort(t)
 		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", i))
@@ -57,7 +86,7 @@ func StartSentinelSet(t testing.TB) *SentinelSet {
 		// waits for it.
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
 			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
-			port, s.dir, s.MasterName, primary, s.MasterName, s.MasterName, s.MasterName)
+			port, s.dir, s.MasterName, announced, s.MasterName, s.MasterName, s.MasterName)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -105,14 +134,49 @@ func (s *SentinelSet) Primary() int {
 	return port
 }
 
-// KillPrimary SIGKILLs the primary and waits until the sentinels have
-// promoted the replica; it returns the new primary's port.
+// PauseReplica stops the replica (SIGSTOP): replication is held back, and
+// nothing written from now on reaches it until ResumeReplica.
+func (s *SentinelSet) PauseReplica() {
+	s.t.Helper()
+	primary := s.Primary()
+	if s.proxy != nil && primary == s.proxy.port() {
+		primary = s.primary
+	}
+	for _, p := range s.replicas {
+		if p != primary && s.procs[p] != nil {
+			if err := s.procs[p].Process.Signal(syscall.SIGSTOP); err != nil {
+				s.t.Fatal(err)
+			}
+			s.paused = p
+			return
+		}
+	}
+	s.t.Fatal("no replica to pause")
+}
+
+// ResumeReplica lets a paused replica run again (SIGCONT).
+func (s *SentinelSet) ResumeReplica() {
+	s.t.Helper()
+	if s.paused != 0 {
+		s.procs[s.paused].Process.Signal(syscall.SIGCONT)
+		s.paused = 0
+	}
+}
+
+// KillPrimary SIGKILLs the primary, resumes a paused replica (it has not
+// received what was written while it was paused), and waits until the
+// sentinels have promoted it; it returns the new primary's port.
 func (s *SentinelSet) KillPrimary() int {
 	s.t.Helper()
 	old := s.Primary()
-	s.procs[old].Process.Kill()
-	s.procs[old].Wait()
-	delete(s.procs, old)
+	proc := old
+	if s.proxy != nil && old == s.proxy.port() {
+		proc = s.primary
+	}
+	s.procs[proc].Process.Kill()
+	s.procs[proc].Wait()
+	delete(s.procs, proc)
+	s.ResumeReplica()
 	var now int
 	s.waitFor(30*time.Second, "the sentinels to promote the replica", func() bool {
 		now = s.Primary()
@@ -165,4 +229,32 @@ func freePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// WaitReplicated waits until the replica has everything the primary wrote
+// so far (its replication offset caught up).
+func (s *SentinelSet) WaitReplicated() {
+	s.t.Helper()
+	primary := s.Primary()
+	if s.proxy != nil && primary == s.proxy.port() {
+		primary = s.primary
+	}
+	offset := func(port int, field string) int64 {
+		for _, l := range strings.Split(s.client(port).Info(context.Background(), "replication").Val(), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		return -1
+	}
+	s.waitFor(10*time.Second, "the replica to catch up", func() bool {
+		want := offset(primary, "master_repl_offset")
+		for _, p := range s.replicas {
+			if p != primary && s.procs[p] != nil && offset(p, "slave_repl_offset") >= want {
+				return true
+			}
+		}
+		return false
+	})
 }

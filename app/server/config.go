@@ -29,6 +29,10 @@ type Config struct {
 	BatchSize    int           // SECKILL_BATCH_SIZE
 	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
+	// WaitReplicas > 0: a reservation is answered only once WAIT confirms
+	// it on this many replicas within WaitTimeout; else 503 unconfirmed.
+	WaitReplicas int           // SECKILL_REDIS_WAIT_REPLICAS
+	WaitTimeout  time.Duration // SECKILL_REDIS_WAIT_TIMEOUT
 	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
 	// the shard count (lingerFor).
 	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
@@ -131,6 +135,15 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.ClaimMinIdle, err = durationVar(lookup, "SECKILL_CLAIM_MIN_IDLE", 30*time.Second); err != nil {
 		return c, err
+	}
+	if c.WaitReplicas, err = intVar(lookup, "SECKILL_REDIS_WAIT_REPLICAS", 0, 0, 16); err != nil {
+		return c, err
+	}
+	if c.WaitTimeout, err = durationVar(lookup, "SECKILL_REDIS_WAIT_TIMEOUT", 250*time.Millisecond); err != nil {
+		return c, err
+	}
+	if c.WaitReplicas > 0 && c.EmbeddedRedis() {
+		return c, &configError{"SECKILL_REDIS_WAIT_REPLICAS", strconv.Itoa(c.WaitReplicas), "the embedded Redis has no replicas to wait for"}
 	}
 	c.ConsumerLinger = -1
 	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {

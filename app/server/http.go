@@ -115,7 +115,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests
-	case core.CodeBusy, core.CodeNotReady, core.CodeUnavailable:
+	case core.CodeBusy, core.CodeUnconfirmed, core.CodeNotReady, core.CodeUnavailable:
 		return fiber.StatusServiceUnavailable
 	}
 	return fiber.StatusInternalServerError
@@ -170,6 +170,11 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 	}
 	if code == core.CodeBusy {
 		c.Set(fiber.HeaderRetryAfter, "1")
+	}
+	var unconfirmed *core.UnconfirmedError
+	if errors.As(err, &unconfirmed) {
+		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": string(code), "message": core.MessageOf(err),
+			"orderId": strconv.FormatInt(unconfirmed.OrderID, 10)}})
 	}
 	return writeError(c, status, string(code), core.MessageOf(err))
 }

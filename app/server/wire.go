@@ -191,7 +191,8 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	}
 	s.queue = q
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
-		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce})
+		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce,
+		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout})
 	if err != nil {
 		return sale{}, err
 	}
