@@ -119,9 +119,6 @@ func (s *sharded) Name() string           { return s.queues[0].Name() }
 func (s *sharded) Guarantees() Guarantees { return s.queues[0].Guarantees() }
 func (s *sharded) ShardCount() int        { return len(s.queues) }
 
-// Shard is shard i's own queue (for tests and operators' tools).
-func (s *sharded) Shard(i int) Queue { return s.queues[i] }
-
 func (s *sharded) Consumer(ctx context.Context, index int) (Consumer, error) {
 	n := len(s.queues)
 	return s.queues[index%n].Consumer(ctx, index/n)

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -99,5 +98,3 @@ func (p *replProxy) close() {
 		c.Close()
 	}
 }
-
-var _ io.Closer = (*net.TCPConn)(nil)

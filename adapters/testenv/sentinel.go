@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +26,6 @@ type SentinelSet struct {
 	sentinels  []int
 	procs      map[int]*exec.Cmd // by port
 	replicas   []int             // data nodes' ports, primary included
-	paused     int               // the replica SIGSTOPped, 0 if none
 	// proxy, if set, stands for the first primary (StartSentinelSetBehindProxy).
 	proxy   *replProxy
 	primary int // the first primary's own port
@@ -134,38 +132,8 @@ func (s *SentinelSet) Primary() int {
 	return port
 }
 
-// PauseReplica stops the replica (SIGSTOP): replication is held back, and
-// nothing written from now on reaches it until ResumeReplica.
-func (s *SentinelSet) PauseReplica() {
-	s.t.Helper()
-	primary := s.Primary()
-	if s.proxy != nil && primary == s.proxy.port() {
-		primary = s.primary
-	}
-	for _, p := range s.replicas {
-		if p != primary && s.procs[p] != nil {
-			if err := s.procs[p].Process.Signal(syscall.SIGSTOP); err != nil {
-				s.t.Fatal(err)
-			}
-			s.paused = p
-			return
-		}
-	}
-	s.t.Fatal("no replica to pause")
-}
-
-// ResumeReplica lets a paused replica run again (SIGCONT).
-func (s *SentinelSet) ResumeReplica() {
-	s.t.Helper()
-	if s.paused != 0 {
-		s.procs[s.paused].Process.Signal(syscall.SIGCONT)
-		s.paused = 0
-	}
-}
-
-// KillPrimary SIGKILLs the primary, resumes a paused replica (it has not
-// received what was written while it was paused), and waits until the
-// sentinels have promoted it; it returns the new primary's port.
+// KillPrimary SIGKILLs the primary and waits until the sentinels have
+// promoted the replica; it returns the new primary's port.
 func (s *SentinelSet) KillPrimary() int {
 	s.t.Helper()
 	old := s.Primary()
@@ -176,7 +144,6 @@ func (s *SentinelSet) KillPrimary() int {
 	s.procs[proc].Process.Kill()
 	s.procs[proc].Wait()
 	delete(s.procs, proc)
-	s.ResumeReplica()
 	var now int
 	s.waitFor(30*time.Second, "the sentinels to promote the replica", func() bool {
 		now = s.Primary()
