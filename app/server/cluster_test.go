@@ -26,7 +26,7 @@ import (
 // clusterConfig is the test configuration on the test Redis Cluster and the
 // real MySQL; ok is false (the test skips) outside CI when either is not
 // configured.
-func clusterConfig(t *testing.T, queue string) (Config, testenv.Cluster) {
+func clusterConfig(t testing.TB, queue string) (Config, testenv.Cluster) {
 	t.Helper()
 	c, ok := testenv.RealCluster(t)
 	if !ok {

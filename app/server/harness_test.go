@@ -115,15 +115,7 @@ func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeSer
 		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
 	}
 	if stack == "cluster" {
-		c, ok := testenv.RealCluster(t)
-		if !ok {
-			t.Skipf("%s is not set: no Redis Cluster to test on (CI starts one)", testenv.ClusterURLEnv)
-		}
-		dsn, ok := testenv.MySQLDatabase(t)
-		if !ok {
-			t.Skipf("%s is not set", testenv.MySQLDSNEnv)
-		}
-		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = c.URL, dsn, c.Prefix
+		cfg, _ = clusterConfig(t, cfg.Queue)
 	}
 	if mutate != nil {
 		mutate(&cfg)
