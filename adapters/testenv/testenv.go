@@ -17,6 +17,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 const (
@@ -28,7 +30,7 @@ const (
 )
 
 // InCI reports whether a missing real service must fail the tests.
-func InCI() bool { v := os.Getenv("CI"); return v != "" && v != "0" && v != "false" }
+func InCI() bool { return redistopology.InCI() }
 
 // Redis is one Redis a test runs against.
 type Redis struct {

@@ -52,6 +52,8 @@ type labOptions struct {
 	// The sell-out sale: stock and shoppers (every tenth tries twice).
 	stock, shoppers int64
 	noFaults        bool
+	// redisFaultsOnly skips the consumer and MySQL faults.
+	redisFaultsOnly bool
 	// vouchers the throughput run and the drain spread over.
 	vouchers int
 }
@@ -66,9 +68,11 @@ type labResult struct {
 	DrainRate float64
 	// The sell-out sale.
 	Stock, Accepted, Oversold, Duplicates, Unpersisted int64
-	// Faults, in the order of labFaults.
-	Faults []faultResult
-	Err    string
+	// Faults, in the order of labFaults, and the Redis faults mid-sale, in
+	// the order of redisFaults.
+	Faults      []faultResult
+	RedisFaults []saleFaultResult
+	Err         string
 }
 
 // RunCompare is `seckill compare`: the same sale on every backend,
@@ -82,6 +86,7 @@ func RunCompare(args []string) int {
 	fs.Int64Var(&o.stock, "sellout-stock", 1000, "stock of the sell-out sale")
 	fs.Int64Var(&o.shoppers, "sellout-shoppers", 5000, "shoppers of the sell-out sale (every tenth tries twice)")
 	fs.BoolVar(&o.noFaults, "no-faults", false, "skip the fault injection")
+	fs.BoolVar(&o.redisFaultsOnly, "redis-faults-only", false, "of the faults, inject only the Redis faults mid-sale")
 	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
 	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
 	fs.IntVar(&o.vouchers, "vouchers", 1, "vouchers the throughput run and the drain spread their orders over (on a cluster, over the shards)")
@@ -208,7 +213,7 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 
 	// 4. Faults, against separate server processes.
 	if !o.noFaults {
-		res.Faults = runFaults(cfg, o.conns, progress)
+		res.Faults, res.RedisFaults = runFaults(cfg, o.conns, o.redisFaultsOnly, progress)
 	}
 	return res
 }

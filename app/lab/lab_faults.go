@@ -43,27 +43,35 @@ var labFaults = []string{"consumer process SIGKILLed mid-drain, restarted",
 
 const faultBacklog = 6000
 
-// runFaults injects each fault against separate server processes.
-func runFaults(cfg server.Config, conns int, progress func(string, ...any)) []faultResult {
+// runFaults injects each fault against separate server processes: the
+// consumer and MySQL faults, then the Redis faults mid-sale.
+func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(string, ...any)) ([]faultResult, []saleFaultResult) {
 	out := make([]faultResult, len(labFaults))
+	sales := make([]saleFaultResult, len(redisFaults))
+	notRun := func(note string) ([]faultResult, []saleFaultResult) {
+		for i := range out {
+			out[i].Note = note
+		}
+		for i := range sales {
+			sales[i].Note = note
+		}
+		return out, sales
+	}
 	switch {
 	case cfg.EmbeddedRedis() || cfg.EmbeddedSQL():
-		for i := range out {
-			out[i].Note = "not run: needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN (the stand-ins live inside one process)"
-		}
-		return out
+		return notRun("not run: needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN (the stand-ins live inside one process)")
 	case cfg.Queue == "sync":
+		for i := range sales {
+			sales[i].Note = "n/a: no Redis in the order path"
+		}
 		for i := range out {
 			out[i].Note = "n/a: no queue, no consumer"
 		}
-		return out
+		return out, sales
 	}
 	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN)
 	if err != nil {
-		for i := range out {
-			out[i].Note = err.Error()
-		}
-		return out
+		return notRun(err.Error())
 	}
 	defer db.Close()
 	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: server.NewTokens(cfg.JWTSecret), progress: progress, vouchers: new([]int64)}
@@ -76,10 +84,7 @@ func runFaults(cfg server.Config, conns int, progress func(string, ...any)) []fa
 		f.proxy, err = startProxy(dsn.Addr, faultDBDelay)
 	}
 	if err != nil {
-		for i := range out {
-			out[i].Note = err.Error()
-		}
-		return out
+		return notRun(err.Error())
 	}
 	defer f.proxy.close()
 	dsn.Addr = f.proxy.addr()
@@ -88,6 +93,10 @@ func runFaults(cfg server.Config, conns int, progress func(string, ...any)) []fa
 	// now, and every step would run on the key prefix of the first.
 	steps := []func(faultLab) faultResult{faultLab.killConsumer, faultLab.mysqlOutage, faultLab.offlineConsumers, faultLab.redisRestart}
 	for i, step := range steps {
+		if redisOnly {
+			out[i].Note = "not run (-redis-faults-only)"
+			continue
+		}
 		f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
 		progress("[%s] fault: %s…", cfg.Queue, labFaults[i])
 		out[i] = step(f)
@@ -99,7 +108,10 @@ func runFaults(cfg server.Config, conns int, progress func(string, ...any)) []fa
 			progress("[%s]   %s", cfg.Queue, out[i].Note)
 		}
 	}
-	return out
+	// The Redis faults run on Redis servers of their own: the user's is
+	// not restarted or failed over.
+	f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
+	return out, f.runRedisFaults()
 }
 
 // faultDBDelay slows each request of the fault processes to MySQL.

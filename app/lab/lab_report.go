@@ -76,6 +76,7 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	}
 	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
 	writeFaults(&b, results)
+	writeRedisFaults(&b, results)
 	// What an author wrote below the marker in the file being replaced (a
 	// section on a run with other flags, say) is kept.
 	if old, err := os.ReadFile(o.out); err == nil {
@@ -234,6 +235,51 @@ func writeFaults(b *strings.Builder, results []labResult) {
 				f.Lost, f.Redelivered, f.StruckAt, f.Accepted, resumed)
 			if f.StockOff != 0 {
 				cell += fmt.Sprintf("; stock off by %d", f.StockOff)
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeRedisFaults adds the table of Redis faults mid-sale: one row per
+// backend, one column per fault.
+func writeRedisFaults(b *strings.Builder, results []labResult) {
+	ran := false
+	for _, r := range results {
+		ran = ran || len(r.RedisFaults) > 0
+	}
+	if !ran {
+		return
+	}
+	fmt.Fprintf(b, "\n## Redis faults mid-sale\n\n"+
+		"A sale of %d items to %d shoppers (a quarter of them, past the first thousand, try again about two-thirds of a second later), paced at %d requests/s from %d connections, against a server process (this binary) on a Redis of the lab's own; the consumer reaches MySQL through the same delaying proxy as above, so orders wait in the queue when Redis goes. "+
+		"*Restarted empty*: SIGKILL once a quarter of the stock is accepted, started again with nothing. *From an older snapshot*: SAVE at an eighth, SIGKILL at a quarter, started from that snapshot. "+
+		"*Failover*: a primary, two replicas and three sentinels, the server following them through `SECKILL_REDIS_URL`'s `master_name`; at a fifth of the stock the replication stream is held back (a proxy between the primary and its replicas stops passing it on), a second later the primary is SIGKILLed and the sentinels promote a replica that never had the last writes. "+
+		"A cell reads *lost* (answered 200, never in MySQL) / *twice* (shoppers answered 200 with two different orders) / *oversold* (rows beyond the stock), then the orders answered 200, and the time from the fault to the answer of the first request sent after it that was accepted. The WAIT mode's cell also counts the answers 503 `unconfirmed`, and how many of those orders MySQL holds anyway.\n\n",
+		saleFaultStock, saleFaultShoppers, saleFaultRate, saleFaultConns)
+	b.WriteString("| backend |")
+	for _, f := range redisFaults {
+		b.WriteString(" " + f + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(redisFaults)) + "\n")
+	for _, r := range results {
+		if len(r.RedisFaults) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s |", r.Backend)
+		for _, f := range r.RedisFaults {
+			if !f.Ran {
+				fmt.Fprintf(b, " %s |", f.Note)
+				continue
+			}
+			again := "no order accepted after it"
+			if f.Correct > 0 {
+				again = fmt.Sprintf("accepting again after %v", round(f.Correct))
+			}
+			cell := fmt.Sprintf("**%d** / %d / %d; %d accepted of %d; %s", f.Lost, f.Twice, f.Oversold, f.Accepted, f.Stock, again)
+			if f.Unconfirmed > 0 {
+				cell += fmt.Sprintf("; %d unconfirmed (%d of them persisted)", f.Unconfirmed, f.UnconfirmedKept)
 			}
 			fmt.Fprintf(b, " %s |", cell)
 		}

@@ -77,3 +77,30 @@ func TestRewritingResultsKeepsTheHandWrittenPart(t *testing.T) {
 		t.Fatalf("rewritten file:\n%s", got)
 	}
 }
+
+// TestALabFaultThatFailsBecomesItsNote: a topology that fails or skips
+// inside a lab fault ends that fault alone, as its cell's note, with what
+// it had started cleaned up, last first.
+func TestALabFaultThatFailsBecomesItsNote(t *testing.T) {
+	var order []string
+	r := withLabT(func(lt *labT) saleFaultResult {
+		dir := lt.TempDir()
+		lt.Cleanup(func() { order = append(order, "first") })
+		lt.Cleanup(func() { order = append(order, "second") })
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("TempDir: %v", err)
+		}
+		lt.Skip("no redis-server binary on this machine")
+		return saleFaultResult{Ran: true}
+	})
+	if r.Ran || r.Note != "not run: no redis-server binary on this machine" {
+		t.Fatalf("result %+v, want the skip as its note", r)
+	}
+	if strings.Join(order, ",") != "second,first" {
+		t.Fatalf("cleanups ran as %v, want last first", order)
+	}
+	r = withLabT(func(lt *labT) saleFaultResult { lt.Fatalf("port %d did not answer", 7); return saleFaultResult{} })
+	if r.Note != "port 7 did not answer" {
+		t.Fatalf("result %+v, want the failure as its note", r)
+	}
+}

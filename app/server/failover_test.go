@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 // TestASaleContinuesAfterAFailover: the server finds its Redis through
@@ -26,7 +27,7 @@ func TestASaleContinuesAfterAFailover(t *testing.T) {
 			if !ok {
 				t.Skipf("%s is not set", testenv.MySQLDSNEnv)
 			}
-			set := testenv.StartSentinelSet(t)
+			set := redistopology.StartSentinelSet(t)
 			cfg := testConfig()
 			cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = set.URL(), dsn, queue
 			h := startWith(t, cfg)
@@ -65,7 +66,7 @@ func TestReplicaConfirmedAnswers(t *testing.T) {
 			if !ok {
 				t.Skipf("%s is not set", testenv.MySQLDSNEnv)
 			}
-			set := testenv.StartSentinelSetBehindProxy(t)
+			set := redistopology.StartSentinelSetBehindProxy(t)
 			cfg := testConfig()
 			// No consumer: the orders stay in Redis, where a failover can lose them.
 			cfg.RedisURL, cfg.MySQLDSN, cfg.Queue, cfg.Consumers = set.URL(), dsn, "streamgroup", 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 // The Redis-loss cases: while the server keeps running, Redis forgets the
@@ -156,7 +157,7 @@ func TestRedisRestarted(t *testing.T) {
 
 // startOnOwnRedis starts the server on a redis-server of the test's own and
 // the real MySQL.
-func startOnOwnRedis(t *testing.T, queue string) (*harness, *testenv.RedisProcess) {
+func startOnOwnRedis(t *testing.T, queue string) (*harness, *redistopology.RedisProcess) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("Redis restarts skipped in -short mode")
@@ -165,7 +166,7 @@ func startOnOwnRedis(t *testing.T, queue string) (*harness, *testenv.RedisProces
 	if !ok {
 		t.Skipf("%s is not set", testenv.MySQLDSNEnv)
 	}
-	proc := testenv.StartRedisProcess(t)
+	proc := redistopology.StartRedisProcess(t)
 	cfg := testConfig()
 	cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = proc.URL(), dsn, queue
 	return startWith(t, cfg), proc

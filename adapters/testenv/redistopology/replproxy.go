@@ -1,11 +1,10 @@
-package testenv
+package redistopology
 
 import (
 	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 )
 
 // replProxy stands between a Redis primary and everyone who reaches it
@@ -25,7 +24,7 @@ type replProxy struct {
 	conns   []net.Conn
 }
 
-func startReplProxy(t testing.TB, backend string) *replProxy {
+func startReplProxy(t T, backend string) *replProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

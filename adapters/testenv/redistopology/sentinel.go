@@ -1,4 +1,4 @@
-package testenv
+package redistopology
 
 import (
 	"context"
@@ -9,56 +9,62 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// SentinelSet is a primary, one replica and three sentinels of a test's
+// SentinelSet is a primary, its replicas and three sentinels of a caller's
 // own, from the machine's redis-server, on free ports in the test's
-// temporary directory; everything is killed when the test ends. Nothing is
+// temporary directory; everything is killed at its cleanup. Nothing is
 // persisted: a primary that dies comes back, if at all, empty.
 type SentinelSet struct {
-	t          testing.TB
+	t          T
 	bin, dir   string
 	MasterName string
 	sentinels  []int
 	procs      map[int]*exec.Cmd // by port
-	replicas   []int             // data nodes' ports, primary included
+	nodes      []int             // data nodes' ports, primary included
 	// proxy, if set, stands for the first primary (StartSentinelSetBehindProxy).
 	proxy   *replProxy
 	primary int // the first primary's own port
 }
 
-// StartSentinelSet starts one; under CI a missing redis-server fails the
-// test.
-func StartSentinelSet(t testing.TB) *SentinelSet { return startSentinelSet(t, false) }
+// SentinelOptions shape a Sentinel set.
+type SentinelOptions struct {
+	// Replicas of the primary (at least 1). With two, a promoted replica
+	// still has one to confirm its writes (WAIT 1 goes on answering).
+	Replicas int
+	// BehindProxy: the first primary is reached through a proxy (by the
+	// replicas, the sentinels and the clients), so that FreezeReplication
+	// can hold the replication stream back.
+	BehindProxy bool
+}
+
+// StartSentinelSet starts a primary, one replica and three sentinels; under
+// CI a missing redis-server fails the test.
+func StartSentinelSet(t T) *SentinelSet { return StartSentinelSetWith(t, SentinelOptions{Replicas: 1}) }
 
 // StartSentinelSetBehindProxy is StartSentinelSet with the first primary
-// reached through a proxy (by the replica, the sentinels and the server),
-// so that FreezeReplication can hold the replication stream back.
-func StartSentinelSetBehindProxy(t testing.TB) *SentinelSet { return startSentinelSet(t, true) }
+// behind the proxy FreezeReplication needs.
+func StartSentinelSetBehindProxy(t T) *SentinelSet {
+	return StartSentinelSetWith(t, SentinelOptions{Replicas: 1, BehindProxy: true})
+}
 
-// FreezeReplication stops what the first primary sends its replica, for
+// FreezeReplication stops what the first primary sends its replicas, for
 // good: from now on its writes reach no replica.
 func (s *SentinelSet) FreezeReplication() {
 	s.t.Helper()
 	if s.proxy == nil {
-		s.t.Fatal("FreezeReplication needs StartSentinelSetBehindProxy")
+		s.t.Fatal("FreezeReplication needs SentinelOptions.BehindProxy")
 	}
 	s.proxy.frozen.Store(true)
 }
 
-func startSentinelSet(t testing.TB, behindProxy bool) *SentinelSet {
+// StartSentinelSetWith starts a set shaped by o.
+func StartSentinelSetWith(t T, o SentinelOptions) *SentinelSet {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if InCI() {
-			t.Fatal("redis-server is not on this machine; CI needs it")
-		}
-		t.Skip("no redis-server binary for a Sentinel set")
-	}
+	bin := redisServer(t)
 	s := &SentinelSet{t: t, bin: bin, dir: t.TempDir(), MasterName: "seckill-test", procs: map[int]*exec.Cmd{}}
 	t.Cleanup(func() {
 		for _, c := range s.procs {
@@ -66,21 +72,27 @@ func startSentinelSet(t testing.TB, behindProxy bool) *SentinelSet {
 			c.Wait()
 		}
 	})
-	primary, replica := freePort(t), freePort(t)
-	s.replicas, s.primary = []int{primary, replica}, primary
+	primary := freePort(t)
+	s.nodes, s.primary = []int{primary}, primary
 	s.run(primary, "--port", strconv.Itoa(primary), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir)
 	announced := primary // where everyone reaches the primary
-	if behindProxy {
+	if o.BehindProxy {
 		s.proxy = startReplProxy(t, addr(primary))
 		announced = s.proxy.port()
 	}
-	s.run(replica, "--port", strconv.Itoa(replica), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--replicaof", "127.0.0.1", strconv.Itoa(announced))
+	var replicas []int
+	for range max(o.Replicas, 1) {
+		replica := freePort(t)
+		replicas = append(replicas, replica)
+		s.nodes = append(s.nodes, replica)
+		s.run(replica, "--port", strconv.Itoa(replica), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", s.dir, "--replicaof", "127.0.0.1", strconv.Itoa(announced))
+	}
 	for i := range 3 {
 		port := freePort(t)
 		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", i))
-		// Quick to declare the primary down and to fail over: the test
+		// Quick to declare the primary down and to fail over: the caller
 		// waits for it.
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
 			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
@@ -91,17 +103,19 @@ func startSentinelSet(t testing.TB, behindProxy bool) *SentinelSet {
 		s.run(port, conf, "--sentinel")
 		s.sentinels = append(s.sentinels, port)
 	}
-	// The replica in sync, and the sentinels agreeing on the primary.
-	s.waitFor(20*time.Second, "the replica to sync and the sentinels to see it", func() bool {
-		info := s.client(replica).Info(context.Background(), "replication").Val()
-		if !strings.Contains(info, "master_link_status:up") {
-			return false
+	// The replicas in sync, and the sentinels agreeing on them.
+	s.waitFor(20*time.Second, "the replicas to sync and the sentinels to see them", func() bool {
+		for _, r := range replicas {
+			info := s.client(r).Info(context.Background(), "replication").Val()
+			if !strings.Contains(info, "master_link_status:up") {
+				return false
+			}
 		}
 		for _, p := range s.sentinels {
 			sc := redis.NewSentinelClient(&redis.Options{Addr: addr(p)})
-			replicas, err := sc.Replicas(context.Background(), s.MasterName).Result()
+			seen, err := sc.Replicas(context.Background(), s.MasterName).Result()
 			sc.Close()
-			if err != nil || len(replicas) == 0 {
+			if err != nil || len(seen) < len(replicas) {
 				return false
 			}
 		}
@@ -188,7 +202,7 @@ func (s *SentinelSet) waitFor(within time.Duration, what string, ok func() bool)
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-func freePort(t testing.TB) int {
+func freePort(t T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -217,7 +231,7 @@ func (s *SentinelSet) WaitReplicated() {
 	}
 	s.waitFor(10*time.Second, "the replica to catch up", func() bool {
 		want := offset(primary, "master_repl_offset")
-		for _, p := range s.replicas {
+		for _, p := range s.nodes {
 			if p != primary && s.procs[p] != nil && offset(p, "slave_repl_offset") >= want {
 				return true
 			}

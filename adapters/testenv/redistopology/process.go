@@ -1,4 +1,10 @@
-package testenv
+// Package redistopology starts Redis topologies of a caller's own from the
+// machine's redis-server binary, on free ports in the caller's temporary
+// directory: one server to restart (empty, or from an old snapshot), and a
+// Sentinel set whose primary can be killed with its replication held back.
+// Tests use it through testing.TB; the comparison lab, which injects the
+// same faults from the binary, through its own T.
+package redistopology
 
 import (
 	"context"
@@ -7,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +23,7 @@ import (
 // without persistence does) or from the snapshot it took (an old RDB).
 // Under CI a missing redis-server binary fails the test.
 type RedisProcess struct {
-	t    testing.TB
+	t    T
 	bin  string
 	dir  string
 	Port int
@@ -26,15 +31,9 @@ type RedisProcess struct {
 }
 
 // StartRedisProcess starts one; it is killed when the test ends.
-func StartRedisProcess(t testing.TB) *RedisProcess {
+func StartRedisProcess(t T) *RedisProcess {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if InCI() {
-			t.Fatal("redis-server is not on this machine; CI needs it")
-		}
-		t.Skip("no redis-server binary to restart")
-	}
+	bin := redisServer(t)
 	p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t)}
 	p.start()
 	t.Cleanup(p.kill)
@@ -102,4 +101,32 @@ func (p *RedisProcess) kill() {
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	p.cmd = nil
+}
+
+// T is what the topologies need of their caller: testing.TB has it, and so
+// can a program that is not a test.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+// InCI reports whether a missing real service must fail the tests.
+func InCI() bool { v := os.Getenv("CI"); return v != "" && v != "0" && v != "false" }
+
+// redisServer is the path of the machine's redis-server: without one the
+// caller is skipped, or under CI fails.
+func redisServer(t T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if InCI() {
+			t.Fatal("redis-server is not on this machine; CI needs it")
+		}
+		t.Skip("no redis-server binary on this machine")
+	}
+	return bin
 }
