@@ -25,8 +25,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeOrder -fuzztime $(FUZZTIME) ./core
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./app/server
 
-## compare: the same sale on every backend, measured; writes docs/results.md and charts.
-## Real Redis and MySQL when SECKILL_REDIS_URL and SECKILL_MYSQL_DSN are set, embedded otherwise.
+## compare: the same sale on every backend, measured; writes compare-results/ (untracked).
+## Real Redis and MySQL when SECKILL_REDIS_URL and SECKILL_MYSQL_DSN are set, embedded otherwise;
+## COMPARE_FLAGS=-write-docs (real servers only) rewrites the committed docs/results.md.
 COMPARE_FLAGS ?=
 compare:
 	$(GO) run ./app compare $(COMPARE_FLAGS)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/app/server"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
@@ -47,6 +48,7 @@ type benchTarget struct {
 // benchRun is one measured load run.
 type benchRun struct {
 	rate float64
+	p50  time.Duration
 	cpu  cpuShare
 	rss  int64 // peak RSS of the server process
 }
@@ -93,16 +95,24 @@ func (b *bench) load(p *labProcess, voucher int64, prof profiles, pprofAddr stri
 	if res.Status[http.StatusOK] == 0 {
 		return benchRun{}, fmt.Errorf("no request succeeded (statuses %v, transport errors %d)", res.Status, res.Errors)
 	}
-	return benchRun{rate: res.perSecond(), cpu: before.per(after, res.Requests), rss: peakRSS(pid)}, nil
+	return benchRun{rate: res.perSecond(), p50: res.percentile(.5), cpu: before.per(after, res.Requests), rss: peakRSS(pid)}, nil
 }
 
 // endpoint runs the seckill endpoint of a server process on backend
 // queue, with consumers in the same process (0: an API-only instance).
 func (b *bench) endpoint(queue string, consumers int, prof profiles) (benchRun, error) {
+	return b.endpointWith(queue, consumers, nil, prof)
+}
+
+// endpointWith is endpoint with more of the server's environment.
+func (b *bench) endpointWith(queue string, consumers int, env map[string]string, prof profiles) (benchRun, error) {
 	c := b.cfg
 	c.Queue, c.KeyPrefix = queue, "bench"+crand.Text()[:4]+":"
 	defer dropKeys(c.RedisURL, c.KeyPrefix)
 	extra := map[string]string{"SECKILL_CONSUMERS": strconv.Itoa(consumers), "SECKILL_BATCH_SIZE": "500"}
+	for k, v := range env {
+		extra[k] = v
+	}
 	pprofAddr := ""
 	if prof != (profiles{}) {
 		var err error
@@ -196,7 +206,7 @@ func RunBench(args []string) int {
 	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
-	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -345,6 +355,9 @@ func RunBench(args []string) int {
 			ratio: sg.rate / sy.rate, target: 10, measured: true, detail: fmt.Sprintf("%.0f ÷ %.0f req/s, both persisting", sg.rate, sy.rate)})
 		endpoint.rss = max(endpoint.rss, sg.rss)
 	}
+	if run("wait") {
+		results = append(results, b.waitCost(*rounds))
+	}
 	if endpoint.rss > 0 {
 		results = append(results, benchTarget{name: "server peak RSS during the load runs (MB)", ratio: float64(endpoint.rss >> 20),
 			target: -200, measured: true, detail: "target below 200 MB"})
@@ -366,6 +379,56 @@ func RunBench(args []string) int {
 		fmt.Printf("%-72s %8.2f %s  %s (%s)\n", r.name, r.ratio, target, verdict, r.detail)
 	}
 	return 0
+}
+
+// waitCost measures the replica-confirmed mode (SECKILL_REDIS_WAIT_REPLICAS=1)
+// against the default, both on a primary with one replica and three
+// sentinels of the bench's own, the server following them by Sentinel as
+// a team using the mode would; alternated rounds, the median of their
+// ratios.
+func (b *bench) waitCost(rounds int) benchTarget {
+	name := "WAIT mode ÷ default, same primary with a replica (reported)"
+	var plain, waited []benchRun
+	note := withLabT(func(t *labT) {
+		set := redistopology.StartSentinelSet(t)
+		wb := *b
+		wb.cfg.RedisURL = set.URL()
+		wb.rdb = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(set.Primary())})
+		t.Cleanup(func() { wb.rdb.Close() })
+		sides := []struct {
+			what string
+			env  map[string]string
+			into *[]benchRun
+		}{
+			{"seckill endpoint on a primary with a replica, default", nil, &plain},
+			{"the same with SECKILL_REDIS_WAIT_REPLICAS=1", map[string]string{"SECKILL_REDIS_WAIT_REPLICAS": "1"}, &waited},
+		}
+		for n := 1; n <= rounds; n++ {
+			for i := range sides {
+				side := sides[(n-1+i)%len(sides)]
+				progressf("bench: round %d/%d: %s…", n, rounds, side.what)
+				r, err := wb.endpointWith("streamgroup", 0, side.env, profiles{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				progressf("bench:   %.0f req/s, p50 %v; %v", r.rate, round(r.p50), r.cpu)
+				*side.into = append(*side.into, r)
+			}
+		}
+	})
+	if note != "" {
+		return benchTarget{name: name, detail: "not run: " + note}
+	}
+	rates := func(rs []benchRun) []float64 {
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			out[i] = r.rate
+		}
+		return out
+	}
+	mp, mw := median(plain), median(waited)
+	return benchTarget{name: name, ratio: pairedRatio(rates(waited), rates(plain)), measured: true,
+		detail: fmt.Sprintf("median of %d rounds' ratios; median rates %.0f and %.0f req/s, p50 %v and %v", rounds, mw.rate, mp.rate, round(mw.p50), round(mp.p50))}
 }
 
 // fetchProfile saves a profile from a server's pprof listener.

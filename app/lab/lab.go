@@ -87,7 +87,8 @@ func RunCompare(args []string) int {
 	fs.Int64Var(&o.shoppers, "sellout-shoppers", 5000, "shoppers of the sell-out sale (every tenth tries twice)")
 	fs.BoolVar(&o.noFaults, "no-faults", false, "skip the fault injection")
 	fs.BoolVar(&o.redisFaultsOnly, "redis-faults-only", false, "of the faults, inject only the Redis faults mid-sale")
-	fs.StringVar(&o.out, "out", "docs/results.md", "where to write the results (charts go beside it)")
+	fs.StringVar(&o.out, "out", defaultOut, "where to write the results (charts go beside it); an untracked folder unless -write-docs")
+	writeDocs := fs.Bool("write-docs", false, "write the committed docs/results.md (real servers only)")
 	fs.StringVar(&o.only, "backends", "", "comma-separated backends to run (default: all)")
 	fs.IntVar(&o.vouchers, "vouchers", 1, "vouchers the throughput run and the drain spread their orders over (on a cluster, over the shards)")
 	if err := fs.Parse(args); err != nil {
@@ -102,9 +103,18 @@ func RunCompare(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	mode := "embedded stand-ins (miniredis, in-memory SQLite)"
-	if !base.EmbeddedRedis() && !base.EmbeddedSQL() {
-		mode = "real Redis and MySQL"
+	embedded := base.EmbeddedRedis() || base.EmbeddedSQL()
+	if *writeDocs {
+		if embedded {
+			fmt.Fprintln(os.Stderr, "compare: -write-docs needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN: docs/results.md holds figures of the real servers, and the stand-ins would measure something else")
+			return 2
+		}
+		o.out = docsOut
+	}
+	mode := "real Redis and MySQL"
+	if embedded {
+		mode = "embedded stand-ins (miniredis, in-memory SQLite)"
+		progressf("%s", embeddedBanner)
 	}
 	progressf("compare: %s, %v per throughput run, %d connections", mode, o.duration, o.conns)
 
@@ -124,6 +134,19 @@ func RunCompare(args []string) int {
 	fmt.Print(summary(results))
 	return 0
 }
+
+const (
+	// defaultOut is untracked (.gitignore): a run does not overwrite the
+	// committed results unless asked to.
+	defaultOut = "compare-results/results.md"
+	docsOut    = "docs/results.md"
+)
+
+// embeddedBanner heads a run on the stand-ins, on the terminal and in its
+// results file: there the lab measures an in-process Redis and SQLite, and
+// the order of the backends can come out the other way round.
+const embeddedBanner = "EMBEDDED STAND-INS: this run measures miniredis and SQLite inside this process, not the backends on real servers " +
+	"(there `sync` can beat every queue, the opposite of a real run). For figures of the backends set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; docs/results.md holds such a run."
 
 // labLookup reads the environment, filling in lab secrets when missing so
 // the lab runs against real servers without extra setup.

@@ -69,7 +69,9 @@ func (f faultLab) runRedisFaults() []saleFaultResult {
 	}
 	for i, step := range steps {
 		f.progress("[%s] Redis fault mid-sale: %s…", f.cfg.Queue, redisFaults[i])
-		out[i] = withLabT(func(t *labT) saleFaultResult { return step(f, t) })
+		if note := withLabT(func(t *labT) { out[i] = step(f, t) }); note != "" {
+			out[i] = saleFaultResult{Note: note}
+		}
 		if r := out[i]; r.Ran {
 			f.progress("[%s]   accepted %d of %d; lost %d, twice %d, oversold %d, unconfirmed %d (%d persisted anyway); an order accepted %v after the fault",
 				f.cfg.Queue, r.Accepted, r.Stock, r.Lost, r.Twice, r.Oversold, r.Unconfirmed, r.UnconfirmedKept, round(r.Correct))
@@ -326,9 +328,9 @@ func (t *labT) TempDir() string {
 	return dir
 }
 
-// withLabT runs fn with a labT, turning its abort into the result's note,
-// and then runs the cleanups, last first.
-func withLabT(fn func(*labT) saleFaultResult) (r saleFaultResult) {
+// withLabT runs fn with a labT and then its cleanups, last first; a
+// failure or skip inside fn ends it and comes back as the note.
+func withLabT(fn func(*labT)) (note string) {
 	t := &labT{}
 	defer func() {
 		for i := len(t.cleanups) - 1; i >= 0; i-- {
@@ -341,8 +343,9 @@ func withLabT(fn func(*labT) saleFaultResult) (r saleFaultResult) {
 			if !ok {
 				panic(p)
 			}
-			r = saleFaultResult{Note: a.msg}
+			note = a.msg
 		}
 	}()
-	return fn(t)
+	fn(t)
+	return ""
 }

@@ -47,6 +47,9 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Measured results\n\n")
+	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
+		fmt.Fprintf(&b, "> **%s**\n\n", embeddedBanner)
+	}
 	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))

@@ -57,6 +57,28 @@ func TestCompareWritesResults(t *testing.T) {
 	if !strings.Contains(text, time.Now().UTC().Format("2006-01-02")) {
 		t.Fatal("the results carry no date")
 	}
+	if !strings.Contains(text, "EMBEDDED STAND-INS") {
+		t.Fatal("a run on the stand-ins does not say so at the top of its results")
+	}
+}
+
+// TestTheCommittedResultsNeedRealServers: on the stand-ins, -write-docs is
+// refused before anything runs, and the default output is the untracked
+// folder, not docs/results.md.
+func TestTheCommittedResultsNeedRealServers(t *testing.T) {
+	for _, k := range []string{"SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN"} {
+		t.Setenv(k, "")
+	}
+	if code := RunCompare([]string{"-write-docs", "-backends", "none"}); code != 2 {
+		t.Fatalf("-write-docs on the stand-ins exited %d, want 2 (refused)", code)
+	}
+	if defaultOut == docsOut || !strings.HasPrefix(defaultOut, "compare-results/") {
+		t.Fatalf("the default output %q is not the untracked folder", defaultOut)
+	}
+	ignored, err := os.ReadFile("../../.gitignore")
+	if err != nil || !strings.Contains(string(ignored), "/compare-results/") {
+		t.Fatalf(".gitignore does not keep compare-results/ untracked: %v", err)
+	}
 }
 
 // TestRewritingResultsKeepsTheHandWrittenPart: make compare rewrites the
@@ -83,7 +105,8 @@ func TestRewritingResultsKeepsTheHandWrittenPart(t *testing.T) {
 // it had started cleaned up, last first.
 func TestALabFaultThatFailsBecomesItsNote(t *testing.T) {
 	var order []string
-	r := withLabT(func(lt *labT) saleFaultResult {
+	ran := false
+	note := withLabT(func(lt *labT) {
 		dir := lt.TempDir()
 		lt.Cleanup(func() { order = append(order, "first") })
 		lt.Cleanup(func() { order = append(order, "second") })
@@ -91,16 +114,18 @@ func TestALabFaultThatFailsBecomesItsNote(t *testing.T) {
 			t.Errorf("TempDir: %v", err)
 		}
 		lt.Skip("no redis-server binary on this machine")
-		return saleFaultResult{Ran: true}
+		ran = true
 	})
-	if r.Ran || r.Note != "not run: no redis-server binary on this machine" {
-		t.Fatalf("result %+v, want the skip as its note", r)
+	if ran || note != "not run: no redis-server binary on this machine" {
+		t.Fatalf("note %q (went on after the skip: %v), want the skip as the note", note, ran)
 	}
 	if strings.Join(order, ",") != "second,first" {
 		t.Fatalf("cleanups ran as %v, want last first", order)
 	}
-	r = withLabT(func(lt *labT) saleFaultResult { lt.Fatalf("port %d did not answer", 7); return saleFaultResult{} })
-	if r.Note != "port 7 did not answer" {
-		t.Fatalf("result %+v, want the failure as its note", r)
+	if note := withLabT(func(lt *labT) { lt.Fatalf("port %d did not answer", 7) }); note != "port 7 did not answer" {
+		t.Fatalf("note %q, want the failure", note)
+	}
+	if note := withLabT(func(*labT) {}); note != "" {
+		t.Fatalf("note %q from a run that did not fail", note)
 	}
 }
