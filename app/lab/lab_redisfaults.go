@@ -116,8 +116,9 @@ func (f faultLab) failover(t *labT, wait bool) saleFaultResult {
 		s.waitAccepted(saleFaultStock / 5)
 		set.FreezeReplication()
 		time.Sleep(time.Second)
-		s.strikeNow()
-		set.KillPrimary()
+		old := set.KillPrimaryNow()
+		s.strikeNow() // after the kill: nothing sent later can reach the old primary
+		set.WaitPromoted(old)
 	})
 }
 

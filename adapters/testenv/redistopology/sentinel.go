@@ -147,8 +147,15 @@ func (s *SentinelSet) Primary() int {
 }
 
 // KillPrimary SIGKILLs the primary and waits until the sentinels have
-// promoted the replica; it returns the new primary's port.
+// promoted a replica; it returns the new primary's port.
 func (s *SentinelSet) KillPrimary() int {
+	s.t.Helper()
+	return s.WaitPromoted(s.KillPrimaryNow())
+}
+
+// KillPrimaryNow SIGKILLs the primary and returns at once, with the port
+// the sentinels named it by, for WaitPromoted.
+func (s *SentinelSet) KillPrimaryNow() int {
 	s.t.Helper()
 	old := s.Primary()
 	proc := old
@@ -158,6 +165,13 @@ func (s *SentinelSet) KillPrimary() int {
 	s.procs[proc].Process.Kill()
 	s.procs[proc].Wait()
 	delete(s.procs, proc)
+	return old
+}
+
+// WaitPromoted waits until the sentinels name a primary other than old,
+// and it says it is one; it returns its port.
+func (s *SentinelSet) WaitPromoted(old int) int {
+	s.t.Helper()
 	var now int
 	s.waitFor(30*time.Second, "the sentinels to promote the replica", func() bool {
 		now = s.Primary()
