@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is the machine-readable kind of a failure. The values are the error
@@ -140,4 +141,17 @@ func (e *UnconfirmedError) Error() string {
 // Code lets CodeOf and MessageOf see it as CodeUnconfirmed.
 func (e *UnconfirmedError) Unwrap() error {
 	return &Error{Code: CodeUnconfirmed, Message: e.Error()}
+}
+
+// RateLimitedError is a shopper over the seckill limit, refused by the
+// reservation itself; RetryAfter is when the next attempt is admitted.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string { return "too many requests, retry later" }
+
+// Unwrap lets CodeOf and MessageOf see it as CodeRateLimited.
+func (e *RateLimitedError) Unwrap() error {
+	return &Error{Code: CodeRateLimited, Message: e.Error()}
 }

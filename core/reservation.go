@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ReservationResult is the outcome of the atomic reservation script.
 type ReservationResult int
@@ -16,6 +19,9 @@ const (
 	SoldOut
 	// AlreadyPurchased: the user holds a different order for this voucher.
 	AlreadyPurchased
+	// RateLimited: the shopper is over the seckill limit for this voucher;
+	// nothing was reserved (Reservation.RetryAfter says when to retry).
+	RateLimited
 )
 
 // Err maps a refused reservation onto the contract's error; nil for Reserved.
@@ -33,6 +39,8 @@ func (r ReservationResult) Err() error {
 		return ErrSoldOut
 	case AlreadyPurchased:
 		return ErrAlreadyPurchased
+	case RateLimited:
+		return &RateLimitedError{RetryAfter: time.Second}
 	}
 	return E(CodeInternal, "unknown reservation result")
 }
@@ -45,6 +53,17 @@ type Reservation struct {
 	// Unconfirmed: Reserved, but the replicas did not confirm the write in
 	// time (only when the reserver waits for them).
 	Unconfirmed bool
+	// RetryAfter: when RateLimited, how long until the shopper is admitted.
+	RetryAfter time.Duration
+}
+
+// Err is the contract's error for a refused reservation (nil when
+// Reserved), with its retry delay when rate limited.
+func (r Reservation) Err() error {
+	if r.Result == RateLimited && r.RetryAfter > 0 {
+		return &RateLimitedError{RetryAfter: r.RetryAfter}
+	}
+	return r.Result.Err()
 }
 
 // Reserver takes stock for an order atomically: time window, stock and

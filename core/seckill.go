@@ -62,7 +62,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			return 0, ErrBusy // rebuilt, and fenced again by another rebuild
 		}
 	}
-	if err := r.Result.Err(); err != nil {
+	if err := r.Err(); err != nil {
 		return 0, err
 	}
 	if s.publisher != nil {

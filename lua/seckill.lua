@@ -8,13 +8,18 @@
 -- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key), which
 --            carries the same {shard} tag; without a hand-off, any key of
 --            the voucher (it is not touched)
+-- KEYS[5] -> seckill:limit:{shard}:voucherId:userId  string: the shopper's
+--            rate-limit state for the voucher (GCRA's theoretical arrival
+--            time, unix milliseconds), expiring when it no longer matters
 -- {shard} is the hash tag of the voucher's shard (core.Shards), so every
 -- key of one call lies in one cluster slot.
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal, from the ID worker)
 -- ARGV[3] -> order message body (JSON, see core.EncodeOrder)
--- ARGV[4..] -> the hand-off command and its arguments, '$key' standing for
+-- ARGV[4] -> seckill requests admitted per second per shopper and voucher,
+--            with a burst of as many (0: no limit)
+-- ARGV[5..] -> the hand-off command and its arguments, '$key' standing for
 --            KEYS[4] and '$body' for ARGV[3] (core.HandoffKey, HandoffBody);
 --            none: the caller enqueues the order itself, and releases the
 --            reservation if it cannot
@@ -30,8 +35,11 @@
 --   {3, "", 0}            the sale has ended
 --   {4, "", 0}            sold out
 --   {5, existing id, 0}   the user already holds another order
+--   {6, "", ms}           over the rate limit: retry after ms milliseconds
 --
--- Checks run in this order: loaded, replay, window, stock, one per user.
+-- Checks run in this order: loaded, replay, rate limit, window, stock, one
+-- per user. The limit counts every request that gets that far, whatever
+-- its answer, as a limiter in front of the script would.
 -- The replay check comes before the window and stock so that a retried
 -- script (go-redis retries, AutoPipeline replays) still reports success to
 -- the buyer after the stock ran out or the window closed.
@@ -56,6 +64,25 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The limit, GCRA as go-redis/redis_rate keeps it, in this script so that
+-- a seckill is one round trip, and under the voucher's hash tag so that it
+-- runs on a cluster: hence per shopper and voucher.
+local rate = tonumber(ARGV[4])
+if rate > 0 then
+  local interval = 1000 / rate
+  local tat = tonumber(redis.call('GET', KEYS[5]) or now)
+  if tat < now then
+    tat = now
+  end
+  local nextTat = tat + interval
+  local admitAt = nextTat - 1000 -- a burst of one second's worth
+  if now < admitAt then
+    return {6, '', math.ceil(admitAt - now)}
+  end
+  redis.call('SET', KEYS[5], nextTat, 'PX', math.ceil(nextTat - now))
+end
+
 if now < tonumber(window[1]) then
   return {2, '', 0}
 end
@@ -74,16 +101,16 @@ redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 
 local receivers = 0
-if #ARGV >= 4 then
+if #ARGV >= 5 then
   local cmd = {}
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     local arg = ARGV[i]
     if arg == '$key' then
       arg = KEYS[4]
     elseif arg == '$body' then
       arg = ARGV[3]
     end
-    cmd[i - 3] = arg
+    cmd[i - 4] = arg
   end
   local reply = redis.call(unpack(cmd))
   if type(reply) == 'number' then

@@ -48,6 +48,13 @@ func (k Keys) Window(voucherID int64) string { return k.voucherKey("window", vou
 // Orders is the hash user id -> order id of a voucher.
 func (k Keys) Orders(voucherID int64) string { return k.voucherKey("order", voucherID) }
 
+// Limit is a shopper's rate-limit state for a voucher (seckill.lua's
+// KEYS[5]): under the voucher's tag, so the limit is per shopper and
+// voucher.
+func (k Keys) Limit(voucherID, userID int64) string {
+	return k.voucherKey("limit", voucherID) + ":" + strconv.FormatInt(userID, 10)
+}
+
 // Fence is the key a rebuild of the voucher holds (core.LiveSale.Fence).
 func (k Keys) Fence(voucherID int64) string { return k.voucherKey("fence", voucherID) }
 

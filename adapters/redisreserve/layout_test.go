@@ -37,7 +37,7 @@ var headerLine = regexp.MustCompile(`(?m)^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] -> (\S+
 // TestScriptArgumentsFollowTheHeader holds the Go side of seckill.lua's
 // calling convention to its header: the KEYS in the order and form the
 // header gives, the ARGV values in its order, and the hand-off from
-// ARGV[4] on with the placeholders the script substitutes.
+// ARGV[5] on with the placeholders the script substitutes.
 func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	// The placeholders the script compares against are core's.
 	for _, p := range []string{core.HandoffKey, core.HandoffBody} {
@@ -53,7 +53,7 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	rec := &evalRecorder{}
 	r.Client.AddHook(rec)
 	h := core.Handoff{Command: []string{"RPUSH", core.HandoffKey, "x", core.HandoffBody}, Key: func(v int64) string { return fmt.Sprintf("q:{%d}", v) }}
-	res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: h})
+	res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: h, ShopperRate: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +69,10 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 		t.Fatal("no script call seen")
 	}
 	args := rec.calls[len(rec.calls)-1] // evalsha, sha, numkeys, keys..., argv...
-	if n, _ := args[2].(int); n != 4 {
-		t.Fatalf("numkeys = %v, want 4 as in the header", args[2])
+	if n, _ := args[2].(int); n != 5 {
+		t.Fatalf("numkeys = %v, want 5 as in the header", args[2])
 	}
-	keys, argv := args[3:7], args[7:]
+	keys, argv := args[3:8], args[8:]
 	// KEYS[1..3] are the voucher's keys named in the header, with the
 	// test's prefix for "seckill:", the one shard's tag for {shard} and the
 	// voucher id for voucherId.
@@ -85,10 +85,14 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	if keys[3] != h.Key(42) {
 		t.Errorf("KEYS[4] = %v, want the hand-off key %s", keys[3], h.Key(42))
 	}
-	if header["ARGV1"] != "user" || header["ARGV2"] != "order" || header["ARGV3"] != "order" || !strings.HasPrefix(header["ARGV4"], "the") {
+	if want := strings.Replace(strings.Replace(header["KEYS5"], "seckill:", r.Prefix, 1), "{shard}:voucherId:userId", "{s0}:42:7", 1); keys[4] != want {
+		t.Errorf("KEYS[5] = %v, header says %s", keys[4], want)
+	}
+	if header["ARGV1"] != "user" || header["ARGV2"] != "order" || header["ARGV3"] != "order" ||
+		header["ARGV4"] != "seckill" || !strings.HasPrefix(header["ARGV5"], "the") {
 		t.Fatalf("the header's ARGV lines changed: %v; update this test with the script", header)
 	}
-	want := []string{"7", "9001", string(core.EncodeOrder(o)), "RPUSH", core.HandoffKey, "x", core.HandoffBody}
+	want := []string{"7", "9001", string(core.EncodeOrder(o)), "3", "RPUSH", core.HandoffKey, "x", core.HandoffBody}
 	if len(argv) != len(want) {
 		t.Fatalf("ARGV = %v, want %v", argv, want)
 	}

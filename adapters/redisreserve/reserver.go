@@ -47,6 +47,11 @@ type Config struct {
 	// WAIT on a connection of its own, where it would confirm nothing.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// ShopperRate admits this many reservations per second per shopper and
+	// voucher, with a burst of as many (0: no limit). The script checks it,
+	// so the limit costs no round trip of its own; over it, Reserve answers
+	// core.RateLimited.
+	ShopperRate int
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
@@ -230,9 +235,10 @@ func (r *Reserver) scriptArgs(o core.Order) (keys []string, args []any) {
 		// the voucher's slot.
 		queueKey = r.keys.Orders(o.VoucherID)
 	}
-	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey}
-	args = make([]any, 0, 3+len(r.handoffArgs))
-	args = append(args, o.UserID, o.ID, core.EncodeOrder(o))
+	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey,
+		r.keys.Limit(o.VoucherID, o.UserID)}
+	args = make([]any, 0, 4+len(r.handoffArgs))
+	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), r.cfg.ShopperRate)
 	return keys, append(args, r.handoffArgs...)
 }
 
@@ -245,6 +251,7 @@ var scriptResults = map[int64]core.ReservationResult{
 	3: core.Ended,
 	4: core.SoldOut,
 	5: core.AlreadyPurchased,
+	6: core.RateLimited,
 }
 
 func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
@@ -268,6 +275,9 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 			return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned order id %q", idText)
 		}
 		out.OrderID = id
+	}
+	if out.Result == core.RateLimited {
+		out.RetryAfter = time.Duration(receivers) * time.Millisecond
 	}
 	if out.Result == core.Reserved && receivers >= 0 && r.cfg.Handoff.CountsReceivers && r.cfg.OnReceivers != nil {
 		r.cfg.OnReceivers(receivers)

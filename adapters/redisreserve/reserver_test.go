@@ -323,3 +323,61 @@ func TestRemainingStockOfUnknownVoucher(t *testing.T) {
 		t.Fatalf("err = %v, want ErrVoucherNotFound", err)
 	}
 }
+
+// TestTheScriptLimitsEachShopperPerVoucher: with ShopperRate 2 a shopper's
+// first two requests for a voucher get their answers (reserved, then
+// already purchased), the third is refused RateLimited with the delay until
+// the next admission, and after that delay the shopper is admitted again.
+// The limit is per shopper and voucher: another shopper, and the same
+// shopper on another voucher, are not held back. A limited request takes
+// no stock.
+func TestTheScriptLimitsEachShopperPerVoucher(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix, ShopperRate: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []int64{1, 2} {
+			if err := res.LoadVoucher(ctx, core.Voucher{ID: v, Stock: 10, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := int64(100)
+		reserve := func(user, voucher int64) core.Reservation {
+			t.Helper()
+			id++
+			got, err := res.Reserve(ctx, core.Order{ID: id, UserID: user, VoucherID: voucher, CreatedAt: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		for i, want := range []core.ReservationResult{core.Reserved, core.AlreadyPurchased, core.RateLimited} {
+			if got := reserve(7, 1); got.Result != want {
+				t.Fatalf("request %d of shopper 7: %+v, want %v", i+1, got, want)
+			}
+		}
+		limited := reserve(7, 1)
+		if limited.Result != core.RateLimited || limited.RetryAfter <= 0 || limited.RetryAfter > time.Second {
+			t.Fatalf("over the limit: %+v, want RateLimited with a delay in (0, 1s]", limited)
+		}
+		var rl *core.RateLimitedError
+		if !errors.As(limited.Err(), &rl) || rl.RetryAfter != limited.RetryAfter || core.CodeOf(limited.Err()) != core.CodeRateLimited {
+			t.Fatalf("the error %v does not carry the code and the delay %v", limited.Err(), limited.RetryAfter)
+		}
+		if got := reserve(8, 1); got.Result != core.Reserved {
+			t.Fatalf("another shopper on the voucher: %+v", got)
+		}
+		if got := reserve(7, 2); got.Result != core.Reserved {
+			t.Fatalf("shopper 7 on another voucher: %+v", got)
+		}
+		if left, _ := res.RemainingStock(ctx, 1); left != 8 {
+			t.Fatalf("stock left %d, want 8: a limited request took stock", left)
+		}
+		time.Sleep(limited.RetryAfter + 20*time.Millisecond)
+		if got := reserve(7, 1); got.Result != core.AlreadyPurchased {
+			t.Fatalf("after the delay: %+v, want admitted (already purchased)", got)
+		}
+	})
+}

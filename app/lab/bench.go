@@ -512,8 +512,8 @@ func RunBareHandler() int {
 		n := seq.Add(1)
 		o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
 		res, err := script.Run(c.UserContext(), scripter,
-			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0)},
-			o.UserID, o.ID, core.EncodeOrder(o), "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
+			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0), keys.Limit(vid, n)},
+			o.UserID, o.ID, core.EncodeOrder(o), 0, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
 		if err != nil {
 			return c.Status(503).SendString(err.Error())
 		}
@@ -556,8 +556,8 @@ func redisBenchmarkRate(cfg server.Config, conns int) (float64, error) {
 	body := string(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 1, CreatedAt: time.Now()}))
 	host, port, _ := strings.Cut(opts.Addr, ":")
 	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q",
-		"EVALSHA", sha, "4", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0),
-		"__rand_int__", "__rand_int__", body, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
+		"EVALSHA", sha, "5", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0), keys.Limit(1, 0),
+		"__rand_int__", "__rand_int__", body, "0", "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
 	defer dropKeys(cfg.RedisURL, prefix)
 
 	if err != nil {

@@ -396,6 +396,19 @@ func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	if status, body := b.do("POST", path, a.shopper(8), nil); status != 200 {
 		t.Fatalf("another shopper was limited too: %d %v", status, body)
 	}
+	// The reservation script keeps the limit, under the voucher's hash
+	// tag: per shopper and voucher.
+	other := a.openVoucher(100)
+	if status, body := b.do("POST", "/api/vouchers/"+idString(other)+"/seckill", shopper, nil); status != 200 {
+		t.Fatalf("the limited shopper on another voucher: %d %v, want 200 (the limit is per voucher)", status, body)
+	}
+	seckill, _ := http.NewRequest("POST", a.base+path, nil)
+	seckill.Header.Set("Authorization", "Bearer "+shopper)
+	if resp, err := a.client.Do(seckill); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("seckill over the limit: %d (Retry-After %q), want 429 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 
 	for i, h := range []*harness{a, b, a} {
 		if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "1390000000" + idString(int64(i))}); status != 200 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -170,6 +171,11 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 	}
 	if code == core.CodeBusy {
 		c.Set(fiber.HeaderRetryAfter, "1")
+	}
+	var limited *core.RateLimitedError
+	if errors.As(err, &limited) {
+		// Whole seconds (RFC 9110), rounded up: never earlier than admitted.
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(math.Ceil(max(limited.RetryAfter, time.Second).Seconds()))))
 	}
 	var unconfirmed *core.UnconfirmedError
 	if errors.As(err, &unconfirmed) {

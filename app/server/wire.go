@@ -133,6 +133,10 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 	}
 
+	seckillRate := redis_rate.PerSecond(cfg.SeckillRate)
+	if sale.limitsShoppers {
+		seckillRate = redis_rate.Limit{} // the script limits; a rate of 0 mounts no middleware
+	}
 	a := &api{
 		log:         log,
 		seckill:     seckill,
@@ -144,7 +148,7 @@ func (s *Server) wire(ctx context.Context) error {
 		devCodes:    cfg.DevCodes,
 		admin:       cfg.AdminToken,
 		limits:      newRateLimits(s.rdb, cfg.KeyPrefix, log),
-		seckillRate: redis_rate.PerSecond(cfg.SeckillRate),
+		seckillRate: seckillRate,
 		codeRate:    redis_rate.PerMinute(cfg.CodeRate),
 		ready:       s.ready,
 		recovery:    s.recovery,
@@ -167,6 +171,10 @@ type sale struct {
 	reserver  core.Reserver
 	board     core.StockBoard
 	publisher core.Publisher // nil when the reservation script enqueues
+	// limitsShoppers: the reservation enforces SECKILL_SECKILL_RATE itself
+	// (in the script, no round trip of its own); otherwise the HTTP layer
+	// does, with a limiter of its own in Redis.
+	limitsShoppers bool
 }
 
 // openSale opens the backend that SECKILL_QUEUE names (s.queue stays nil
@@ -192,7 +200,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	s.queue = q
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce,
-		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout})
+		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate})
 	if err != nil {
 		return sale{}, err
 	}
@@ -206,7 +214,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	}
 	holder, _ := q.(core.OrderHolder)
 	s.recovery = core.NewRecovery(reserver, s.store, holder, s.log, s.metrics)
-	return sale{reserver: reserver, board: reserver, publisher: publisher}, nil
+	return sale{reserver: reserver, board: reserver, publisher: publisher, limitsShoppers: true}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in
