@@ -117,8 +117,10 @@ type Recovery struct {
 	FenceTTL, Wait time.Duration
 
 	verified sync.Map // voucher id -> incarnation it was verified in
-	mu       sync.Mutex
-	running  map[int64]*rebuild
+	// memo, if set, forgets each rebuilt voucher (WithMemo).
+	memo    *AnswerMemo
+	mu      sync.Mutex
+	running map[int64]*rebuild
 }
 
 type rebuild struct {
@@ -133,6 +135,13 @@ func NewRecovery(live LiveSale, ledger SaleLedger, holder OrderHolder, log *slog
 	}
 	return &Recovery{live: live, ledger: ledger, holder: holder, log: log, obs: obs,
 		FenceTTL: 10 * time.Second, Wait: 2 * time.Second, running: map[int64]*rebuild{}}
+}
+
+// WithMemo makes every rebuild tell m (and, through its nudger, every
+// instance) that the voucher's stock may have come back.
+func (r *Recovery) WithMemo(m *AnswerMemo) *Recovery {
+	r.memo = m
+	return r
 }
 
 // Verified records that the voucher's live state was just written in the
@@ -298,6 +307,13 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: restore", CodeUnavailable, err))
 	}
 	r.verified.Store(voucherID, inc)
+	if r.memo != nil {
+		// The rebuilt stock may be more than was remembered, here and on
+		// every other instance.
+		if err := r.memo.StockBack(ctx, voucherID); err != nil {
+			r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", voucherID, "err", err)
+		}
+	}
 	report.StockAfter, report.Took = remaining, time.Since(start)
 	r.log.Warn("rebuilt a voucher's live state from the database and the queue",
 		"voucher", voucherID, "incarnation", inc, "previous", was, "persisted", report.Persisted,

@@ -55,6 +55,10 @@ type Reservation struct {
 	Unconfirmed bool
 	// RetryAfter: when RateLimited, how long until the shopper is admitted.
 	RetryAfter time.Duration
+	// WindowEdge, on the live store's clock: when NotStarted, the time
+	// until the sale opens; when Ended, the time since it closed (0: not
+	// reported). AnswerMemo keeps window answers off the edges with it.
+	WindowEdge time.Duration
 }
 
 // Err is the contract's error for a refused reservation (nil when

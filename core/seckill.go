@@ -19,7 +19,10 @@ type Seckill struct {
 	// recovery, if set, verifies each voucher's live state before it is
 	// used, and rebuilds what the live store forgot.
 	recovery *Recovery
-	now      func() time.Time
+	// memo, if set, answers the refusals that cannot change for a while
+	// without the live store.
+	memo *AnswerMemo
+	now  func() time.Time
 }
 
 // NewSeckill wires the use case. publisher may be nil.
@@ -34,8 +37,29 @@ func (s *Seckill) WithRecovery(r *Recovery) *Seckill {
 	return s
 }
 
+// WithMemo makes the use case answer remembered refusals from m, and tell
+// m when it gives stock back.
+func (s *Seckill) WithMemo(m *AnswerMemo) *Seckill {
+	s.memo = m
+	return s
+}
+
 // Buy reserves one voucher for a user and returns the order id.
 func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
+	var (
+		incarnation string
+		generation  uint64
+	)
+	if s.memo != nil {
+		if s.recovery != nil {
+			// Cached by the live store's adapter: no round trip.
+			incarnation, _ = s.recovery.Incarnation(ctx)
+		}
+		if r, ok := s.memo.Answer(voucherID, incarnation); ok {
+			return 0, r.Err()
+		}
+		generation = s.memo.Generation()
+	}
 	if s.recovery != nil {
 		if err := s.recovery.Ensure(ctx, voucherID); err != nil {
 			return 0, err
@@ -63,6 +87,9 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		}
 	}
 	if err := r.Err(); err != nil {
+		if s.memo != nil {
+			s.memo.Remember(voucherID, incarnation, generation, r)
+		}
 		return 0, err
 	}
 	if s.publisher != nil {
@@ -71,6 +98,10 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			// it is lost to every other shopper.
 			if rerr := s.reserver.Release(context.WithoutCancel(ctx), o); rerr != nil {
 				return 0, Wrap("seckill: release after failed publish", CodeUnavailable, errors.Join(err, rerr))
+			}
+			if s.memo != nil {
+				// Best effort: the memo's lifetime bounds a lost nudge.
+				_ = s.memo.StockBack(context.WithoutCancel(ctx), voucherID)
 			}
 			if errors.Is(err, ErrQueueFull) {
 				return 0, ErrBusy

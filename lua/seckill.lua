@@ -31,8 +31,9 @@
 --   {0, ARGV[2], -1}      a replay of the same order id: already reserved
 --                         and handed off, nothing done twice
 --   {1, "", 0}            voucher not loaded (no stock key or no window)
---   {2, "", 0}            the sale has not started
---   {3, "", 0}            the sale has ended
+--   {2, "", ms}           the sale has not started; it opens in ms
+--                         milliseconds (this server's clock)
+--   {3, "", ms}           the sale has ended, ms milliseconds ago
 --   {4, "", 0}            sold out
 --   {5, existing id, 0}   the user already holds another order
 --   {6, "", ms}           over the rate limit: retry after ms milliseconds
@@ -84,10 +85,10 @@ if rate > 0 then
 end
 
 if now < tonumber(window[1]) then
-  return {2, '', 0}
+  return {2, '', tonumber(window[1]) - now}
 end
 if now >= tonumber(window[2]) then
-  return {3, '', 0}
+  return {3, '', now - tonumber(window[2])}
 end
 
 if tonumber(stock) <= 0 then

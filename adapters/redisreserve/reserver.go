@@ -260,7 +260,9 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 	}
 	code, ok1 := res[0].(int64)
 	idText, ok2 := res[1].(string)
-	receivers, ok3 := res[2].(int64)
+	// The third value depends on the code: receivers, a retry delay or a
+	// distance to the window's edge, as the script's header says.
+	n, ok3 := res[2].(int64)
 	if !ok1 || !ok2 || !ok3 {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %T %T %T", res[0], res[1], res[2])
 	}
@@ -276,11 +278,14 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 		}
 		out.OrderID = id
 	}
-	if out.Result == core.RateLimited {
-		out.RetryAfter = time.Duration(receivers) * time.Millisecond
+	switch out.Result {
+	case core.RateLimited:
+		out.RetryAfter = time.Duration(n) * time.Millisecond
+	case core.NotStarted, core.Ended:
+		out.WindowEdge = time.Duration(n) * time.Millisecond
 	}
-	if out.Result == core.Reserved && receivers >= 0 && r.cfg.Handoff.CountsReceivers && r.cfg.OnReceivers != nil {
-		r.cfg.OnReceivers(receivers)
+	if out.Result == core.Reserved && n >= 0 && r.cfg.Handoff.CountsReceivers && r.cfg.OnReceivers != nil {
+		r.cfg.OnReceivers(n)
 	}
 	return out, nil
 }

@@ -36,8 +36,13 @@ type Config struct {
 	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
 	// the shard count (lingerFor).
 	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
-	DevCodes       bool          // SECKILL_DEV_CODES
-	UserLock       bool          // SECKILL_USER_LOCK
+	// AnswerMemo is how long an instance answers a voucher's sold out (or
+	// not started, or ended) from memory before asking Redis again; 0: it
+	// always asks. Stock that comes back is nudged to every instance at
+	// once; AnswerMemo bounds the wait when a nudge is lost.
+	AnswerMemo time.Duration // SECKILL_ANSWER_MEMO
+	DevCodes   bool          // SECKILL_DEV_CODES
+	UserLock   bool          // SECKILL_USER_LOCK
 	// MemoryCapacity bounds the memory backend's channel.
 	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
 	// ListReliable turns on the list backend's processing lists.
@@ -153,6 +158,14 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		}
 		c.ConsumerLinger = d
 	}
+	c.AnswerMemo = DefaultAnswerMemo
+	if v, ok := lookup("SECKILL_ANSWER_MEMO"); ok && strings.TrimSpace(v) != "" {
+		d, perr := time.ParseDuration(strings.TrimSpace(v))
+		if perr != nil || d < 0 || d > 10*time.Second {
+			return c, &configError{"SECKILL_ANSWER_MEMO", v, "want a Go duration from 0 (off) to 10s, e.g. 200ms"}
+		}
+		c.AnswerMemo = d
+	}
 	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
 	if c.DevCodes, err = boolVar(lookup, "SECKILL_DEV_CODES", embedded); err != nil {
 		return c, err
@@ -216,6 +229,10 @@ func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (i
 	}
 	return n, nil
 }
+
+// DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
+// on every instance even when the nudge that announces it is lost.
+const DefaultAnswerMemo = 200 * time.Millisecond
 
 func durationVar(lookup func(string) (string, bool), name string, def time.Duration) (time.Duration, error) {
 	v, ok := lookup(name)

@@ -17,7 +17,7 @@ func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
 	}
 	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
 		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken ||
-		!c.RedisCoalesce || c.PprofAddr != "" || c.BatchSize != 500 {
+		!c.RedisCoalesce || c.PprofAddr != "" || c.BatchSize != 500 || c.AnswerMemo != 200*time.Millisecond {
 		t.Fatalf("defaults: %+v", c)
 	}
 	other, _ := LoadConfig(env(nil))
@@ -64,6 +64,7 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_PPROF_ADDR":      "6060",
 		"SECKILL_SHARDS":          "65",
 		"SECKILL_CONSUMER_LINGER": "5s",
+		"SECKILL_ANSWER_MEMO":     "1m",
 	} {
 		_, err := LoadConfig(env(map[string]string{variable: value}))
 		if err == nil {
@@ -88,6 +89,13 @@ func TestLingerDefaultsByShards(t *testing.T) {
 	}
 	if c, _ := LoadConfig(env(nil)); c.ConsumerLinger >= 0 {
 		t.Fatalf("unset linger is %v, want negative: chosen by the shard count", c.ConsumerLinger)
+	}
+}
+
+func TestAnswerMemoOfZeroTurnsItOff(t *testing.T) {
+	c, err := LoadConfig(env(map[string]string{"SECKILL_ANSWER_MEMO": "0"}))
+	if err != nil || c.AnswerMemo != 0 {
+		t.Fatalf("SECKILL_ANSWER_MEMO=0: %v, %v; want off", c.AnswerMemo, err)
 	}
 }
 

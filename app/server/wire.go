@@ -34,6 +34,10 @@ type Server struct {
 	// identity follows Redis's incarnation (run_id) for recovery.
 	identity *redisreserve.Identity
 	recovery *core.Recovery
+	// memo answers sold out (not started, ended) from memory; nudges
+	// keeps it in step with the other instances (nil without Redis).
+	memo   *core.AnswerMemo
+	nudges *redisreserve.StockNudges
 	// shards spread the sale's keys (resolveShards); zero under sync.
 	shards   core.Shards
 	store    *mysqlstore.Store
@@ -104,7 +108,15 @@ func (s *Server) wire(ctx context.Context) error {
 	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board)
 	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
 	seckill := core.NewSeckill(ids, sale.reserver, sale.publisher, s.store)
+	var nudger core.StockNudger
+	if sale.limitsShoppers { // a Redis sale: instances can nudge each other
+		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
+		nudger = s.nudges
+	}
+	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
+	seckill.WithMemo(s.memo)
 	if s.recovery != nil {
+		s.recovery.WithMemo(s.memo)
 		s.catalog.WithRecovery(s.recovery)
 		seckill.WithRecovery(s.recovery)
 		ids.WithFloor(s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
@@ -299,6 +311,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if s.recovery != nil {
 		wg.Go(func() { s.watchIdentity(pipeCtx) })
+	}
+	if s.nudges != nil && s.cfg.AnswerMemo > 0 {
+		wg.Go(func() { s.nudges.Listen(pipeCtx, s.memo.Forget, s.memo.Clear) })
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Listener(ln) }()
