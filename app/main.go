@@ -22,6 +22,8 @@ func main() {
 			os.Exit(lab.RunBench(os.Args[2:]))
 		case lab.BareHandlerCommand:
 			os.Exit(lab.RunBareHandler())
+		case lab.NaiveHandlerCommand:
+			os.Exit(lab.RunNaiveHandler())
 		}
 	}
 	os.Exit(server.Main())

@@ -206,7 +206,7 @@ func RunBench(args []string) int {
 	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
-	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, wrk, sale (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -357,6 +357,20 @@ func RunBench(args []string) int {
 	}
 	if run("wait") {
 		results = append(results, b.waitCost(*rounds))
+	}
+	if run("wrk") {
+		targets, err := b.wrkCompare(*rounds, *duration)
+		if err != nil {
+			results = append(results, benchTarget{name: "server on defaults ÷ naive handler, wrk", detail: "not run: " + err.Error()})
+		}
+		results = append(results, targets...)
+	}
+	if run("sale") {
+		targets, err := b.fullSale(min(*rounds, 3))
+		if err != nil {
+			return fail(err)
+		}
+		results = append(results, targets...)
 	}
 	if endpoint.rss > 0 {
 		results = append(results, benchTarget{name: "server peak RSS during the load runs (MB)", ratio: float64(endpoint.rss >> 20),

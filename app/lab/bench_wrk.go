@@ -1,0 +1,437 @@
+package lab
+
+import (
+	crand "crypto/rand"
+
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/app/server"
+)
+
+// The skeptical user's measurement: an outside load tool (wrk) against the
+// server on its defaults, and against the smallest handler anyone would
+// write first — the naive reference below — sent the same requests.
+
+// NaiveHandlerCommand is the binary's subcommand that runs RunNaiveHandler.
+const NaiveHandlerCommand = "naive-handler"
+
+// naiveScript is the seed's original reservation, as the classic design
+// first writes it: stock, one order per user by a set, the stream.
+const naiveScript = `
+if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then
+  return 1
+end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+  return 2
+end
+redis.call('INCRBY', KEYS[1], -1)
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('XADD', KEYS[3], '*', 'userId', ARGV[1], 'voucherId', ARGV[2], 'id', ARGV[3])
+return 0
+`
+
+// naiveKeys are the naive handler's keys for a voucher, under prefix.
+func naiveKeys(prefix string, voucher int64) []string {
+	v := strconv.FormatInt(voucher, 10)
+	return []string{prefix + "naive:stock:" + v, prefix + "naive:order:" + v, prefix + "naive:orders"}
+}
+
+// RunNaiveHandler serves the naive reference (`seckill naive-handler`):
+// Fiber and go-redis, one EVALSHA of naiveScript per request, no
+// pipelining, no auth (the token header is ignored; each request is a new
+// user), no validation, no metrics.
+func RunNaiveHandler() int {
+	cfg, err := server.LoadConfig(labLookup)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	opts.PoolSize = 64
+	rdb := redis.NewClient(opts)
+	script := redis.NewScript(naiveScript)
+	var users atomic.Int64
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	app.Post("/api/vouchers/:id/seckill", func(c *fiber.Ctx) error {
+		vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
+		user := users.Add(1)
+		code, err := script.Run(c.UserContext(), rdb, naiveKeys(cfg.KeyPrefix, vid), user, vid, user).Int()
+		switch {
+		case err != nil:
+			return c.Status(503).SendString(err.Error())
+		case code == 1:
+			return c.Status(409).JSON(fiber.Map{"error": "sold out"})
+		case code == 2:
+			return c.Status(409).JSON(fiber.Map{"error": "already purchased"})
+		}
+		return c.JSON(fiber.Map{"orderId": strconv.FormatInt(user, 10)})
+	})
+	if err := app.Listen(cfg.Addr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// wrkScript cycles pre-signed tokens over the vouchers so that every
+// request of a run is a new shopper–voucher pair: request i carries token
+// i mod T on voucher (i div T + i) mod V, each thread taking every
+// threads-th i.
+const wrkScript = `
+local tokens, vouchers = {}, {}
+local i, step = 0, 1
+local nextThread = 0
+function setup(thread)
+  thread:set("first", nextThread)
+  nextThread = nextThread + 1
+end
+function init(args)
+  for line in io.lines(args[1]) do tokens[#tokens + 1] = line end
+  for v in string.gmatch(args[2], "%d+") do vouchers[#vouchers + 1] = v end
+  i, step = first, tonumber(args[3])
+end
+function request()
+  local n = i
+  i = i + step
+  local t = tokens[(n % #tokens) + 1]
+  local v = vouchers[((math.floor(n / #tokens) + n) % #vouchers) + 1]
+  return wrk.format("POST", "/api/vouchers/" .. v .. "/seckill", {["Authorization"] = "Bearer " .. t}, nil)
+end
+`
+
+// wrkRun is what one wrk run printed.
+type wrkRun struct {
+	rate   float64
+	non2xx int64
+}
+
+var (
+	wrkRate   = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkNon2xx = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+)
+
+// wrkLoad runs `wrk -t2 -c<conns> -d<duration>` with wrkScript against
+// base, on the vouchers, with the tokens in tokenFile.
+func wrkLoad(base, tokenFile string, vouchers []int64, conns int, duration time.Duration) (wrkRun, error) {
+	bin, err := exec.LookPath("wrk")
+	if err != nil {
+		return wrkRun{}, fmt.Errorf("wrk is not on this machine (Debian: apt-get install -y wrk)")
+	}
+	script := filepath.Join(filepath.Dir(tokenFile), "seckill.lua")
+	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+		return wrkRun{}, err
+	}
+	ids := make([]string, len(vouchers))
+	for i, v := range vouchers {
+		ids[i] = idString(v)
+	}
+	const threads = 2
+	out, err := exec.Command(bin, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conns), "-d"+duration.String(),
+		"-s", script, base, "--", tokenFile, strings.Join(ids, ","), strconv.Itoa(threads)).CombinedOutput()
+	if err != nil {
+		return wrkRun{}, fmt.Errorf("wrk: %v: %s", err, out)
+	}
+	m := wrkRate.FindSubmatch(out)
+	if m == nil {
+		return wrkRun{}, fmt.Errorf("wrk printed no rate: %s", out)
+	}
+	r := wrkRun{}
+	r.rate, _ = strconv.ParseFloat(string(m[1]), 64)
+	if m := wrkNon2xx.FindSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	return r, nil
+}
+
+// writeTokens signs n shoppers' tokens, one per line, into a file of dir.
+func writeTokens(dir string, tokens *server.Tokens, n int64) (string, error) {
+	path := filepath.Join(dir, "tokens.txt")
+	var b strings.Builder
+	for _, t := range mintTokens(tokens, 1, n) {
+		b.WriteString(strings.TrimPrefix(t, "Bearer "))
+		b.WriteByte('\n')
+	}
+	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// wrkCase is one row of the wrk comparison: the server's vouchers and the
+// naive handler's, in the state the case needs.
+type wrkCase struct {
+	name     string
+	target   float64
+	soldOut  bool
+	server   []float64
+	naive    []float64
+	non2xx   [2]int64 // of the last round: server, naive
+	wantCode int      // what every request of the case is answered
+}
+
+const (
+	wrkVouchers = 32
+	wrkTokens   = 100_000
+)
+
+// wrkCompare runs the server on its defaults (API-only, per-shopper limit
+// on) and the naive handler under wrk, alternating, for the stock-left and
+// the sold-out cases; it returns each case's median paired ratio.
+func (b *bench) wrkCompare(rounds int, duration time.Duration) ([]benchTarget, error) {
+	dir, err := os.MkdirTemp("", "seckill-wrk-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tokenFile, err := writeTokens(dir, server.NewTokens(b.cfg.JWTSecret), wrkTokens)
+	if err != nil {
+		return nil, err
+	}
+	cases := []*wrkCase{
+		{name: "stock left", target: 1.2, wantCode: http.StatusOK},
+		{name: "sold out", target: 2, soldOut: true, wantCode: http.StatusConflict},
+	}
+	for round := 1; round <= rounds; round++ {
+		for _, c := range cases {
+			for i := range 2 {
+				side := []string{"server", "naive"}[(round+1+i)%2] // alternate which side runs first
+				progressf("bench: round %d/%d: wrk, %s, %s…", round, rounds, c.name, side)
+				r, err := b.wrkSide(side, c, tokenFile, duration)
+				if err != nil {
+					return nil, err
+				}
+				progressf("bench:   %.0f req/s, %d answered other than 2xx", r.rate, r.non2xx)
+				if side == "server" {
+					c.server, c.non2xx[0] = append(c.server, r.rate), r.non2xx
+				} else {
+					c.naive, c.non2xx[1] = append(c.naive, r.rate), r.non2xx
+				}
+			}
+		}
+	}
+	var out []benchTarget
+	for _, c := range cases {
+		out = append(out, benchTarget{
+			name:  fmt.Sprintf("server on defaults ÷ naive handler, wrk, %s", c.name),
+			ratio: pairedRatio(c.server, c.naive), target: c.target, measured: true,
+			detail: fmt.Sprintf("median of %d rounds' ratios (spread %s); median rates %.0f and %.0f req/s; non-2xx in the last round %d and %d",
+				rounds, spread(c.server, c.naive), medianOf(c.server), medianOf(c.naive), c.non2xx[0], c.non2xx[1]),
+		})
+	}
+	return out, nil
+}
+
+// spread prints the lowest and highest of the rounds' ratios: the noise
+// of the machine, beside the median.
+func spread(a, b []float64) string {
+	lo, hi := a[0]/b[0], a[0]/b[0]
+	for i := range a {
+		r := a[i] / b[i]
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
+}
+
+// wrkSide starts one side of a case on fresh keys, puts its vouchers in
+// the case's state, runs wrk and stops it.
+func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time.Duration) (wrkRun, error) {
+	cfg := b.cfg
+	cfg.Queue, cfg.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
+	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
+	stock := int64(faultStock)
+	if c.soldOut {
+		stock = 0
+	}
+	var p *labProcess
+	var vouchers []int64
+	var err error
+	switch side {
+	case "server":
+		// The defaults a user gets: the lab's lookup turns the limits off
+		// for its own load, so they are restored here.
+		p, err = startProcess(cfg, map[string]string{"SECKILL_CONSUMERS": "0", "SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""})
+		if err != nil {
+			return wrkRun{}, err
+		}
+		defer p.stop()
+		for range wrkVouchers {
+			v, err := createVoucher(p.base, cfg.AdminToken, max(stock, 1))
+			if err != nil {
+				return wrkRun{}, err
+			}
+			vouchers = append(vouchers, v)
+		}
+		defer dropVouchers(cfg.MySQLDSN, vouchers...)
+		if c.soldOut {
+			// Each voucher's one unit bought before the run: the sale
+			// is in its sold-out phase.
+			tokens := server.NewTokens(cfg.JWTSecret)
+			for _, v := range vouchers {
+				if err := buyOnce(p.base, tokens, v, wrkTokens+1); err != nil {
+					return wrkRun{}, err
+				}
+			}
+		}
+	case "naive":
+		p, err = startProcessArgs(cfg, nil, NaiveHandlerCommand)
+		if err != nil {
+			return wrkRun{}, err
+		}
+		defer p.stop()
+		rdb, err := server.OpenRedis(context.Background(), cfg.RedisURL)
+		if err != nil {
+			return wrkRun{}, err
+		}
+		defer rdb.Close()
+		for v := int64(1); v <= wrkVouchers; v++ {
+			if err := rdb.Set(context.Background(), naiveKeys(cfg.KeyPrefix, v)[0], stock, 0).Err(); err != nil {
+				return wrkRun{}, err
+			}
+			vouchers = append(vouchers, v)
+		}
+	}
+	r, err := wrkLoad(p.base, tokenFile, vouchers, b.conns, duration)
+	if err != nil {
+		return wrkRun{}, fmt.Errorf("%s, %s: %w", c.name, side, err)
+	}
+	if want2xx := c.wantCode == http.StatusOK; want2xx && r.non2xx > 0 {
+		return r, fmt.Errorf("%s, %s: %d requests answered other than 2xx where every one should buy", c.name, side, r.non2xx)
+	}
+	return r, nil
+}
+
+// buyOnce buys a voucher as one shopper and expects 200.
+func buyOnce(base string, tokens *server.Tokens, voucher, user int64) error {
+	tok, _ := tokens.Issue(user, time.Now())
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/vouchers/"+idString(voucher)+"/seckill", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("buying voucher %d: status %d", voucher, resp.StatusCode)
+	}
+	return nil
+}
+
+const (
+	saleItems    = 20_000
+	saleShoppers = 200_000
+)
+
+// fullSale is the sale-shaped run: saleShoppers new shoppers for saleItems
+// items on one voucher, most of them after the sell-out, sent as fast as
+// b.conns connections go — to the server on its defaults (consumers in the
+// process) and to the naive handler, the same requests, alternated over
+// rounds. It returns the wall-time ratio and the time from the server's
+// last answer to its last order in MySQL.
+func (b *bench) fullSale(rounds int) ([]benchTarget, error) {
+	st, err := mysqlstore.OpenMySQL(context.Background(), b.cfg.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var serverWall, naiveWall []float64
+	var lastRow time.Duration
+	for round := 1; round <= rounds; round++ {
+		for i := range 2 {
+			side := []string{"server", "naive"}[(round+i)%2]
+			progressf("bench: round %d/%d: a full sale, %d shoppers for %d items, %s…", round, rounds, saleShoppers, saleItems, side)
+			wall, toRow, err := b.saleSide(side, st)
+			if err != nil {
+				return nil, err
+			}
+			if side == "server" {
+				serverWall, lastRow = append(serverWall, wall.Seconds()), max(lastRow, toRow)
+				progressf("bench:   last answer after %v, last order in MySQL %v after it", wall.Round(time.Millisecond), toRow.Round(time.Millisecond))
+			} else {
+				naiveWall = append(naiveWall, wall.Seconds())
+				progressf("bench:   last answer after %v", wall.Round(time.Millisecond))
+			}
+		}
+	}
+	return []benchTarget{
+		{name: "full sale: server's wall time ÷ naive handler's, to the last answer", ratio: pairedRatio(serverWall, naiveWall),
+			target: -0.5, measured: true, detail: fmt.Sprintf("target at most 0.5; median of %d rounds (spread %s); medians %.2f s and %.2f s",
+				rounds, spread(serverWall, naiveWall), medianOf(serverWall), medianOf(naiveWall))},
+		{name: "full sale: last order in MySQL after the last answer (s)", ratio: lastRow.Seconds(), target: -5, measured: true,
+			detail: fmt.Sprintf("target under 5 s; the longest of %d rounds", rounds)},
+	}, nil
+}
+
+// saleSide runs one full sale on one side and checks that it sold exactly
+// the items.
+func (b *bench) saleSide(side string, st *mysqlstore.Store) (wall, toRow time.Duration, err error) {
+	cfg := b.cfg
+	cfg.Queue, cfg.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
+	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
+	tokens := server.NewTokens(cfg.JWTSecret)
+	var p *labProcess
+	var voucher int64
+	if side == "server" {
+		if p, err = startProcess(cfg, map[string]string{"SECKILL_CONSUMERS": "", "SECKILL_BATCH_SIZE": "", "SECKILL_CLAIM_MIN_IDLE": "",
+			"SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""}); err != nil {
+			return 0, 0, err
+		}
+		if voucher, err = createVoucher(p.base, cfg.AdminToken, saleItems); err != nil {
+			p.stop()
+			return 0, 0, err
+		}
+		defer dropVouchers(cfg.MySQLDSN, voucher)
+	} else {
+		if p, err = startProcessArgs(cfg, nil, NaiveHandlerCommand); err != nil {
+			return 0, 0, err
+		}
+		rdb, err := server.OpenRedis(context.Background(), cfg.RedisURL)
+		if err != nil {
+			p.stop()
+			return 0, 0, err
+		}
+		voucher = 1
+		err = rdb.Set(context.Background(), naiveKeys(cfg.KeyPrefix, voucher)[0], saleItems, 0).Err()
+		rdb.Close()
+		if err != nil {
+			p.stop()
+			return 0, 0, err
+		}
+	}
+	defer p.stop()
+	res := runLoad(context.Background(), b.conns, 10*time.Minute, saleShoppers, buyRequests(p.base, tokens, []int64{voucher}, 1, saleShoppers))
+	wall = res.Duration
+	if ok := res.Status[http.StatusOK]; ok != saleItems || res.Errors > 0 {
+		return 0, 0, fmt.Errorf("full sale, %s: %d accepted of %d items (statuses %v, transport errors %d)", side, ok, saleItems, res.Status, res.Errors)
+	}
+	if side == "server" {
+		ended := time.Now()
+		rows := waitFor(func() int64 {
+			n, err := st.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ?", voucher).Count(context.Background())
+			if err != nil {
+				return -1
+			}
+			return int64(n)
+		}, saleItems, time.Minute)
+		toRow = time.Since(ended)
+		if rows != saleItems {
+			return 0, 0, fmt.Errorf("full sale: %d of %d accepted orders in MySQL a minute after the last answer", rows, saleItems)
+		}
+	}
+	return wall, toRow, nil
+}
