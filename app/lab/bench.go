@@ -207,7 +207,7 @@ func RunBench(args []string) int {
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
 	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, wrk, sale (default all)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file (and of the last wrk run of each case to this file plus .stock-left and .sold-out)")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -359,7 +359,7 @@ func RunBench(args []string) int {
 		results = append(results, b.waitCost(*rounds))
 	}
 	if run("wrk") {
-		targets, err := b.wrkCompare(*rounds, *duration)
+		targets, err := b.wrkCompare(*rounds, *duration, *cpuProfile)
 		if err != nil {
 			results = append(results, benchTarget{name: "server on defaults ÷ naive handler, wrk", detail: "not run: " + err.Error()})
 		}

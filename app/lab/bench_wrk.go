@@ -193,7 +193,10 @@ const (
 // wrkCompare runs the server on its defaults (API-only, per-shopper limit
 // on) and the naive handler under wrk, alternating, for the stock-left and
 // the sold-out cases; it returns each case's median paired ratio.
-func (b *bench) wrkCompare(rounds int, duration time.Duration) ([]benchTarget, error) {
+//
+// With cpuProfile set, the server's last run of each case is profiled into
+// cpuProfile plus ".stock-left" or ".sold-out".
+func (b *bench) wrkCompare(rounds int, duration time.Duration, cpuProfile string) ([]benchTarget, error) {
 	dir, err := os.MkdirTemp("", "seckill-wrk-")
 	if err != nil {
 		return nil, err
@@ -212,7 +215,11 @@ func (b *bench) wrkCompare(rounds int, duration time.Duration) ([]benchTarget, e
 			for i := range 2 {
 				side := []string{"server", "naive"}[(round+1+i)%2] // alternate which side runs first
 				progressf("bench: round %d/%d: wrk, %s, %s…", round, rounds, c.name, side)
-				r, err := b.wrkSide(side, c, tokenFile, duration)
+				prof := ""
+				if cpuProfile != "" && side == "server" && round == rounds {
+					prof = cpuProfile + "." + strings.ReplaceAll(c.name, " ", "-")
+				}
+				r, err := b.wrkSide(side, c, tokenFile, duration, prof)
 				if err != nil {
 					return nil, err
 				}
@@ -250,7 +257,7 @@ func spread(a, b []float64) string {
 
 // wrkSide starts one side of a case on fresh keys, puts its vouchers in
 // the case's state, runs wrk and stops it.
-func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time.Duration) (wrkRun, error) {
+func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time.Duration, cpuProfile string) (wrkRun, error) {
 	cfg := b.cfg
 	cfg.Queue, cfg.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
 	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
@@ -261,11 +268,19 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	var p *labProcess
 	var vouchers []int64
 	var err error
+	var pprofAddr string
 	switch side {
 	case "server":
 		// The defaults a user gets: the lab's lookup turns the limits off
 		// for its own load, so they are restored here.
-		p, err = startProcess(cfg, map[string]string{"SECKILL_CONSUMERS": "0", "SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""})
+		env := map[string]string{"SECKILL_CONSUMERS": "0", "SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""}
+		if cpuProfile != "" {
+			if pprofAddr, err = freeAddr(); err != nil {
+				return wrkRun{}, err
+			}
+			env["SECKILL_PPROF_ADDR"] = pprofAddr
+		}
+		p, err = startProcess(cfg, env)
 		if err != nil {
 			return wrkRun{}, err
 		}
@@ -306,7 +321,21 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 			vouchers = append(vouchers, v)
 		}
 	}
+	profiled := make(chan error, 1)
+	if pprofAddr != "" {
+		// The first and last second of the run left out, as the endpoint's.
+		go func() {
+			time.Sleep(time.Second)
+			secs := max(int((duration - 2*time.Second).Seconds()), 1)
+			profiled <- fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), cpuProfile)
+		}()
+	} else {
+		profiled <- nil
+	}
 	r, err := wrkLoad(p.base, tokenFile, vouchers, b.conns, duration)
+	if perr := <-profiled; perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil {
 		return wrkRun{}, fmt.Errorf("%s, %s: %w", c.name, side, err)
 	}

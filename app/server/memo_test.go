@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -214,4 +218,25 @@ func TestNotStartedFromMemoryButNeverPastTheOpening(t *testing.T) {
 			t.Fatalf("%d reservations sent to Redis before the opening; the memo should have answered most", evals)
 		}
 	})
+}
+
+// TestReadyRefusalsMatchTheErrorHandler: the seckill's pre-encoded refusals
+// are byte for byte what the error handler writes for the same errors.
+func TestReadyRefusalsMatchTheErrorHandler(t *testing.T) {
+	a := &api{log: slog.New(slog.DiscardHandler)}
+	app := fiber.New(fiber.Config{ErrorHandler: a.handleError})
+	for err, r := range refusals {
+		app.Get("/"+string(r.code), func(*fiber.Ctx) error { return err })
+		resp, terr := app.Test(httptest.NewRequest("GET", "/"+string(r.code), nil))
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != r.status || string(body) != string(r.body) {
+			t.Errorf("%s: the handler writes %d %s, the ready answer is %d %s", r.code, resp.StatusCode, body, r.status, r.body)
+		}
+	}
+	if len(refusals) != 4 {
+		t.Fatalf("%d ready refusals, want sold out, not started, ended, already purchased", len(refusals))
+	}
 }

@@ -13,9 +13,12 @@ import (
 // metrics are the Prometheus series of one server. Each server has its own
 // registry, so tests can run several in one process.
 type metrics struct {
-	registry        *prometheus.Registry
-	seckillResults  *prometheus.CounterVec
-	seckillOK       prometheus.Counter // seckillResults{code="ok"}, resolved once for the hot path
+	registry       *prometheus.Registry
+	seckillResults *prometheus.CounterVec
+	seckillOK      prometheus.Counter // seckillResults{code="ok"}, resolved once for the hot path
+	// seckillRefused: seckillResults of the answers in refusals, resolved
+	// once too.
+	seckillRefused  map[core.Code]prometheus.Counter
 	reserveSeconds  prometheus.Histogram
 	ordersPersisted prometheus.Counter
 	ordersDuplicate prometheus.Counter
@@ -39,6 +42,10 @@ func newMetrics(queue string) *metrics {
 		Name: "seckill_requests_total", Help: "Seckill requests by result code (ok or the error code).", ConstLabels: labels,
 	}, []string{"code"})).(*prometheus.CounterVec)
 	m.seckillOK = m.seckillResults.WithLabelValues("ok")
+	m.seckillRefused = map[core.Code]prometheus.Counter{}
+	for _, r := range refusals {
+		m.seckillRefused[r.code] = m.seckillResults.WithLabelValues(string(r.code))
+	}
 	m.reserveSeconds = f(prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "seckill_reservation_seconds", Help: "Time to reserve (ID, script, hand-off).", ConstLabels: labels,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
