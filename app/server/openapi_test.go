@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -10,8 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/docs"
@@ -106,5 +110,73 @@ func TestEveryCodeHasAClientStatus(t *testing.T) {
 		if (c == core.CodeInternal) != (s == 500) || s < 400 {
 			t.Errorf("code %s maps to %d", c, s)
 		}
+	}
+}
+
+// TestRealCallsValidateAgainstTheDocument: a shopper's real calls — the
+// seckill, the order of the voucher, the persisted order by its id — and
+// their answers pass an OpenAPI validator (kin-openapi's, as a client
+// generator or a validating proxy would read the document). Real order
+// ids are above 2^53: a path parameter declared as an integer is what a
+// validator built on JavaScript numbers refused.
+func TestRealCallsValidateAgainstTheDocument(t *testing.T) {
+	doc := loadOpenAPI(t)
+	h := startServer(t, "embedded", nil)
+	doc.Servers = openapi3.Servers{{URL: h.base}} // the document names the default address
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voucher := h.openVoucher(5)
+	shopper := h.shopper(42)
+	call := func(method, path string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+shopper)
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Fatalf("%s %s: no documented route: %v", method, path, err)
+		}
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			t.Fatalf("%s %s: the request does not validate: %v", method, path, err)
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+			Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+		out.SetBodyBytes(body)
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			t.Fatalf("%s %s: the answer %d %s does not validate: %v", method, path, resp.StatusCode, body, err)
+		}
+		var m map[string]any
+		json.Unmarshal(body, &m)
+		return m
+	}
+	// What a JavaScript validator needs: every order id the document
+	// declares, in a path or a body, is a string of digits.
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for _, p := range op.Parameters {
+				if sc := p.Value.Schema.Value; p.Value.Name == "orderId" && (!sc.Type.Is("string") || sc.Pattern == "") {
+					t.Errorf("%s %s: path parameter orderId is %v, want a string with a digits pattern", method, path, sc.Type)
+				}
+			}
+		}
+	}
+	bought := call("POST", "/api/vouchers/"+idString(voucher)+"/seckill")
+	orderID, _ := bought["orderId"].(string)
+	if n, err := strconv.ParseInt(orderID, 10, 64); err != nil || n <= 1<<53 {
+		t.Fatalf("order id %q: want a 64-bit id above 2^53, as real ids are", orderID)
+	}
+	h.waitForRows(voucher, 1, 10*time.Second)
+	call("GET", "/api/vouchers/"+idString(voucher)+"/order")
+	if got := call("GET", "/api/orders/"+orderID); got["orderId"] != orderID {
+		t.Fatalf("the order by its id: %v", got)
 	}
 }
