@@ -122,6 +122,8 @@ end
 type wrkRun struct {
 	rate   float64
 	non2xx int64
+	// cpu is what one request cost the server, Redis and wrk.
+	cpu cpuShare
 }
 
 var (
@@ -145,8 +147,9 @@ func wrkLoad(base, tokenFile string, vouchers []int64, conns int, duration time.
 		ids[i] = idString(v)
 	}
 	const threads = 2
-	out, err := exec.Command(bin, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conns), "-d"+duration.String(),
-		"-s", script, base, "--", tokenFile, strings.Join(ids, ","), strconv.Itoa(threads)).CombinedOutput()
+	cmd := exec.Command(bin, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conns), "-d"+duration.String(),
+		"-s", script, base, "--", tokenFile, strings.Join(ids, ","), strconv.Itoa(threads))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkRun{}, fmt.Errorf("wrk: %v: %s", err, out)
 	}
@@ -158,6 +161,9 @@ func wrkLoad(base, tokenFile string, vouchers []int64, conns int, duration time.
 	r.rate, _ = strconv.ParseFloat(string(m[1]), 64)
 	if m := wrkNon2xx.FindSubmatch(out); m != nil {
 		r.non2xx, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if n := time.Duration(r.rate * duration.Seconds()); n > 0 {
+		r.cpu.Load = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()) / n
 	}
 	return r, nil
 }
@@ -223,7 +229,7 @@ func (b *bench) wrkCompare(rounds int, duration time.Duration, cpuProfile string
 				if err != nil {
 					return nil, err
 				}
-				progressf("bench:   %.0f req/s, %d answered other than 2xx", r.rate, r.non2xx)
+				progressf("bench:   %.0f req/s, %d answered other than 2xx; %v", r.rate, r.non2xx, r.cpu)
 				if side == "server" {
 					c.server, c.non2xx[0] = append(c.server, r.rate), r.non2xx
 				} else {
@@ -332,7 +338,12 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	} else {
 		profiled <- nil
 	}
+	server, redisBefore := processCPU(p.cmd.Process.Pid), redisCPU(b.rdb)
 	r, err := wrkLoad(p.base, tokenFile, vouchers, b.conns, duration)
+	if n := time.Duration(r.rate * duration.Seconds()); err == nil && n > 0 {
+		r.cpu.Server = (processCPU(p.cmd.Process.Pid) - server) / n
+		r.cpu.Redis = (redisCPU(b.rdb) - redisBefore) / n
+	}
 	if perr := <-profiled; perr != nil && err == nil {
 		err = perr
 	}
