@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Catalog creates vouchers and answers what is on sale. A voucher is
@@ -18,6 +19,57 @@ type Catalog struct {
 	// recovery, if set, verifies a voucher's live state before its stock
 	// is read, and rebuilds what the live store forgot.
 	recovery *Recovery
+
+	lister VoucherLister
+	// listing is the last answer of Current, shared by every caller for
+	// listingTTL: a crowd watching the storefront costs the stores one
+	// listing per interval, however large it is.
+	listingMu sync.Mutex
+	listing   []Voucher
+	listedAt  time.Time
+	now       func() time.Time
+}
+
+// listingTTL is how long one listing answers every storefront.
+const listingTTL = time.Second
+
+// maxListing bounds the storefront's listing.
+const maxListing = 50
+
+// WithLister lets the catalog answer Current from l.
+func (c *Catalog) WithLister(l VoucherLister) *Catalog {
+	c.lister = l
+	return c
+}
+
+// Current lists the vouchers on sale or upcoming, soonest first, each with
+// its remaining stock, as of at most a second ago. A voucher whose stock
+// cannot be read is left out rather than failing the list.
+func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
+	if c.lister == nil {
+		return nil, E(CodeUnavailable, "this catalog cannot list vouchers")
+	}
+	c.listingMu.Lock()
+	defer c.listingMu.Unlock()
+	now := c.now()
+	if c.listing != nil && now.Sub(c.listedAt) < listingTTL {
+		return c.listing, nil
+	}
+	found, err := c.lister.CurrentVouchers(ctx, now, maxListing)
+	if err != nil {
+		return nil, Wrap("list vouchers", CodeUnavailable, err)
+	}
+	out := make([]Voucher, 0, len(found))
+	for _, v := range found {
+		c.cache.LoadOrStore(v.ID, v)
+		live, err := c.Get(ctx, v.ID)
+		if err != nil {
+			continue
+		}
+		out = append(out, live)
+	}
+	c.listing, c.listedAt = out, now
+	return out, nil
 }
 
 // WithRecovery makes the catalog verify live stock with r (see Recovery).
@@ -27,7 +79,7 @@ func (c *Catalog) WithRecovery(r *Recovery) *Catalog {
 }
 
 func NewCatalog(repo VoucherRepository, board StockBoard) *Catalog {
-	return &Catalog{repo: repo, board: board}
+	return &Catalog{repo: repo, board: board, now: time.Now}
 }
 
 // Create validates, stores and loads a voucher; v.ID is set on success.

@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // OrderStore persists orders. SaveOrders writes a whole batch in one
 // transaction: each new order is inserted and its stock taken. It is
@@ -45,6 +48,13 @@ type VoucherRepository interface {
 	// FindVoucher returns ErrVoucherNotFound when there is none; Stock is the
 	// database's stock column.
 	FindVoucher(ctx context.Context, id int64) (Voucher, error)
+}
+
+// VoucherLister lists the vouchers a storefront shows.
+type VoucherLister interface {
+	// CurrentVouchers returns up to limit vouchers whose sale has not ended
+	// at now, the soonest to open first; Stock is the database's column.
+	CurrentVouchers(ctx context.Context, now time.Time, limit int) ([]Voucher, error)
 }
 
 // UserRepository keeps shoppers; a user is created on first login.

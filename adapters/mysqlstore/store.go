@@ -444,3 +444,30 @@ var (
 	_ core.VoucherRepository = (*Store)(nil)
 	_ core.UserRepository    = (*Store)(nil)
 )
+
+// CurrentVouchers implements core.VoucherLister.
+func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) ([]core.Voucher, error) {
+	var rows []struct {
+		voucherRow `bun:",extend"`
+		Stock      int64     `bun:"stock"`
+		BeginTime  time.Time `bun:"begin_time"`
+		EndTime    time.Time `bun:"end_time"`
+	}
+	err := s.db.NewSelect().
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time").
+		TableExpr("tb_voucher AS v").
+		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
+		Where("sv.end_time > ?", now.UTC()).
+		OrderExpr("sv.begin_time, v.id").
+		Limit(int64(limit)).
+		Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: current vouchers: %w", err)
+	}
+	out := make([]core.Voucher, len(rows))
+	for i, r := range rows {
+		out[i] = core.Voucher{ID: r.ID, Title: r.Title, PayValue: r.PayValue, ActualValue: r.ActualValue,
+			Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC()}
+	}
+	return out, nil
+}

@@ -42,7 +42,10 @@ type Config struct {
 	// once; AnswerMemo bounds the wait when a nudge is lost.
 	AnswerMemo time.Duration // SECKILL_ANSWER_MEMO
 	DevCodes   bool          // SECKILL_DEV_CODES
-	UserLock   bool          // SECKILL_USER_LOCK
+	// DemoSale opens two vouchers at start, one on sale and one opening in
+	// two minutes, so the storefront shows a sale at once (embedded mode).
+	DemoSale bool // SECKILL_DEMO_SALE
+	UserLock bool // SECKILL_USER_LOCK
 	// MemoryCapacity bounds the memory backend's channel.
 	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
 	// ListReliable turns on the list backend's processing lists.
@@ -168,6 +171,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
 	if c.DevCodes, err = boolVar(lookup, "SECKILL_DEV_CODES", embedded); err != nil {
+		return c, err
+	}
+	if c.DemoSale, err = boolVar(lookup, "SECKILL_DEMO_SALE", embedded); err != nil {
 		return c, err
 	}
 	if c.UserLock, err = boolVar(lookup, "SECKILL_USER_LOCK", false); err != nil {

@@ -105,7 +105,7 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board)
+	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board).WithLister(s.store)
 	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
 	seckill := core.NewSeckill(ids, sale.reserver, sale.publisher, s.store)
 	var nudger core.StockNudger
@@ -169,6 +169,9 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	a.queueStats, _ = s.queue.(core.StatsReporter)
 	s.http = a.newServer()
+	if cfg.DemoSale {
+		return s.openDemoSale(ctx)
+	}
 	return nil
 }
 
@@ -385,4 +388,19 @@ func (s *Server) Close() {
 	if s.mini != nil {
 		s.mini.Close()
 	}
+}
+
+// openDemoSale opens the demo vouchers (SECKILL_DEMO_SALE).
+func (s *Server) openDemoSale(ctx context.Context) error {
+	now := time.Now().Truncate(time.Second)
+	for _, v := range []core.Voucher{
+		{Title: "Half-price coffee voucher", PayValue: 1250, ActualValue: 2500, Stock: 100, BeginAt: now.Add(-time.Minute), EndAt: now.Add(2 * time.Hour)},
+		{Title: "Cinema night for two", PayValue: 3900, ActualValue: 9000, Stock: 20, BeginAt: now.Add(2 * time.Minute), EndAt: now.Add(2 * time.Hour)},
+	} {
+		if err := s.catalog.Create(ctx, &v); err != nil {
+			return fmt.Errorf("demo sale: %w", err)
+		}
+		s.log.Info("demo voucher", "id", v.ID, "title", v.Title, "stock", v.Stock, "opens", v.BeginAt.Format(time.RFC3339))
+	}
+	return nil
 }

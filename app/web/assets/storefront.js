@@ -1,0 +1,208 @@
+// The storefront: lists the vouchers on sale or coming up, logs a shopper
+// in by phone code, buys, and follows the order until it is persisted.
+// Every value from the server is set as text (textContent), never as HTML.
+"use strict";
+
+// The shopper's token lives in sessionStorage: never in a URL, gone when
+// the tab closes, readable only by scripts of this origin — and the
+// Content-Security-Policy admits no script but this file.
+const tokenKey = "seckill.token";
+const userKey = "seckill.user";
+
+const $ = (id) => document.getElementById(id);
+
+async function api(method, path, body, auth) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const token = sessionStorage.getItem(tokenKey);
+  if (auth && token) headers["Authorization"] = "Bearer " + token;
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = {};
+  try { data = await resp.json(); } catch (_) { data = {}; }
+  return { status: resp.status, data, retryAfter: resp.headers.get("Retry-After") };
+}
+
+const messages = {
+  sold_out: "Sold out.",
+  already_purchased: "You already have an order for this voucher.",
+  not_started: "The sale has not started yet.",
+  ended: "The sale has ended.",
+  busy: "Busy, try again in a moment.",
+  rate_limited: "Too many tries, wait a second.",
+  unconfirmed: "Reserved, but not yet confirmed: following your order…",
+  unauthorized: "Please log in again.",
+  voucher_not_found: "This voucher is gone.",
+  unavailable: "The shop is unavailable, try again.",
+};
+
+function errorCode(data) { return data && data.error ? data.error.code : ""; }
+function money(cents) { return "¥" + (cents / 100).toFixed(2); }
+
+function showAccount() {
+  const user = sessionStorage.getItem(userKey);
+  const in_ = Boolean(sessionStorage.getItem(tokenKey));
+  $("login").hidden = in_;
+  $("who").hidden = !in_;
+  $("logout").hidden = !in_;
+  $("who").textContent = in_ ? "Shopper " + user : "";
+  for (const b of document.querySelectorAll(".buy")) b.disabled = !in_ || b.dataset.busy === "1";
+}
+
+async function sendCode() {
+  const phone = $("phone").value.trim();
+  $("login-message").textContent = "";
+  const r = await api("POST", "/api/auth/code", { phone });
+  if (r.status !== 200) {
+    $("login-message").textContent = messages[errorCode(r.data)] || "Check the phone number.";
+    return;
+  }
+  if (r.data.code) {
+    // Dev codes are on (the embedded stand-ins): no SMS is sent.
+    $("dev-code").hidden = false;
+    $("dev-code").textContent = "Development code: " + r.data.code;
+    $("code").value = r.data.code;
+  } else {
+    $("login-message").textContent = "Code sent.";
+  }
+}
+
+async function logIn() {
+  const r = await api("POST", "/api/auth/login", { phone: $("phone").value.trim(), code: $("code").value.trim() });
+  if (r.status !== 200) {
+    $("login-message").textContent = r.status === 401 ? "Wrong or expired code." : "Could not log in.";
+    return;
+  }
+  sessionStorage.setItem(tokenKey, r.data.token);
+  sessionStorage.setItem(userKey, String(r.data.userId));
+  $("dev-code").hidden = true;
+  $("login-message").textContent = "";
+  showAccount();
+}
+
+function logOut() {
+  sessionStorage.removeItem(tokenKey);
+  sessionStorage.removeItem(userKey);
+  showAccount();
+}
+
+const cards = new Map(); // voucher id -> {li, voucher}
+
+function windowText(v, now) {
+  const begin = Date.parse(v.beginTime), end = Date.parse(v.endTime);
+  if (now < begin) return "Opens in " + duration(begin - now);
+  if (now < end) return "On sale, ends in " + duration(end - now);
+  return "Ended";
+}
+
+function duration(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  if (h > 0) return h + "h " + m + "m";
+  if (m > 0) return m + "m " + sec + "s";
+  return sec + "s";
+}
+
+function render(vouchers) {
+  const list = $("vouchers");
+  const seen = new Set();
+  for (const v of vouchers) {
+    seen.add(v.id);
+    let card = cards.get(v.id);
+    if (!card) {
+      const li = $("voucher-card").content.firstElementChild.cloneNode(true);
+      li.dataset.voucher = String(v.id);
+      li.querySelector(".buy").addEventListener("click", () => buy(v.id));
+      card = { li };
+      cards.set(v.id, card);
+      list.appendChild(li);
+    }
+    card.voucher = v;
+    card.li.querySelector(".title").textContent = v.title;
+    card.li.querySelector(".pay").textContent = money(v.payValue);
+    card.li.querySelector(".actual").textContent = money(v.actualValue);
+    card.li.querySelector(".stock").textContent = v.stock > 0 ? v.stock + " left" : "Sold out";
+  }
+  for (const [id, card] of cards) {
+    if (!seen.has(id)) { card.li.remove(); cards.delete(id); }
+  }
+  tick();
+  showAccount();
+}
+
+function tick() {
+  const now = Date.now();
+  for (const card of cards.values()) card.li.querySelector(".window").textContent = windowText(card.voucher, now);
+}
+
+async function refresh() {
+  try {
+    const r = await api("GET", "/api/vouchers");
+    if (r.status === 200) {
+      $("sale-message").textContent = r.data.vouchers.length === 0 ? "Nothing on sale right now." : "";
+      render(r.data.vouchers);
+    } else {
+      $("sale-message").textContent = "The shop is unavailable, retrying…";
+    }
+  } catch (_) {
+    $("sale-message").textContent = "The shop is unreachable, retrying…";
+  }
+}
+
+function answer(id, text, ok) {
+  const card = cards.get(id);
+  if (!card) return;
+  const p = card.li.querySelector(".answer");
+  p.textContent = text;
+  p.className = "answer " + (ok ? "ok" : "refused");
+}
+
+async function buy(id) {
+  const card = cards.get(id);
+  const button = card.li.querySelector(".buy");
+  button.dataset.busy = "1";
+  button.disabled = true;
+  answer(id, "Buying…", true);
+  try {
+    const r = await api("POST", "/api/vouchers/" + id + "/seckill", undefined, true);
+    const code = errorCode(r.data);
+    if (r.status === 200) {
+      answer(id, "Order " + r.data.orderId + ": queued", true);
+      await follow(id, r.data.orderId);
+    } else if (code === "unconfirmed" || code === "already_purchased") {
+      answer(id, messages[code], code === "unconfirmed");
+      await follow(id, code === "unconfirmed" ? r.data.error.orderId : "");
+    } else {
+      if (code === "unauthorized") logOut();
+      answer(id, messages[code] || "Could not buy (" + r.status + ").", false);
+    }
+  } finally {
+    button.dataset.busy = "";
+    showAccount();
+  }
+}
+
+// follow polls the shopper's order for the voucher until it is persisted.
+async function follow(id, orderId) {
+  for (let i = 0; i < 60; i++) {
+    const r = await api("GET", "/api/vouchers/" + id + "/order", undefined, true);
+    if (r.status === 200) {
+      const shown = r.data.status === "created" ? "created" : "queued";
+      answer(id, "Order " + r.data.orderId + ": " + shown, true);
+      if (shown === "created") return;
+    } else if (errorCode(r.data) === "order_not_found" && orderId) {
+      answer(id, "Order " + orderId + " was not kept: the reservation was lost.", false);
+      return;
+    }
+    await new Promise((done) => setTimeout(done, 500));
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("send-code").addEventListener("click", sendCode);
+  $("log-in").addEventListener("click", logIn);
+  $("logout").addEventListener("click", logOut);
+  showAccount();
+  refresh();
+  setInterval(refresh, 2000);
+  setInterval(tick, 1000);
+});

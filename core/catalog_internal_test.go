@@ -1,0 +1,57 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+type countingLister struct {
+	calls    int
+	vouchers []Voucher
+}
+
+func (l *countingLister) CurrentVouchers(context.Context, time.Time, int) ([]Voucher, error) {
+	l.calls++
+	return l.vouchers, nil
+}
+
+type board map[int64]int64
+
+func (b board) LoadVoucher(context.Context, Voucher) error { return nil }
+func (b board) RemainingStock(_ context.Context, id int64) (int64, error) {
+	s, ok := b[id]
+	if !ok {
+		return 0, ErrVoucherNotFound
+	}
+	return s, nil
+}
+
+// TestTheListingIsSharedForASecond: however many storefronts ask, the
+// stores are listed once per second; each voucher carries its live stock,
+// and one whose stock cannot be read is left out.
+func TestTheListingIsSharedForASecond(t *testing.T) {
+	l := &countingLister{vouchers: []Voucher{{ID: 1, Title: "a", Stock: 10}, {ID: 2, Title: "b", Stock: 5}, {ID: 3, Title: "gone"}}}
+	live := board{1: 7, 2: 0}
+	c := NewCatalog(nil, live).WithLister(l)
+	now := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { return now }
+	for range 100 {
+		got, err := c.Current(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Stock != 7 || got[1].Stock != 0 {
+			t.Fatalf("listing %+v, want vouchers 1 and 2 with their live stock", got)
+		}
+	}
+	if l.calls != 1 {
+		t.Fatalf("100 storefronts within a second listed the store %d times, want 1", l.calls)
+	}
+	live[1] = 6
+	now = now.Add(time.Second)
+	got, _ := c.Current(context.Background())
+	if l.calls != 2 || got[0].Stock != 6 {
+		t.Fatalf("a second later: %d listings, stock %d; want a fresh listing with stock 6", l.calls, got[0].Stock)
+	}
+}
