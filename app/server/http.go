@@ -46,6 +46,10 @@ type api struct {
 	recovery   *core.Recovery
 	ledger     core.SaleLedger
 	queueStats core.StatsReporter
+	// guarantees are the backend's declared ones (nil without a queue);
+	// dashboard makes what /dashboard shows.
+	guarantees *core.Guarantees
+	dashboard  *dashboard
 	backend    string
 }
 
@@ -91,6 +95,8 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
 	app.Get("/", pageFile("index.html"))
 	app.Get("/assets/:file", asset)
+	app.Get("/dashboard", pageFile("dashboard.html"))
+	app.Get("/api/dashboard", a.dashboardData)
 	app.Get("/api/vouchers", a.listVouchers)
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)

@@ -179,4 +179,11 @@ func TestRealCallsValidateAgainstTheDocument(t *testing.T) {
 	if got := call("GET", "/api/orders/"+orderID); got["orderId"] != orderID {
 		t.Fatalf("the order by its id: %v", got)
 	}
+	// The pages' own calls.
+	if got, _ := call("GET", "/api/vouchers")["vouchers"].([]any); len(got) != 1 {
+		t.Fatalf("the storefront's listing: %v", got)
+	}
+	call("GET", "/api/dashboard")
+	time.Sleep(dashboardInterval)
+	call("GET", "/api/dashboard") // the second has rates and latencies
 }

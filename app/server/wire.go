@@ -168,6 +168,11 @@ func (s *Server) wire(ctx context.Context) error {
 		backend:     cfg.Queue,
 	}
 	a.queueStats, _ = s.queue.(core.StatsReporter)
+	if s.queue != nil {
+		g := s.queue.Guarantees()
+		a.guarantees = &g
+	}
+	a.dashboard = &dashboard{api: a, now: time.Now}
 	s.http = a.newServer()
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)

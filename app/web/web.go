@@ -1,4 +1,5 @@
-// Package web holds the pages the server serves — the storefront at / —
+// Package web holds the pages the server serves — the storefront at /,
+// the operations dashboard at /dashboard —
 // embedded in the binary: no CDN and no build step, so `make run` shows
 // them with nothing to install and the network off.
 package web
@@ -8,7 +9,7 @@ import "embed"
 // Assets are the pages' files: index.html at the root, the rest under
 // assets/.
 //
-//go:embed index.html assets
+//go:embed index.html dashboard.html assets
 var Assets embed.FS
 
 // ContentSecurityPolicy allows the pages nothing but their own origin:

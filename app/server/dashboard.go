@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The dashboard's data: one snapshot a second for every viewer, made from
+// the instance's own metrics and one queue-stats call, so a hundred open
+// dashboards cost Redis what one does.
+
+// dashboardInterval is how often the snapshot is made.
+const dashboardInterval = time.Second
+
+// dashboardHistory is how many intervals the charts span.
+const dashboardHistory = 300
+
+type dashboardQueue struct {
+	Depth           *int64   `json:"depth"`
+	Pending         *int64   `json:"pending"`
+	LagMs           *float64 `json:"lagMs"`
+	OldestPendingMs *float64 `json:"oldestPendingMs"`
+	DeadLetters     *int64   `json:"deadLetters"`
+}
+
+type dashboardPoint struct {
+	At        int64   `json:"at"` // unix seconds
+	OK        float64 `json:"ok"`
+	Refused   float64 `json:"refused"`
+	Persisted float64 `json:"persisted"`
+	Depth     int64   `json:"depth"`
+}
+
+type dashboardSnapshot struct {
+	At         time.Time          `json:"at"`
+	Backend    string             `json:"backend"`
+	Iteration  string             `json:"iteration"`
+	Guarantees map[string]bool    `json:"guarantees"`
+	PerSecond  map[string]float64 `json:"perSecond"`
+	Persisted  float64            `json:"persistedPerSecond"`
+	LatencyMs  map[string]float64 `json:"latencyMs"`
+	Totals     map[string]float64 `json:"totals"`
+	Queue      dashboardQueue     `json:"queue"`
+	History    []dashboardPoint   `json:"history"`
+}
+
+// dashboard makes the snapshots.
+type dashboard struct {
+	api *api
+	now func() time.Time
+
+	mu       sync.Mutex
+	snapshot dashboardSnapshot
+	madeAt   time.Time
+	prev     metricTotals
+	history  []dashboardPoint
+}
+
+// metricTotals are the counters a snapshot differences.
+type metricTotals struct {
+	at        time.Time
+	results   map[string]float64
+	persisted float64
+	buckets   []bucket // reservation latency, cumulative
+}
+
+type bucket struct {
+	upper float64 // seconds
+	count float64
+}
+
+// current returns the snapshot, making a new one when the last is older
+// than the interval: the first viewer of an interval pays for everyone.
+func (d *dashboard) current(ctx context.Context) dashboardSnapshot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	if !d.madeAt.IsZero() && now.Sub(d.madeAt) < dashboardInterval {
+		return d.snapshot
+	}
+	d.snapshot, d.madeAt = d.make(ctx, now), now
+	return d.snapshot
+}
+
+func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
+	a := d.api
+	cur := gatherTotals(a, now)
+	s := dashboardSnapshot{At: now.UTC(), Backend: a.backend, PerSecond: map[string]float64{}, LatencyMs: map[string]float64{},
+		Totals: map[string]float64{}}
+	if b, ok := lookupBackend(a.backend); ok {
+		s.Iteration = b.Iteration
+	}
+	if a.guarantees != nil {
+		g := *a.guarantees
+		s.Guarantees = map[string]bool{"durableAcrossConsumerCrash": g.DurableAcrossConsumerCrash, "acknowledged": g.Acknowledged,
+			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer}
+	}
+	var ok, refused float64
+	for code, n := range cur.results {
+		s.Totals[code] = n
+	}
+	s.Totals["persisted"] = cur.persisted
+	if elapsed := cur.at.Sub(d.prev.at).Seconds(); !d.prev.at.IsZero() && elapsed > 0 {
+		for code, n := range cur.results {
+			rate := (n - d.prev.results[code]) / elapsed
+			s.PerSecond[code] = rate
+			if code == "ok" {
+				ok = rate
+			} else {
+				refused += rate
+			}
+		}
+		s.Persisted = (cur.persisted - d.prev.persisted) / elapsed
+		for _, q := range []struct {
+			name string
+			q    float64
+		}{{"p50", .5}, {"p90", .9}, {"p99", .99}} {
+			if v, has := quantile(d.prev.buckets, cur.buckets, q.q); has {
+				s.LatencyMs[q.name] = v * 1000
+			}
+		}
+	}
+	var depth int64
+	if a.queueStats != nil {
+		if st, err := a.queueStats.Stats(ctx); err == nil {
+			s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),
+				OldestPendingMs: knownMs(st.OldestPending), DeadLetters: known(st.DeadLetters)}
+			depth = max(st.Depth, 0)
+		}
+	}
+	d.prev = cur
+	d.history = append(d.history, dashboardPoint{At: now.Unix(), OK: ok, Refused: refused, Persisted: s.Persisted, Depth: depth})
+	if len(d.history) > dashboardHistory {
+		d.history = d.history[len(d.history)-dashboardHistory:]
+	}
+	s.History = append([]dashboardPoint(nil), d.history...)
+	return s
+}
+
+func known(n int64) *int64 {
+	if n < 0 {
+		return nil
+	}
+	return &n
+}
+
+func knownMs(d time.Duration) *float64 {
+	if d < 0 {
+		return nil
+	}
+	ms := float64(d) / float64(time.Millisecond)
+	return &ms
+}
+
+// gatherTotals reads the counters from the instance's own registry.
+func gatherTotals(a *api, now time.Time) metricTotals {
+	t := metricTotals{at: now, results: map[string]float64{}}
+	families, err := a.metrics.registry.Gather()
+	if err != nil {
+		return t
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "seckill_requests_total":
+			for _, m := range f.GetMetric() {
+				t.results[label(m, "code")] += m.GetCounter().GetValue()
+			}
+		case "seckill_orders_persisted_total":
+			for _, m := range f.GetMetric() {
+				t.persisted += m.GetCounter().GetValue()
+			}
+		case "seckill_reservation_seconds":
+			for _, m := range f.GetMetric() {
+				for _, b := range m.GetHistogram().GetBucket() {
+					t.buckets = append(t.buckets, bucket{upper: b.GetUpperBound(), count: float64(b.GetCumulativeCount())})
+				}
+				t.buckets = append(t.buckets, bucket{upper: math.Inf(1), count: float64(m.GetHistogram().GetSampleCount())})
+			}
+		}
+	}
+	sort.Slice(t.buckets, func(i, j int) bool { return t.buckets[i].upper < t.buckets[j].upper })
+	return t
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// quantile estimates the q-quantile of the observations made between two
+// readings of a cumulative histogram, interpolating within the bucket it
+// falls in (as Prometheus's histogram_quantile does).
+func quantile(before, after []bucket, q float64) (float64, bool) {
+	if len(after) == 0 {
+		return 0, false
+	}
+	delta := make([]float64, len(after))
+	for i, b := range after {
+		delta[i] = b.count
+		if i < len(before) && before[i].upper == b.upper {
+			delta[i] -= before[i].count
+		}
+	}
+	total := delta[len(delta)-1]
+	if total <= 0 {
+		return 0, false
+	}
+	rank := q * total
+	lowerBound, lowerCount := 0.0, 0.0
+	for i, b := range after {
+		if delta[i] >= rank {
+			if math.IsInf(b.upper, 1) {
+				return lowerBound, true // beyond the last bound: the last bound is all that is known
+			}
+			inBucket := delta[i] - lowerCount
+			if inBucket <= 0 {
+				return b.upper, true
+			}
+			return lowerBound + (b.upper-lowerBound)*(rank-lowerCount)/inBucket, true
+		}
+		lowerBound, lowerCount = b.upper, delta[i]
+	}
+	return lowerBound, true
+}
+
+func (a *api) dashboardData(c *fiber.Ctx) error {
+	return c.JSON(a.dashboard.current(c.UserContext()))
+}

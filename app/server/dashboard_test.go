@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+type countingStats struct{ calls int }
+
+func (c *countingStats) Stats(context.Context) (core.QueueStats, error) {
+	c.calls++
+	return core.QueueStats{Depth: 7, Pending: 2, Lag: -1, OldestPending: 1500 * time.Millisecond, DeadLetters: 0}, nil
+}
+
+// TestTheDashboardIsMadeOnceAnInterval: a hundred viewers in one interval
+// cost one queue-stats call; the next interval makes a new snapshot whose
+// rates are the counters' movement over it.
+func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
+	stats := &countingStats{}
+	a := &api{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup"}
+	now := time.Unix(1_800_000_000, 0)
+	d := &dashboard{api: a, now: func() time.Time { return now }}
+	for range 100 {
+		d.current(context.Background())
+	}
+	if stats.calls != 1 {
+		t.Fatalf("100 viewers in an interval made %d queue-stats calls, want 1", stats.calls)
+	}
+	for range 30 {
+		a.metrics.seckillOK.Inc()
+		a.metrics.reserveSeconds.Observe(0.002)
+	}
+	a.metrics.seckillRefused[core.CodeSoldOut].Add(10)
+	now = now.Add(2 * time.Second)
+	s := d.current(context.Background())
+	if stats.calls != 2 || s.PerSecond["ok"] != 15 || s.PerSecond["sold_out"] != 5 {
+		t.Fatalf("the next interval: %d stats calls, per second %v; want 2 calls, ok 15 and sold_out 5", stats.calls, s.PerSecond)
+	}
+	if p50 := s.LatencyMs["p50"]; p50 <= 1 || p50 > 2.5 {
+		t.Fatalf("p50 %.3f ms for observations of 2 ms", p50)
+	}
+	if *s.Queue.Depth != 7 || s.Queue.LagMs != nil || *s.Queue.OldestPendingMs != 1500 {
+		t.Fatalf("queue %+v: want depth 7, lag unknown (null), oldest pending 1500 ms", s.Queue)
+	}
+	if len(s.History) != 2 || s.History[1].OK != 15 {
+		t.Fatalf("history %+v", s.History)
+	}
+}
+
+func TestQuantileInterpolatesWithinABucket(t *testing.T) {
+	before := []bucket{{0.001, 0}, {0.01, 0}, {math.Inf(1), 0}}
+	after := []bucket{{0.001, 0}, {0.01, 100}, {math.Inf(1), 100}}
+	if q, ok := quantile(before, after, 0.5); !ok || math.Abs(q-0.0055) > 1e-9 {
+		t.Fatalf("median of 100 in (1 ms, 10 ms]: %v %v, want 5.5 ms", q, ok)
+	}
+	if _, ok := quantile(after, after, 0.5); ok {
+		t.Fatal("a quantile of no observations")
+	}
+}
+
+// TestTheDashboardMovesInABrowser: /dashboard shows the backend, and its
+// counters follow a small sale, with no console error or failed request.
+func TestTheDashboardMovesInABrowser(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		b := newBrowser(t)
+		p := b.page()
+		b.must("open /dashboard", p.Navigate(h.base+"/dashboard"))
+		b.waitJS(p, "the backend is shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`'`)
+		voucher := h.openVoucher(3)
+		for u := int64(1); u <= 5; u++ {
+			if status, _ := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != http.StatusOK && status != http.StatusConflict {
+				t.Fatalf("seckill: %d", status)
+			}
+		}
+		h.waitForRows(voucher, 3, 10*time.Second)
+		b.waitJS(p, "the totals show the sale", `(() => { const ok = document.querySelector('#totals dd[data-figure="ok"]');
+			const sold = document.querySelector('#totals dd[data-figure="sold_out"]');
+			const kept = document.querySelector('#totals dd[data-figure="persisted"]');
+			return ok && sold && kept && ok.textContent === '3' && sold.textContent === '2' && kept.textContent === '3'; })()`)
+		var guarantees string
+		guarantees = b.text(p, "#guarantees")
+		if !strings.Contains(guarantees, "acknowledged") {
+			t.Fatalf("the guarantees shown: %q", guarantees)
+		}
+		b.screenshot(p, "dashboard-desktop", 1280, 800, false)
+		b.screenshot(p, "dashboard-phone", 390, 844, true)
+		b.clean()
+	})
+}

@@ -1,0 +1,78 @@
+// The operations dashboard: polls /api/dashboard, which the server
+// computes once a second for every viewer, and shows it. Every value is
+// set as text.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+const guaranteeNames = {
+  durableAcrossConsumerCrash: "durable across a consumer crash",
+  acknowledged: "acknowledged",
+  replayable: "replayable",
+  competingConsumers: "competing consumers across processes",
+  retainsWithoutConsumer: "keeps messages while no consumer runs",
+};
+
+function figures(dl, pairs) {
+  const rows = [];
+  for (const [name, value] of pairs) {
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    dd.dataset.figure = name;
+    const pair = document.createElement("div");
+    pair.append(dt, dd);
+    rows.push(pair);
+  }
+  dl.replaceChildren(...rows);
+}
+
+function num(v, digits) {
+  if (v === null || v === undefined) return "unknown";
+  return Number(v).toFixed(digits === undefined ? 0 : digits);
+}
+
+function render(d) {
+  $("backend").textContent = d.backend;
+  $("iteration").textContent = d.iteration || "";
+  const items = [];
+  for (const [key, label] of Object.entries(guaranteeNames)) {
+    if (!d.guarantees) break;
+    const li = document.createElement("li");
+    li.textContent = (d.guarantees[key] ? "✔ " : "✘ ") + label;
+    li.className = d.guarantees[key] ? "yes" : "no";
+    items.push(li);
+  }
+  $("guarantees").replaceChildren(...items);
+  const codes = Object.keys(d.perSecond).sort();
+  figures($("per-second"), codes.length ? codes.map((c) => [c, num(d.perSecond[c], 1)]) : [["requests", "0"]]);
+  figures($("latency"), ["p50", "p90", "p99"].map((q) => [q, d.latencyMs[q] === undefined ? "—" : num(d.latencyMs[q], 2) + " ms"]));
+  const q = d.queue || {};
+  figures($("queue"), [
+    ["depth", num(q.depth)],
+    ["pending", num(q.pending)],
+    ["lag", q.lagMs === null || q.lagMs === undefined ? "unknown" : num(q.lagMs) + " ms"],
+    ["oldest pending", q.oldestPendingMs === null || q.oldestPendingMs === undefined ? "unknown" : num(q.oldestPendingMs) + " ms"],
+    ["dead letters", num(q.deadLetters)],
+    ["persisted per second", num(d.persistedPerSecond, 1)],
+  ]);
+  figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
+  $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
+}
+
+async function refresh() {
+  try {
+    const resp = await fetch("/api/dashboard");
+    if (!resp.ok) throw new Error("status " + resp.status);
+    render(await resp.json());
+    $("dashboard-message").textContent = "";
+  } catch (_) {
+    $("dashboard-message").textContent = "The server does not answer, retrying…";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  refresh();
+  setInterval(refresh, 1000);
+});
