@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"html"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/app/server"
+	"github.com/seckill-lab/seckill/app/svgchart"
 )
 
 // writeResults writes the results table, the machine and versions, and two
@@ -24,23 +24,30 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tput := make([]bar, 0, len(results))
-	drain := make([]bar, 0, len(results))
+	tput := make([]svgchart.Bar, 0, len(results))
+	drain := make([]svgchart.Bar, 0, len(results))
 	for _, r := range results {
-		tput = append(tput, bar{r.Backend, r.Load.perSecond()})
+		tput = append(tput, svgchart.Bar{Label: r.Backend, Value: r.Load.perSecond()})
 		if r.DrainRate > 0 {
-			drain = append(drain, bar{r.Backend, r.DrainRate})
+			drain = append(drain, svgchart.Bar{Label: r.Backend, Value: r.DrainRate})
 		}
 	}
 	charts := []struct {
-		file, title, unit string
-		bars              []bar
+		file, title string
+		bars        []svgchart.Bar
 	}{
-		{"results-throughput.svg", "Seckill requests per second over HTTP", "req/s", tput},
-		{"results-drain.svg", "Orders persisted per second from a backlog", "orders/s", drain},
+		{"results-throughput.svg", "Seckill requests per second over HTTP", tput},
+		{"results-drain.svg", "Orders persisted per second from a backlog", drain},
 	}
 	for _, c := range charts {
-		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(barChart(c.title, c.unit, c.bars)), 0o644); err != nil {
+		if len(c.bars) == 0 {
+			continue
+		}
+		svg, err := svgchart.Bars(c.title, c.bars, 800, 60+34*len(c.bars))
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", c.file, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.file), svg, 0o644); err != nil {
 			return err
 		}
 	}
@@ -164,33 +171,6 @@ func versions(cfg server.Config) string {
 		parts = append(parts, "MySQL/MariaDB "+s)
 	}
 	return strings.Join(parts, ", ")
-}
-
-type bar struct {
-	label string
-	value float64
-}
-
-// barChart draws horizontal bars as a standalone SVG.
-func barChart(title, unit string, bars []bar) string {
-	const width, left, rowH, top = 720, 130, 34, 50
-	maxV := 1.0
-	for _, b := range bars {
-		maxV = max(maxV, b.value)
-	}
-	height := top + rowH*len(bars) + 20
-	var s strings.Builder
-	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="14">`+"\n", width, height)
-	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="28" font-size="17" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
-	for i, b := range bars {
-		y := top + i*rowH
-		w := int(float64(width-left-120) * b.value / maxV)
-		fmt.Fprintf(&s, `<text x="10" y="%d">%s</text>`, y+20, html.EscapeString(b.label))
-		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%d" height="24" fill="#3b7dd8"/>`, left, y+4, max(w, 1))
-		fmt.Fprintf(&s, `<text x="%d" y="%d">%.0f %s</text>`+"\n", left+max(w, 1)+6, y+20, b.value, unit)
-	}
-	s.WriteString("</svg>\n")
-	return s.String()
 }
 
 func openStoreForVersion(dsn string) (string, error) {

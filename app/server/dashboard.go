@@ -9,6 +9,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/seckill-lab/seckill/app/svgchart"
+	"github.com/seckill-lab/seckill/core"
 )
 
 // The dashboard's data: one snapshot a second for every viewer, made from
@@ -60,6 +63,8 @@ type dashboard struct {
 	madeAt   time.Time
 	prev     metricTotals
 	history  []dashboardPoint
+	// charts are the snapshot's charts, drawn when first asked for.
+	charts map[string][]byte
 }
 
 // metricTotals are the counters a snapshot differences.
@@ -85,7 +90,80 @@ func (d *dashboard) current(ctx context.Context) dashboardSnapshot {
 		return d.snapshot
 	}
 	d.snapshot, d.madeAt = d.make(ctx, now), now
+	d.charts = map[string][]byte{}
 	return d.snapshot
+}
+
+// dashboardCharts are the charts /api/dashboard/charts/<name> draws from
+// the history, by name.
+var dashboardCharts = map[string]struct {
+	title  string
+	series func(dashboardPoint) map[string]float64
+}{
+	"answers.svg":   {"Seckill answers per second", func(p dashboardPoint) map[string]float64 { return map[string]float64{"ok": p.OK, "refused": p.Refused} }},
+	"persisted.svg": {"Orders persisted per second", func(p dashboardPoint) map[string]float64 { return map[string]float64{"persisted": p.Persisted} }},
+	"depth.svg":     {"Queue depth", func(p dashboardPoint) map[string]float64 { return map[string]float64{"depth": float64(p.Depth)} }},
+}
+
+// chart returns the named chart of the current snapshot, drawn once per
+// snapshot for every viewer.
+func (d *dashboard) chart(ctx context.Context, name string) ([]byte, bool, error) {
+	spec, ok := dashboardCharts[name]
+	if !ok {
+		return nil, false, nil
+	}
+	s := d.current(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if svg, ok := d.charts[name]; ok {
+		return svg, true, nil
+	}
+	points := s.History
+	if len(points) < 2 { // a line needs two points
+		points = append([]dashboardPoint{{At: s.At.Unix() - 1}}, points...)
+	}
+	labels := make([]string, len(points))
+	values := map[string][]float64{}
+	var names []string
+	for i, p := range points {
+		labels[i] = time.Unix(p.At, 0).UTC().Format("15:04:05")
+		for name, v := range spec.series(p) {
+			if _, seen := values[name]; !seen {
+				names = append(names, name)
+			}
+			values[name] = append(values[name], v)
+		}
+	}
+	sort.Strings(names)
+	series := make([]svgchart.Series, len(names))
+	for i, n := range names {
+		series[i] = svgchart.Series{Name: n, Values: values[n]}
+	}
+	svg, err := svgchart.Lines(spec.title, labels, series, 640, 280)
+	if err != nil {
+		return nil, true, err
+	}
+	d.charts[name] = svg
+	return svg, true, nil
+}
+
+// chartPolicy lets a chart style itself with its own style attributes,
+// and do nothing else: no script, no fetch.
+const chartPolicy = "default-src 'none'; style-src 'unsafe-inline'"
+
+func (a *api) dashboardChart(c *fiber.Ctx) error {
+	svg, found, err := a.dashboard.chart(c.UserContext(), c.Params("name"))
+	if !found {
+		return fiber.ErrNotFound
+	}
+	if err != nil {
+		return core.Wrap("dashboard chart", core.CodeInternal, err)
+	}
+	c.Set(fiber.HeaderContentType, "image/svg+xml")
+	c.Set(fiber.HeaderContentSecurityPolicy, chartPolicy)
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Send(svg)
 }
 
 func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -83,8 +84,9 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 			const sold = document.querySelector('#totals dd[data-figure="sold_out"]');
 			const kept = document.querySelector('#totals dd[data-figure="persisted"]');
 			return ok && sold && kept && ok.textContent === '3' && sold.textContent === '2' && kept.textContent === '3'; })()`)
-		var guarantees string
-		guarantees = b.text(p, "#guarantees")
+		b.waitJS(p, "the charts are drawn", `['answers', 'persisted', 'depth'].every((n) => {
+			const img = document.getElementById('chart-' + n); return img.complete && img.naturalWidth > 0; })`)
+		guarantees := b.text(p, "#guarantees")
 		if !strings.Contains(guarantees, "acknowledged") {
 			t.Fatalf("the guarantees shown: %q", guarantees)
 		}
@@ -92,4 +94,35 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 		b.screenshot(p, "dashboard-phone", 390, 844, true)
 		b.clean()
 	})
+}
+
+// TestTheDashboardChartsAreSVGDrawnOnceASnapshot: a chart is an SVG of
+// the history, served with a policy that lets it style itself and nothing
+// more; an unknown chart is 404.
+func TestTheDashboardChartsAreSVGDrawnOnceASnapshot(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	voucher := h.openVoucher(2)
+	for u := int64(1); u <= 3; u++ {
+		h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+	}
+	for _, name := range []string{"answers", "persisted", "depth"} {
+		resp, err := h.client.Get(h.base + "/api/dashboard/charts/" + name + ".svg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(string(body), "<svg") ||
+			!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+			t.Fatalf("%s: %d %q %q %.80s", name, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Security-Policy"), body)
+		}
+	}
+	resp, err := h.client.Get(h.base + "/api/dashboard/charts/secrets.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("an unknown chart: %d, want 404", resp.StatusCode)
+	}
 }

@@ -97,6 +97,7 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/assets/:file", asset)
 	app.Get("/dashboard", pageFile("dashboard.html"))
 	app.Get("/api/dashboard", a.dashboardData)
+	app.Get("/api/dashboard/charts/:name", a.dashboardChart)
 	app.Get("/api/vouchers", a.listVouchers)
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)

@@ -59,6 +59,12 @@ function render(d) {
   ]);
   figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
   $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
+  // The charts are drawn on the server, once a second for every viewer;
+  // the query only makes each second's image a new one.
+  const stamp = encodeURIComponent(d.at);
+  for (const name of ["answers", "persisted", "depth"]) {
+    $("chart-" + name).src = "/api/dashboard/charts/" + name + ".svg?at=" + stamp;
+  }
 }
 
 async function refresh() {

@@ -1,0 +1,53 @@
+// Package svgchart draws the project's charts as standalone SVG with
+// github.com/go-analyze/charts: the dashboard's live lines and the bars of
+// the comparison lab's results. One look for both, drawn on the server, so
+// the pages load no chart script and the docs need no image tool.
+package svgchart
+
+import (
+	"github.com/go-analyze/charts"
+)
+
+// Series is one named line.
+type Series struct {
+	Name   string
+	Values []float64
+}
+
+// Lines draws series over the labels of their points.
+func Lines(title string, labels []string, series []Series, width, height int) ([]byte, error) {
+	values := make([][]float64, len(series))
+	names := make([]string, len(series))
+	for i, s := range series {
+		values[i], names[i] = s.Values, s.Name
+	}
+	p, err := charts.LineRender(values, charts.SVGOutputOptionFunc(), charts.TitleTextOptionFunc(title),
+		charts.XAxisLabelsOptionFunc(labels), charts.LegendLabelsOptionFunc(names),
+		charts.DimensionsOptionFunc(width, height))
+	if err != nil {
+		return nil, err
+	}
+	return p.Bytes()
+}
+
+// Bar is one labelled value.
+type Bar struct {
+	Label string
+	Value float64
+}
+
+// Bars draws horizontal bars, the first on top.
+func Bars(title string, bars []Bar, width, height int) ([]byte, error) {
+	values := make([]float64, len(bars))
+	labels := make([]string, len(bars))
+	// The library draws the first category at the bottom.
+	for i, b := range bars {
+		values[len(bars)-1-i], labels[len(bars)-1-i] = b.Value, b.Label
+	}
+	p, err := charts.HorizontalBarRender([][]float64{values}, charts.SVGOutputOptionFunc(), charts.TitleTextOptionFunc(title),
+		charts.YAxisLabelsOptionFunc(labels), charts.DimensionsOptionFunc(width, height))
+	if err != nil {
+		return nil, err
+	}
+	return p.Bytes()
+}
