@@ -126,3 +126,35 @@ func TestTheDashboardChartsAreSVGDrawnOnceASnapshot(t *testing.T) {
 		t.Fatalf("an unknown chart: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestTheDashboardsOperatorActions: with the admin token the dashboard
+// creates a voucher (which the storefront then lists) and audits it; with
+// a wrong token it is refused.
+func TestTheDashboardsOperatorActions(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		b := newBrowser(t)
+		p := b.page()
+		b.must("open /dashboard", p.Navigate(h.base+"/dashboard"))
+		b.waitJS(p, "the page is up", `document.getElementById('backend').textContent !== ''`)
+		b.input(p, "#admin-token", "wrong-token")
+		b.input(p, "#new-title", "Operator's <b>voucher</b>")
+		b.click(p, "#create-voucher")
+		b.waitJS(p, "the wrong token is refused", `document.getElementById('admin-result').textContent.startsWith('401')`)
+
+		b.must("clear the token", p.MustElement("#admin-token").SelectAllText())
+		b.input(p, "#admin-token", h.cfg.AdminToken)
+		b.click(p, "#create-voucher")
+		b.waitJS(p, "the voucher is created", `document.getElementById('admin-result').textContent.startsWith('201')`)
+		status, body := h.do("GET", "/api/vouchers", "", nil)
+		listed, _ := body["vouchers"].([]any)
+		if status != 200 || len(listed) != 1 || listed[0].(map[string]any)["title"] != "Operator's <b>voucher</b>" {
+			t.Fatalf("the storefront's listing after the dashboard created a voucher: %d %v", status, body)
+		}
+		id := idString(int64(listed[0].(map[string]any)["id"].(float64)))
+		b.input(p, "#audit-id", id)
+		b.click(p, "#audit")
+		b.waitJS(p, "the audit is shown", `(() => { const t = document.getElementById('admin-result').textContent;
+			return t.startsWith('200') && t.includes('"voucherId": `+id+`'); })()`)
+		b.clean()
+	})
+}

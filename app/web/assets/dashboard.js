@@ -78,7 +78,46 @@ async function refresh() {
   }
 }
 
+// The admin token is kept in sessionStorage, like the shopper's token on
+// the storefront: never in a URL, gone with the tab.
+const adminKey = "seckill.admin";
+
+async function admin(method, path, body) {
+  const token = $("admin-token").value.trim();
+  sessionStorage.setItem(adminKey, token);
+  const headers = { "Authorization": "Bearer " + token };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = {};
+  try { data = await resp.json(); } catch (_) { data = {}; }
+  $("admin-result").textContent = resp.status + "\n" + JSON.stringify(data, null, 2);
+  return { status: resp.status, data };
+}
+
+function createVoucher() {
+  const now = Date.now();
+  const opens = now + 1000 * Number($("new-opens").value || 0);
+  const price = Number($("new-price").value || 0);
+  return admin("POST", "/api/admin/vouchers", {
+    title: $("new-title").value,
+    stock: Number($("new-stock").value || 0),
+    payValue: price,
+    actualValue: price * 2,
+    beginTime: new Date(opens).toISOString(),
+    endTime: new Date(opens + 60000 * Number($("new-lasts").value || 0)).toISOString(),
+  });
+}
+
+function voucherPath(action) {
+  const id = $("audit-id").value.trim();
+  return "/api/admin/vouchers/" + encodeURIComponent(id) + "/" + action;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  $("admin-token").value = sessionStorage.getItem(adminKey) || "";
+  $("create-voucher").addEventListener("click", createVoucher);
+  $("audit").addEventListener("click", () => admin("GET", voucherPath("audit")));
+  $("reconcile").addEventListener("click", () => admin("POST", voucherPath("reconcile")));
   refresh();
   setInterval(refresh, 1000);
 });
