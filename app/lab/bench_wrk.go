@@ -277,9 +277,7 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	var pprofAddr string
 	switch side {
 	case "server":
-		// The defaults a user gets: the lab's lookup turns the limits off
-		// for its own load, so they are restored here.
-		env := map[string]string{"SECKILL_CONSUMERS": "0", "SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""}
+		env := userDefaults(map[string]string{"SECKILL_CONSUMERS": "0"})
 		if cpuProfile != "" {
 			if pprofAddr, err = freeAddr(); err != nil {
 				return wrkRun{}, err
@@ -356,6 +354,19 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	return r, nil
 }
 
+// userDefaults is the environment of a server process on the defaults a
+// user gets: an empty value leaves a variable to its default, undoing what
+// the lab sets for its own runs (limits off, a slow single consumer), with
+// the overrides on top.
+func userDefaults(overrides map[string]string) map[string]string {
+	env := map[string]string{"SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": "", "SECKILL_CONSUMERS": "",
+		"SECKILL_BATCH_SIZE": "", "SECKILL_CLAIM_MIN_IDLE": ""}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	return env
+}
+
 // buyOnce buys a voucher as one shopper and expects 200.
 func buyOnce(base string, tokens *server.Tokens, voucher, user int64) error {
 	tok, _ := tokens.Issue(user, time.Now())
@@ -427,8 +438,7 @@ func (b *bench) saleSide(side string, st *mysqlstore.Store) (wall, toRow time.Du
 	var p *labProcess
 	var voucher int64
 	if side == "server" {
-		if p, err = startProcess(cfg, map[string]string{"SECKILL_CONSUMERS": "", "SECKILL_BATCH_SIZE": "", "SECKILL_CLAIM_MIN_IDLE": "",
-			"SECKILL_SECKILL_RATE": "", "SECKILL_CODE_RATE": ""}); err != nil {
+		if p, err = startProcess(cfg, userDefaults(nil)); err != nil {
 			return 0, 0, err
 		}
 		if voucher, err = createVoucher(p.base, cfg.AdminToken, saleItems); err != nil {
