@@ -495,6 +495,38 @@ const BareHandlerCommand = "bare-handler"
 // handler that runs the reservation script once per request with go-redis
 // and nothing else — no auth, no validation, no metrics.
 func RunBareHandler() int {
+	return serveBaseline(func(cfg server.Config, rdb *redis.Client) (fiber.Handler, error) {
+		var scripter redis.Scripter = rdb
+		if coalesce, _ := strconv.ParseBool(os.Getenv(bareCoalesceEnv)); coalesce {
+			ap, err := rdb.AutoPipeline()
+			if err != nil {
+				return nil, err
+			}
+			scripter = ap
+		}
+		script := redis.NewScript(lua.Seckill)
+		keys := redisreserve.Keys{Prefix: cfg.KeyPrefix}
+		var seq atomic.Int64
+		return func(c *fiber.Ctx) error {
+			vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
+			n := seq.Add(1)
+			o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
+			res, err := script.Run(c.UserContext(), scripter,
+				[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0), keys.Limit(vid, n)},
+				o.UserID, o.ID, core.EncodeOrder(o), 0, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
+			if err != nil {
+				return c.Status(503).SendString(err.Error())
+			}
+			return c.JSON(fiber.Map{"orderId": fmt.Sprint(res[1])})
+		}, nil
+	})
+}
+
+// serveBaseline runs a baseline the bench measures the server against: a
+// bare Fiber app on SECKILL_ADDR with /healthz and the seckill route that
+// seckill builds over a go-redis client of SECKILL_REDIS_URL. It returns
+// the exit status.
+func serveBaseline(seckill func(server.Config, *redis.Client) (fiber.Handler, error)) int {
 	cfg, err := server.LoadConfig(labLookup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -506,33 +538,14 @@ func RunBareHandler() int {
 		return 2
 	}
 	opts.PoolSize = 64
-	rdb := redis.NewClient(opts)
-	var scripter redis.Scripter = rdb
-	if coalesce, _ := strconv.ParseBool(os.Getenv(bareCoalesceEnv)); coalesce {
-		ap, err := rdb.AutoPipeline()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		scripter = ap
+	handler, err := seckill(cfg, redis.NewClient(opts))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	script := redis.NewScript(lua.Seckill)
-	keys := redisreserve.Keys{Prefix: cfg.KeyPrefix}
-	var seq atomic.Int64
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	app.Post("/api/vouchers/:id/seckill", func(c *fiber.Ctx) error {
-		vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
-		n := seq.Add(1)
-		o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
-		res, err := script.Run(c.UserContext(), scripter,
-			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0), keys.Limit(vid, n)},
-			o.UserID, o.ID, core.EncodeOrder(o), 0, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
-		if err != nil {
-			return c.Status(503).SendString(err.Error())
-		}
-		return c.JSON(fiber.Map{"orderId": fmt.Sprint(res[1])})
-	})
+	app.Post("/api/vouchers/:id/seckill", handler)
 	if err := app.Listen(cfg.Addr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -55,41 +55,24 @@ func naiveKeys(prefix string, voucher int64) []string {
 // pipelining, no auth (the token header is ignored; each request is a new
 // user), no validation, no metrics.
 func RunNaiveHandler() int {
-	cfg, err := server.LoadConfig(labLookup)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	opts.PoolSize = 64
-	rdb := redis.NewClient(opts)
-	script := redis.NewScript(naiveScript)
-	var users atomic.Int64
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	app.Post("/api/vouchers/:id/seckill", func(c *fiber.Ctx) error {
-		vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
-		user := users.Add(1)
-		code, err := script.Run(c.UserContext(), rdb, naiveKeys(cfg.KeyPrefix, vid), user, vid, user).Int()
-		switch {
-		case err != nil:
-			return c.Status(503).SendString(err.Error())
-		case code == 1:
-			return c.Status(409).JSON(fiber.Map{"error": "sold out"})
-		case code == 2:
-			return c.Status(409).JSON(fiber.Map{"error": "already purchased"})
-		}
-		return c.JSON(fiber.Map{"orderId": strconv.FormatInt(user, 10)})
+	return serveBaseline(func(cfg server.Config, rdb *redis.Client) (fiber.Handler, error) {
+		script := redis.NewScript(naiveScript)
+		var users atomic.Int64
+		return func(c *fiber.Ctx) error {
+			vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
+			user := users.Add(1)
+			code, err := script.Run(c.UserContext(), rdb, naiveKeys(cfg.KeyPrefix, vid), user, vid, user).Int()
+			switch {
+			case err != nil:
+				return c.Status(503).SendString(err.Error())
+			case code == 1:
+				return c.Status(409).JSON(fiber.Map{"error": "sold out"})
+			case code == 2:
+				return c.Status(409).JSON(fiber.Map{"error": "already purchased"})
+			}
+			return c.JSON(fiber.Map{"orderId": strconv.FormatInt(user, 10)})
+		}, nil
 	})
-	if err := app.Listen(cfg.Addr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // wrkScript cycles pre-signed tokens over the vouchers so that every
