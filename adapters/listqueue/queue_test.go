@@ -15,13 +15,14 @@ import (
 func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 	const ttl = 400 * time.Millisecond
 	sale := testenv.Redis{Client: r.Client, Prefix: r.Prefix + map[bool]string{false: "plain:", true: "reliable:"}[reliable]}
-	return queuetest.Backend{
-		Open: func(t *testing.T, ns string) core.Queue {
-			return listqueue.New(r.Client, listqueue.Config{
-				Key: saletest.QueueKey(sale, ns), Reliable: reliable, HeartbeatTTL: ttl,
-				ReapInterval: 50 * time.Millisecond,
-			}, nil)
-		},
+	openAs := func(t *testing.T, ns, process string) core.Queue {
+		return listqueue.New(r.Client, listqueue.Config{
+			Key: saletest.QueueKey(sale, ns), Reliable: reliable, HeartbeatTTL: ttl,
+			ReapInterval: 50 * time.Millisecond, ConsumerPrefix: process,
+		}, nil)
+	}
+	b := queuetest.Backend{
+		Open: func(t *testing.T, ns string) core.Queue { return openAs(t, ns, "") },
 		// Plain and reliable runs use the same namespaces: their sales
 		// need keys of their own too.
 		Sell: saletest.Sell(sale),
@@ -30,6 +31,10 @@ func backend(r testenv.Redis, reliable bool) queuetest.Backend {
 		Shared:         true,
 		RedeliveryWait: ttl,
 	}
+	if reliable {
+		b.OpenAs = openAs
+	}
+	return b
 }
 
 func TestConformance(t *testing.T) {

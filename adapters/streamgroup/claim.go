@@ -3,6 +3,7 @@ package streamgroup
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -57,6 +58,9 @@ func (q *Queue) claim(ctx context.Context) error {
 	if next == "0-0" {
 		next = ""
 	}
+	// An entry this process holds is being worked on, not abandoned: it
+	// can only look idle if keepHeld fell behind. Never hand it out twice.
+	msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return q.held.contains(m.ID) })
 	ds, err := q.withAttempts(ctx, owner, msgs)
 	if err != nil {
 		return err

@@ -15,9 +15,9 @@ import (
 func TestConformance(t *testing.T) {
 	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		const claimAfter = 300 * time.Millisecond
-		open := func(t *testing.T, ns, group string) core.Queue {
+		open := func(t *testing.T, ns, group, process string) core.Queue {
 			q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
-				Stream: saletest.QueueKey(r, ns), Group: group, ClaimMinIdle: claimAfter,
+				Stream: saletest.QueueKey(r, ns), Group: group, ConsumerPrefix: process, ClaimMinIdle: claimAfter,
 				ClaimInterval: 50 * time.Millisecond, Block: 100 * time.Millisecond,
 			}, nil)
 			if err != nil {
@@ -26,8 +26,9 @@ func TestConformance(t *testing.T) {
 			return q
 		}
 		queuetest.Run(t, queuetest.Backend{
-			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "") },
-			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix()) },
+			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "", "") },
+			OpenAs: func(t *testing.T, ns, process string) core.Queue { return open(t, ns, "", process) },
+			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix(), "") },
 			Sell:   saletest.Sell(r),
 			// The process state is the consumers' names and cursors:
 			// abandoning them is what a SIGKILL leaves behind.

@@ -94,6 +94,7 @@ type Queue struct {
 	log *slog.Logger
 
 	claims claims // what the claimer took over, for the consumers to fetch
+	held   held   // what this process's consumers fetched and have not acked
 }
 
 // New creates the group (and the stream) if missing.
@@ -152,6 +153,7 @@ func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 func (q *Queue) Duties() []core.Duty {
 	return []core.Duty{
 		{Name: "claim", Every: q.cfg.ClaimInterval, Do: q.claim},
+		{Name: "keep-held", Every: q.keepHeldInterval(), Do: q.keepHeld},
 		{Name: "trim", Every: q.cfg.TrimInterval, Do: func(ctx context.Context) error {
 			_, err := q.Trim(ctx)
 			return err
@@ -165,15 +167,27 @@ type consumer struct {
 	q    *Queue
 	name string
 	// ownDrained is set once the entries this name held before (a restart
-	// under the same name) are fetched again.
+	// under the same name) are fetched again; ownCursor is the last of them
+	// fetched so far, so each comes back once even while earlier ones are
+	// still held unacked (the pipeline acks batch N after fetching N+1).
 	ownDrained bool
+	ownCursor  string
 	closed     atomic.Bool
 }
 
+// Fetch never returns an entry this process holds unacked (core.Consumer):
+// its own pending entries are re-read once, after a cursor; what it fetched
+// is kept from the claimer (keepHeld) until acked.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
 	if c.closed.Load() {
 		return nil, errors.New("streamgroup: consumer closed")
 	}
+	ds, err := c.fetch(ctx, max)
+	c.q.held.add(c.name, ds)
+	return ds, err
+}
+
+func (c *consumer) fetch(ctx context.Context, max int) ([]core.Delivery, error) {
 	if !c.ownDrained {
 		ds, err := c.readOwnPending(ctx, max)
 		if err != nil || len(ds) > 0 {
@@ -218,12 +232,17 @@ func (c *consumer) readNew(ctx context.Context, max int) ([]core.Delivery, error
 }
 
 // readOwnPending re-reads entries delivered to this consumer name and never
-// acked (reading from id 0 returns the consumer's pending entries).
+// acked: reading from an id returns the consumer's pending entries after
+// it, from 0 at first and then after the last one fetched.
 func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery, error) {
+	after := c.ownCursor
+	if after == "" {
+		after = "0"
+	}
 	streams, err := c.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group:    c.q.cfg.Group,
 		Consumer: c.name,
-		Streams:  []string{c.q.cfg.Stream, "0"},
+		Streams:  []string{c.q.cfg.Stream, after},
 		Count:    int64(max),
 	}).Result()
 	if errors.Is(err, redis.Nil) {
@@ -235,6 +254,9 @@ func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery
 	var msgs []redis.XMessage
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
+	}
+	if len(msgs) > 0 {
+		c.ownCursor = msgs[len(msgs)-1].ID
 	}
 	return c.q.withAttempts(ctx, c.name, msgs)
 }
@@ -288,6 +310,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 	if err := c.q.rdb.XAck(ctx, c.q.cfg.Stream, c.q.cfg.Group, ids...).Err(); err != nil {
 		return fmt.Errorf("streamgroup: xack: %w", err)
 	}
+	c.q.held.remove(ids...)
 	return nil
 }
 
@@ -302,13 +325,15 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 	if err != nil {
 		return fmt.Errorf("streamgroup: dead-letter %s: %w", d.ID, err)
 	}
+	c.q.held.remove(d.ID)
 	return nil
 }
 
 // Close stops this consumer. Its pending entries stay in the group, to be
-// re-read under the same name or claimed by another consumer.
+// re-read under the same name or claimed by another consumer once idle.
 func (c *consumer) Close() error {
 	c.closed.Store(true)
+	c.q.held.drop(c.name)
 	return nil
 }
 

@@ -136,11 +136,15 @@ func TestAckClearsPendingOnTheStreamRead(t *testing.T) {
 	})
 }
 
+// A dead consumer is another process's (one that runs no duties): a
+// consumer of this process holding entries is working on them, and is
+// never claimed from (TestConformance's FetchNeverReturnsWhatTheProcessHolds).
 func TestEntriesOfADeadConsumerAreClaimed(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		died := newQueue(t, r, "died", 200*time.Millisecond)
 		q := newQueue(t, r, "p", 200*time.Millisecond)
 		runDuties(t, q)
-		dead, alive := consumer(t, q, 0), consumer(t, q, 1)
+		dead, alive := consumer(t, died, 0), consumer(t, q, 1)
 		publish(t, r, q, 1, 2)
 		fetchN(t, dead, 2) // and never acks: it died holding them
 		ds := fetchN(t, alive, 2)

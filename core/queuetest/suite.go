@@ -48,6 +48,11 @@ type Backend struct {
 	// RedeliveryWait is how long a crashed consumer's messages take to come
 	// back (claim idle time, heartbeat expiry). Default 0.
 	RedeliveryWait time.Duration
+	// OpenAs opens queue ns as the process named process (a pod's stable
+	// name, SECKILL_CONSUMER_NAME): a restart under the same name takes
+	// back at once what its predecessor held. nil for a backend whose
+	// consumers have no such names.
+	OpenAs func(t *testing.T, ns, process string) core.Queue
 }
 
 // Run runs the whole suite against b.
@@ -72,6 +77,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ConsumedMessagesCanBeReplayed", scoped(replay))
 	t.Run("StatsDescribeTheQueue", scoped(stats))
 	t.Run("HeldOrdersAreTheQueuedAndTheUnacked", scoped(heldOrders))
+	t.Run("FetchNeverReturnsWhatTheProcessHolds", scoped(neverRefetchesHeld))
+	t.Run("RestartUnderTheSameNameRedeliversEachHeldOnce", scoped(restartUnderSameName))
 }
 
 // scope is the backend bound to one test's namespace.
@@ -744,4 +751,118 @@ func mustDecode(t *testing.T, d core.Delivery) core.Order {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// neverRefetchesHeld is the Consumer contract's first rule: Fetch never
+// returns a delivery the process still holds unacked. The pipeline fetches
+// batch N+1 before it acks batch N, and a store that fails keeps a batch
+// for as long as it fails: were a held order fetched again (re-read from a
+// pending list, or claimed by the process's own claimer as "idle"), it
+// would be saved twice and burn delivery attempts until a healthy order
+// is dead-lettered. Full batches, and the queue's duties running past the
+// time a dead consumer's messages take to come back.
+func neverRefetchesHeld(t *testing.T, b scope) {
+	q := b.open(t)
+	defer closeQueue(t, q)
+	ctx, cancel := context.WithCancel(context.Background())
+	duties := make(chan struct{})
+	go func() { core.RunQueueDuties(ctx, q, nil); close(duties) }()
+	defer func() { cancel(); <-duties }()
+	c, err := q.Consumer(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const batch = 10
+	n := int64(3*batch + 5)
+	if b.Capacity > 0 {
+		n = min(n, int64(b.Capacity))
+	}
+	time.Sleep(50 * time.Millisecond) // a subscriber without retention listens first
+	publishRange(t, b, q, 1, n)
+
+	s := newTally()
+	fetchHolding := func(until time.Time) {
+		for time.Now().Before(until) {
+			ds, err := c.Fetch(context.Background(), batch)
+			if err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+			s.add(t, ds)
+		}
+	}
+	// Everything once, holding every batch (no ack)...
+	fetchHolding(time.Now().Add(time.Second))
+	// ...and still nothing again once the held messages are older than a
+	// dead consumer's would be when they are taken back.
+	time.Sleep(2*b.RedeliveryWait + 100*time.Millisecond)
+	fetchHolding(time.Now().Add(2*b.RedeliveryWait + 500*time.Millisecond))
+	distinct, total, dup := s.snapshot()
+	if dup > 0 {
+		again := []int64{}
+		for id, k := range s.counts {
+			if k > 1 {
+				again = append(again, id)
+			}
+		}
+		slices.Sort(again)
+		t.Fatalf("%d deliveries of %d orders: orders %v were fetched again while this process held them unacked",
+			total, distinct, again)
+	}
+	if q.Guarantees().RetainsWithoutConsumer && int64(distinct) != n {
+		t.Fatalf("fetched %d of %d orders", distinct, n)
+	}
+}
+
+// restartUnderSameName: a process restarted under its stable name gets what
+// its predecessor held back at once, each order once (one more attempt
+// each, not two), and then the rest of the queue.
+func restartUnderSameName(t *testing.T, b scope) {
+	if b.OpenAs == nil {
+		t.Skip("the backend's consumers have no stable names")
+	}
+	const batch = 10
+	first := b.OpenAs(t, b.ns, "pod-0")
+	publishRange(t, b, first, 1, 2*batch+5)
+	c, err := first.Consumer(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[int64]bool{}
+	for len(held) < 2*batch {
+		for _, id := range fetchSome(t, c, batch) {
+			held[id] = true
+		}
+	}
+	b.Crash(t, first)
+
+	again := b.OpenAs(t, b.ns, "pod-0")
+	defer closeQueue(t, again)
+	c2, err := again.Consumer(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	s := newTally()
+	attempts := map[int64]int{}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := c2.Fetch(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.add(t, ds)
+		for _, d := range ds {
+			attempts[mustDecode(t, d).ID] = d.Attempt
+		}
+	}
+	distinct, total, _ := s.snapshot()
+	if distinct != 2*batch+5 || total != distinct {
+		t.Fatalf("after the restart %d deliveries of %d orders, want each of the %d once", total, distinct, 2*batch+5)
+	}
+	for id := range held {
+		if q := again.Guarantees(); q.Acknowledged && attempts[id] != 2 {
+			t.Fatalf("order %d, held by the process that died, came back as attempt %d, want 2", id, attempts[id])
+		}
+	}
 }
