@@ -143,6 +143,32 @@ func (e *UnconfirmedError) Unwrap() error {
 	return &Error{Code: CodeUnconfirmed, Message: e.Error()}
 }
 
+// AlreadyPurchasedError is a shopper who already holds an order of the
+// voucher; OrderID is that order, so a shopper whose first answer was lost
+// (a timeout, a retry) learns it. errors.Is(err, ErrAlreadyPurchased) holds.
+type AlreadyPurchasedError struct {
+	OrderID int64
+}
+
+func (e *AlreadyPurchasedError) Error() string { return ErrAlreadyPurchased.Message }
+
+// Unwrap lets CodeOf, MessageOf and errors.Is see ErrAlreadyPurchased.
+func (e *AlreadyPurchasedError) Unwrap() error { return ErrAlreadyPurchased }
+
+// HeldOrderOf is the order id an error carries for the shopper (already
+// purchased, unconfirmed), if any.
+func HeldOrderOf(err error) (int64, bool) {
+	var ap *AlreadyPurchasedError
+	if errors.As(err, &ap) && ap.OrderID != 0 {
+		return ap.OrderID, true
+	}
+	var uc *UnconfirmedError
+	if errors.As(err, &uc) {
+		return uc.OrderID, true
+	}
+	return 0, false
+}
+
 // RateLimitedError is a shopper over the seckill limit, refused by the
 // reservation itself; RetryAfter is when the next attempt is admitted.
 type RateLimitedError struct {

@@ -176,6 +176,28 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 	return r.Rebuild(ctx, voucherID)
 }
 
+// Recheck is what a read of a voucher's live state calls when it found
+// nothing there (no buyer, say): the read alone cannot tell "nothing" from
+// "Redis forgot", since Ensure trusts what it verified in this incarnation
+// until the incarnation changes. If the voucher's state is gone, or was
+// written in another incarnation, it is rebuilt and rebuilt reports true:
+// the caller reads again.
+func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, err error) {
+	inc, err := r.live.RefreshIncarnation(ctx)
+	if err != nil {
+		return false, Wrap("recovery: incarnation", CodeUnavailable, err)
+	}
+	was, ok, err := r.live.VerifiedIn(ctx, voucherID)
+	if err != nil {
+		return false, Wrap("recovery: verified in", CodeUnavailable, err)
+	}
+	if ok && was == inc {
+		return false, nil
+	}
+	r.verified.Delete(voucherID)
+	return true, r.Rebuild(ctx, voucherID)
+}
+
 // Lost is what the request path calls when the live store answered that it
 // has no state for a voucher already ensured (keys deleted under a running
 // incarnation): the voucher is rebuilt.

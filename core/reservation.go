@@ -64,8 +64,11 @@ type Reservation struct {
 // Err is the contract's error for a refused reservation (nil when
 // Reserved), with its retry delay when rate limited.
 func (r Reservation) Err() error {
-	if r.Result == RateLimited && r.RetryAfter > 0 {
+	switch {
+	case r.Result == RateLimited && r.RetryAfter > 0:
 		return &RateLimitedError{RetryAfter: r.RetryAfter}
+	case r.Result == AlreadyPurchased && r.OrderID != 0:
+		return &AlreadyPurchasedError{OrderID: r.OrderID}
 	}
 	return r.Result.Err()
 }

@@ -129,6 +129,20 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		}
 	}
 	id, ok, err := s.reserver.ReservedOrder(ctx, userID, voucherID)
+	if err == nil && !ok && s.recovery != nil {
+		// No buyer, or no state at all: a live store that forgot the sale
+		// since it was verified answers the same. Ask again after the
+		// rebuild, if it was that.
+		var rebuilt bool
+		switch rebuilt, err = s.recovery.Recheck(ctx, voucherID); {
+		case errors.Is(err, ErrVoucherNotFound):
+			return 0, "", ErrOrderNotFound
+		case err != nil:
+			return 0, "", err
+		case rebuilt:
+			id, ok, err = s.reserver.ReservedOrder(ctx, userID, voucherID)
+		}
+	}
 	if err != nil {
 		return 0, "", Wrap("order status: reservation", CodeUnavailable, err)
 	}

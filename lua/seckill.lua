@@ -38,8 +38,8 @@
 --   {5, existing id, 0}   the user already holds another order
 --   {6, "", ms}           over the rate limit: retry after ms milliseconds
 --
--- Checks run in this order: loaded, replay, rate limit, window, stock, one
--- per user. The limit counts every request that gets that far, whatever
+-- Checks run in this order: loaded, replay, rate limit, window, one per
+-- user, stock. The limit counts every request that gets that far, whatever
 -- its answer, as a limiter in front of the script would.
 -- The replay check comes before the window and stock so that a retried
 -- script (go-redis retries, AutoPipeline replays) still reports success to
@@ -91,11 +91,13 @@ if now >= tonumber(window[2]) then
   return {3, '', now - tonumber(window[2])}
 end
 
-if tonumber(stock) <= 0 then
-  return {4, '', 0}
-end
+-- The buyer before the stock: a shopper who holds an order learns its id
+-- (a retry after a timed-out answer, say), never "sold out".
 if held then
   return {5, held, 0}
+end
+if tonumber(stock) <= 0 then
+  return {4, '', 0}
 end
 
 redis.call('DECR', KEYS[1])

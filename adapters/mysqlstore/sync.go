@@ -70,11 +70,11 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 		case !now.Before(sv.EndTime):
 			res = core.Reservation{Result: core.Ended}
 			return errRefused
+		case held != 0: // the buyer before the stock, as the script checks
+			res = core.Reservation{Result: core.AlreadyPurchased, OrderID: held}
+			return errRefused
 		case sv.Stock <= 0:
 			res = core.Reservation{Result: core.SoldOut}
-			return errRefused
-		case held != 0:
-			res = core.Reservation{Result: core.AlreadyPurchased, OrderID: held}
 			return errRefused
 		}
 		u, err := tx.NewUpdate().Table("tb_seckill_voucher").

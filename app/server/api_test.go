@@ -59,8 +59,9 @@ func TestWalkthrough(t *testing.T) {
 		if status != 200 || orderID == "" {
 			t.Fatalf("seckill: %d %v", status, body)
 		}
-		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", token, nil); status != 409 || errorCode(body) != "already_purchased" {
-			t.Fatalf("second seckill: %d %v", status, body)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", token, nil); status != 409 || errorCode(body) != "already_purchased" ||
+			body["error"].(map[string]any)["orderId"] != orderID {
+			t.Fatalf("second seckill: %d %v, want 409 already_purchased with the held order %s", status, body, orderID)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {

@@ -187,10 +187,11 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 		// Whole seconds (RFC 9110), rounded up: never earlier than admitted.
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(math.Ceil(max(limited.RetryAfter, time.Second).Seconds()))))
 	}
-	var unconfirmed *core.UnconfirmedError
-	if errors.As(err, &unconfirmed) {
+	if orderID, ok := core.HeldOrderOf(err); ok {
+		// Already purchased or unconfirmed: the shopper's order, so a lost
+		// first answer is never the last word.
 		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": string(code), "message": core.MessageOf(err),
-			"orderId": strconv.FormatInt(unconfirmed.OrderID, 10)}})
+			"orderId": strconv.FormatInt(orderID, 10)}})
 	}
 	return writeError(c, status, string(code), core.MessageOf(err))
 }

@@ -127,6 +127,38 @@ func TestForgottenKeysAreRebuilt(t *testing.T) {
 	}
 }
 
+// TestAnOrderReadFirstAfterRedisForgotIsFound: the first request after
+// Redis forgot the sale is an order-status read. The voucher was verified
+// in this incarnation, so nothing but the read itself can notice: a buyer
+// it does not find must not be answered order_not_found while MySQL holds
+// the order (the HGET of a forgotten hash cannot tell "no order" from "no
+// state"). Then the buyer's status, and the stock, are right again.
+func TestAnOrderReadFirstAfterRedisForgotIsFound(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		const stock, sold = 10, 3
+		voucher := h.openVoucher(stock)
+		buyers(t, h, voucher, 1, sold)
+		ctx := context.Background()
+		keys, err := h.srv.rdb.Keys(ctx, h.cfg.KeyPrefix+"*").Result()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("the sale's keys: %v %v", keys, err)
+		}
+		h.srv.rdb.Del(ctx, keys...)
+		for u := int64(1); u <= sold; u++ {
+			status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(u), nil)
+			if status != 200 || body["status"] != "created" {
+				t.Fatalf("buyer %d's order, read first after Redis forgot: %d %v, want 200 created", u, status, body)
+			}
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(sold+1), nil); status != 404 || errorCode(body) != "order_not_found" {
+			t.Fatalf("a shopper who bought nothing: %d %v, want 404 order_not_found", status, body)
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); status != 200 || body["stock"] != float64(stock-sold) {
+			t.Fatalf("voucher after the reads: %d %v, want stock %d", status, body, stock-sold)
+		}
+	})
+}
+
 // TestRedisRestarted: a redis-server of the test's own is killed while
 // the server runs, and comes back
 //   - empty: what a restart without persistence does;

@@ -8,6 +8,7 @@ package reservationtest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,7 @@ func Run(t *testing.T, s Subject) {
 	t.Run("ExactlyTheStockIsSoldToConcurrentBuyers", func(t *testing.T) { stock(t, s, ids) })
 	t.Run("OneOrderPerUserUnderConcurrency", func(t *testing.T) { onePerUser(t, s, ids) })
 	t.Run("ReplayOfTheSameOrderIsSuccess", func(t *testing.T) { replay(t, s, ids) })
+	t.Run("HolderOfTheLastUnitIsToldTheirOrderNotSoldOut", func(t *testing.T) { holderAfterSellOut(t, s, ids) })
 	t.Run("ReleaseGivesTheStockBackOnce", func(t *testing.T) { release(t, s, ids) })
 }
 
@@ -210,6 +212,24 @@ func onePerUser(t *testing.T, s Subject, ids *orderIDs) {
 	}
 	if _, ok, err := s.Reserver.ReservedOrder(context.Background(), 78, v); err != nil || ok {
 		t.Fatalf("ReservedOrder of a user who bought nothing: %v %v", ok, err)
+	}
+}
+
+// holderAfterSellOut: the buyer is checked before the stock, so a shopper
+// who took the last unit and asks again (their first answer timed out, say)
+// is told already_purchased with their order, never sold_out.
+func holderAfterSellOut(t *testing.T, s Subject, ids *orderIDs) {
+	v := open(t, s, 1)
+	first := ids.order(5, v)
+	expect(t, "the first attempt", reserve(t, s, first), core.Reserved)
+	got := reserve(t, s, ids.order(5, v))
+	if got.Result != core.AlreadyPurchased || got.OrderID != first.ID {
+		t.Fatalf("the holder of the last unit asked again and was answered %s with order %d, want already_purchased with %d",
+			name(got.Result), got.OrderID, first.ID)
+	}
+	var held *core.AlreadyPurchasedError
+	if err := got.Err(); !errors.As(err, &held) || held.OrderID != first.ID || !errors.Is(err, core.ErrAlreadyPurchased) {
+		t.Fatalf("the answer's error %v does not carry the held order %d", err, first.ID)
 	}
 }
 

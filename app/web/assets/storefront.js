@@ -169,8 +169,14 @@ async function buy(id) {
       answer(id, "Order " + r.data.orderId + ": queued", true);
       await follow(id, r.data.orderId);
     } else if (code === "unconfirmed" || code === "already_purchased") {
+      // Both carry the shopper's order: a first answer that was lost (a
+      // timeout, a retry) is never the last word.
       answer(id, messages[code], code === "unconfirmed");
-      await follow(id, code === "unconfirmed" ? r.data.error.orderId : "");
+      await follow(id, r.data.error.orderId || "");
+    } else if (code === "sold_out" && (await holdsOrder(id))) {
+      // An answer from the server's sold-out memory may reach a shopper who
+      // holds one of the units: the order endpoint tells them.
+      await follow(id, "");
     } else {
       if (code === "unauthorized") logOut();
       answer(id, messages[code] || "Could not buy (" + r.status + ").", false);
@@ -179,6 +185,12 @@ async function buy(id) {
     button.dataset.busy = "";
     showAccount();
   }
+}
+
+// holdsOrder: whether the shopper holds an order of the voucher.
+async function holdsOrder(id) {
+  const r = await api("GET", "/api/vouchers/" + id + "/order", undefined, true);
+  return r.status === 200;
 }
 
 // follow polls the shopper's order for the voucher until it is persisted.
