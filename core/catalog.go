@@ -19,6 +19,10 @@ type Catalog struct {
 	// recovery, if set, verifies a voucher's live state before its stock
 	// is read, and rebuilds what the live store forgot.
 	recovery *Recovery
+	// unknown answers ids the repository was just found without; nudger
+	// tells the other instances when one is created (both may be nil).
+	unknown *UnknownVouchers
+	nudger  StockNudger
 
 	lister VoucherLister
 	// listing is the last answer of Current, shared by every caller for
@@ -72,6 +76,14 @@ func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	return out, nil
 }
 
+// WithUnknown makes the catalog answer ids the repository was just found
+// without from u, and nudge every instance through nudger (nil: none) to
+// forget an id when a voucher of that id is created.
+func (c *Catalog) WithUnknown(u *UnknownVouchers, nudger StockNudger) *Catalog {
+	c.unknown, c.nudger = u, nudger
+	return c
+}
+
 // WithRecovery makes the catalog verify live stock with r (see Recovery).
 func (c *Catalog) WithRecovery(r *Recovery) *Catalog {
 	c.recovery = r
@@ -100,6 +112,11 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 	if c.recovery != nil {
 		c.recovery.Verified(ctx, v.ID)
 	}
+	c.unknown.Forget(v.ID)
+	if c.nudger != nil {
+		// Best effort: the others' entries lapse within a second anyway.
+		_ = c.nudger.NudgeStockBack(ctx, v.ID)
+	}
 	return nil
 }
 
@@ -109,7 +126,7 @@ func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 	if cached, ok := c.cache.Load(id); ok {
 		v = cached.(Voucher)
 	} else {
-		found, err := c.repo.FindVoucher(ctx, id)
+		found, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
 		if err != nil {
 			return Voucher{}, Wrap("get voucher", CodeUnavailable, err)
 		}

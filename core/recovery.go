@@ -118,7 +118,9 @@ type Recovery struct {
 
 	verified sync.Map // voucher id -> incarnation it was verified in
 	// memo, if set, forgets each rebuilt voucher (WithMemo).
-	memo    *AnswerMemo
+	memo *AnswerMemo
+	// unknown, if set, answers ids the database lacks from memory.
+	unknown *UnknownVouchers
 	mu      sync.Mutex
 	running map[int64]*rebuild
 }
@@ -144,6 +146,26 @@ func (r *Recovery) WithMemo(m *AnswerMemo) *Recovery {
 	return r
 }
 
+// WithUnknown makes Ensure answer voucher ids the database was just found
+// without from u, and every look-up remember them there.
+func (r *Recovery) WithUnknown(u *UnknownVouchers) *Recovery {
+	r.unknown = u
+	return r
+}
+
+// Trusted reports, from memory alone, whether the voucher was verified in
+// the live store's incarnation as this process last saw it: Ensure then
+// costs nothing. Otherwise it may look the voucher up, in the live store
+// and in the database.
+func (r *Recovery) Trusted(ctx context.Context, voucherID int64) bool {
+	inc, err := r.live.Incarnation(ctx)
+	if err != nil {
+		return false
+	}
+	v, ok := r.verified.Load(voucherID)
+	return ok && v.(string) == inc
+}
+
 // Verified records that the voucher's live state was just written in the
 // current incarnation (a voucher created and loaded now).
 func (r *Recovery) Verified(ctx context.Context, voucherID int64) {
@@ -158,6 +180,9 @@ func (r *Recovery) Verified(ctx context.Context, voucherID int64) {
 // database has no such voucher either. ErrBusy: another instance is
 // rebuilding it and did not finish within Wait.
 func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
+	if r.unknown.Unknown(voucherID) {
+		return ErrVoucherNotFound
+	}
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return Wrap("recovery: incarnation", CodeUnavailable, err)
@@ -245,7 +270,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64) (RebuildReport,
 	start := time.Now()
 	// A voucher the database does not have is not fenced: requests for
 	// made-up ids leave nothing behind in Redis.
-	if _, err := r.ledger.FindVoucher(ctx, voucherID); err != nil {
+	if _, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher); err != nil {
 		if errors.Is(err, ErrVoucherNotFound) {
 			return RebuildReport{}, err
 		}

@@ -85,6 +85,14 @@ type Reserver interface {
 	ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error)
 }
 
+// ShopperLimit is the reserver's own limit on a shopper's seckills (the
+// Redis reservation keeps it in its script), checked alone before a
+// request that must look the voucher up first: the limit then holds before
+// any look-up. Admit answers Reserved (admitted) or RateLimited.
+type ShopperLimit interface {
+	Admit(ctx context.Context, userID, voucherID int64) (Reservation, error)
+}
+
 // StockBoard holds the sale state the reservation reads: stock and window.
 type StockBoard interface {
 	// LoadVoucher publishes a new voucher's stock and time window.

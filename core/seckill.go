@@ -61,6 +61,18 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		generation = s.memo.Generation()
 	}
 	if s.recovery != nil {
+		if limit, ok := s.reserver.(ShopperLimit); ok && !s.recovery.Trusted(ctx, voucherID) {
+			// Ensure may look the voucher up (Redis, then the database):
+			// the shopper's limit comes first, or made-up ids would skip
+			// it, since only the reservation script counts it otherwise.
+			r, err := limit.Admit(ctx, userID, voucherID)
+			if err != nil {
+				return 0, Wrap("seckill: admit", CodeUnavailable, err)
+			}
+			if err := r.Err(); err != nil {
+				return 0, err
+			}
+		}
 		if err := s.recovery.Ensure(ctx, voucherID); err != nil {
 			return 0, err
 		}

@@ -48,3 +48,8 @@ var FenceVoucher string
 //
 //go:embed repair_order.lua
 var RepairOrder string
+
+// Admit is the shopper's seckill limit alone (seckill.lua's GCRA, same key).
+//
+//go:embed admit.lua
+var Admit string

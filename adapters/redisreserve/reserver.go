@@ -342,7 +342,23 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 	return n, nil
 }
 
+var admitScript = redis.NewScript(lua.Admit)
+
+// Admit implements core.ShopperLimit: admit.lua, the seckill script's limit
+// on the same key.
+func (r *Reserver) Admit(ctx context.Context, userID, voucherID int64) (core.Reservation, error) {
+	res, err := admitScript.Run(ctx, r.rdb, []string{r.keys.Limit(voucherID, userID)}, r.cfg.ShopperRate).Int64Slice()
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: admit: %w", err)
+	}
+	if len(res) == 2 && res[0] == 6 {
+		return core.Reservation{Result: core.RateLimited, RetryAfter: time.Duration(res[1]) * time.Millisecond}, nil
+	}
+	return core.Reservation{Result: core.Reserved}, nil
+}
+
 var (
-	_ core.Reserver   = (*Reserver)(nil)
-	_ core.StockBoard = (*Reserver)(nil)
+	_ core.Reserver     = (*Reserver)(nil)
+	_ core.StockBoard   = (*Reserver)(nil)
+	_ core.ShopperLimit = (*Reserver)(nil)
 )

@@ -36,8 +36,11 @@ type Server struct {
 	recovery *core.Recovery
 	// memo answers sold out (not started, ended) from memory; nudges
 	// keeps it in step with the other instances (nil without Redis).
-	memo   *core.AnswerMemo
-	nudges *redisreserve.StockNudges
+	memo *core.AnswerMemo
+	// unknown answers voucher ids the database lacks, for a moment; the
+	// same nudges make it forget a voucher created on another instance.
+	unknown *core.UnknownVouchers
+	nudges  *redisreserve.StockNudges
 	// shards spread the sale's keys (resolveShards); zero under sync.
 	shards   core.Shards
 	store    *mysqlstore.Store
@@ -115,8 +118,10 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	seckill.WithMemo(s.memo)
+	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime)
+	s.catalog.WithUnknown(s.unknown, nudger)
 	if s.recovery != nil {
-		s.recovery.WithMemo(s.memo)
+		s.recovery.WithMemo(s.memo).WithUnknown(s.unknown)
 		s.catalog.WithRecovery(s.recovery)
 		seckill.WithRecovery(s.recovery)
 		ids.WithFloor(s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
@@ -321,7 +326,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.watchIdentity(pipeCtx) })
 	}
 	if s.nudges != nil && s.cfg.AnswerMemo > 0 {
-		wg.Go(func() { s.nudges.Listen(pipeCtx, s.memo.Forget, s.memo.Clear) })
+		wg.Go(func() {
+			s.nudges.Listen(pipeCtx,
+				func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
+				func() { s.memo.Clear(); s.unknown.Clear() })
+		})
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Listener(ln) }()
