@@ -26,6 +26,9 @@ const (
 	// time (the replica-confirmed mode); the error carries the order id.
 	CodeUnconfirmed Code = "unconfirmed"
 	CodeNotReady    Code = "not_ready"
+	// CodeNotReconcilable: an operator's reconcile refused, because the
+	// backend cannot list the orders it holds while it holds some.
+	CodeNotReconcilable Code = "not_reconcilable"
 	// CodeUnavailable is a dependency (Redis, the database) that failed.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal is a bug; its message is never shown to a client.
@@ -36,7 +39,7 @@ const (
 var Codes = []Code{
 	CodeBadRequest, CodeUnauthorized, CodeBadCode, CodeRateLimited, CodeVoucherNotFound,
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
-	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeUnavailable, CodeInternal,
+	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeUnavailable, CodeInternal,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

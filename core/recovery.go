@@ -234,7 +234,7 @@ func (r *Recovery) Lost(ctx context.Context, voucherID int64) error {
 // Rebuild rebuilds the voucher's live state, one rebuild at a time per
 // voucher in this process; callers that arrive during one wait for it.
 func (r *Recovery) Rebuild(ctx context.Context, voucherID int64) error {
-	_, err := r.Reconcile(ctx, voucherID)
+	_, err := r.run(ctx, voucherID, false)
 	return err
 }
 
@@ -242,7 +242,21 @@ func (r *Recovery) Rebuild(ctx context.Context, voucherID int64) error {
 // incarnation, and reports what changed (an operator's repair). A caller
 // arriving during another rebuild of the voucher in this process waits for
 // that one, and gets an empty report.
+//
+// On a queue that cannot list the orders it holds (no OrderHolder: the
+// in-process queue, Pub/Sub), a buyer the live store knows and the
+// database does not is an order in some consumer's hands — or one lost.
+// No rebuild can tell which, so while there are any, Reconcile refuses
+// with CodeNotReconcilable rather than sell their units again.
 func (r *Recovery) Reconcile(ctx context.Context, voucherID int64) (RebuildReport, error) {
+	return r.run(ctx, voucherID, true)
+}
+
+// ErrNotReconcilable: see Reconcile.
+var ErrNotReconcilable = E(CodeNotReconcilable,
+	"this backend cannot list the orders it holds, and some of this voucher's are reserved and not yet persisted: retry once they are")
+
+func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
 	r.mu.Lock()
 	if b, ok := r.running[voucherID]; ok {
 		r.mu.Unlock()
@@ -257,7 +271,7 @@ func (r *Recovery) Reconcile(ctx context.Context, voucherID int64) (RebuildRepor
 	r.running[voucherID] = b
 	r.mu.Unlock()
 
-	report, err := r.rebuild(context.WithoutCancel(ctx), voucherID)
+	report, err := r.rebuild(context.WithoutCancel(ctx), voucherID, operator)
 	b.err = err
 	r.mu.Lock()
 	delete(r.running, voucherID)
@@ -266,7 +280,7 @@ func (r *Recovery) Reconcile(ctx context.Context, voucherID int64) (RebuildRepor
 	return report, err
 }
 
-func (r *Recovery) rebuild(ctx context.Context, voucherID int64) (RebuildReport, error) {
+func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
 	start := time.Now()
 	// A voucher the database does not have is not fenced: requests for
 	// made-up ids leave nothing behind in Redis.
@@ -287,7 +301,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64) (RebuildReport,
 	if !ok {
 		return RebuildReport{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
 	}
-	report, err := r.rebuildFenced(ctx, voucherID, token, start, before)
+	report, err := r.rebuildFenced(ctx, voucherID, token, start, before, operator)
 	if err != nil && !errors.Is(err, ErrVoucherNotFound) {
 		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
 			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
@@ -296,7 +310,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64) (RebuildReport,
 	return report, err
 }
 
-func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token string, start time.Time, before LiveState) (RebuildReport, error) {
+func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token string, start time.Time, before LiveState, operator bool) (RebuildReport, error) {
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: incarnation", CodeUnavailable, err))
@@ -309,6 +323,17 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 	if r.holder != nil {
 		if held, err = r.holder.HeldOrders(ctx, voucherID); err != nil {
 			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: held orders", CodeUnavailable, err))
+		}
+	} else {
+		// A queue that cannot list what it holds: the live store's buyers,
+		// read under the fence (no reservation can add one now), stand for
+		// it. Those the database lacks are in a consumer's hands (or lost).
+		fenced, err := r.live.LiveState(ctx, voucherID)
+		if err != nil {
+			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
+		}
+		for user, order := range fenced.Buyers {
+			held = append(held, Order{ID: order, UserID: user, VoucherID: voucherID})
 		}
 	}
 	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
@@ -337,6 +362,11 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		buyers[o.UserID] = o.ID
 		ids[o.ID] = true
 		heldOnly++
+	}
+	if operator && r.holder == nil && heldOnly > 0 {
+		r.log.Warn("reconcile refused: orders of the voucher are reserved and not yet persisted, and the queue cannot list them",
+			"voucher", voucherID, "unpersisted", heldOnly)
+		return RebuildReport{}, ErrNotReconcilable
 	}
 	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: len(persisted),
 		Held: len(held), HeldOnly: heldOnly, StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}

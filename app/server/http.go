@@ -122,7 +122,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound:
 		return fiber.StatusNotFound
-	case core.CodeSoldOut, core.CodeAlreadyPurchased:
+	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests

@@ -342,3 +342,59 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReconcileNeverSellsAnOrderInAConsumersHands: on the backends that
+// cannot list the orders they hold (memory, pubsub), five orders are
+// accepted while the consumer's first save is held. An operator's
+// reconcile then cannot tell them from lost orders: it is refused (409
+// not_reconcilable), and a rebuild the request path starts (the stock key
+// gone) keeps their buyers. No buyer is sold a second unit; once the
+// orders are persisted the reconcile runs and the audit is clean.
+func TestReconcileNeverSellsAnOrderInAConsumersHands(t *testing.T) {
+	for _, queue := range []string{"memory", "pubsub"} {
+		for _, stack := range []string{"embedded", "real"} {
+			t.Run(queue+"/"+stack, func(t *testing.T) {
+				gate := newStoreGate()
+				h := startServerWith(t, stack, func(c *Config) { c.Queue = queue; c.Consumers = 1 },
+					func(s *Server) { s.pipeline = gate.wrapPipeline(s) })
+				defer gate.open()
+				const stock, sold = 10, 5
+				voucher := h.openVoucher(stock)
+				path := "/api/vouchers/" + idString(voucher)
+				for u := int64(1); u <= sold; u++ {
+					if status, body := h.do("POST", path+"/seckill", h.shopper(u), nil); status != 200 {
+						t.Fatalf("shopper %d: %d %v", u, status, body)
+					}
+				}
+				gate.waitHeld(t)
+				reconcile := "/api/admin/vouchers/" + idString(voucher) + "/reconcile"
+				if status, body := h.do("POST", reconcile, h.cfg.AdminToken, nil); status != 409 || errorCode(body) != "not_reconcilable" {
+					t.Fatalf("reconcile with %d orders in the consumer's hands: %d %v, want 409 not_reconcilable", sold, status, body)
+				}
+				// The request path's own rebuild (the stock key vanished).
+				if err := h.srv.rdb.Del(context.Background(), redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}.Stock(voucher)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				for u := int64(1); u <= sold; u++ {
+					if status, body := h.do("POST", path+"/seckill", h.shopper(u), nil); status != 409 || errorCode(body) != "already_purchased" {
+						t.Fatalf("buyer %d again after a rebuild: %d %v, want 409 already_purchased", u, status, body)
+					}
+				}
+				if status, body := h.do("GET", path, "", nil); status != 200 || body["stock"] != float64(stock-sold) {
+					t.Fatalf("voucher after the rebuild: %d %v, want stock %d", status, body, stock-sold)
+				}
+				gate.open()
+				if n := h.waitForRows(voucher, sold, 10*time.Second); n != sold {
+					t.Fatalf("%d rows, want %d", n, sold)
+				}
+				if status, body := h.do("POST", reconcile, h.cfg.AdminToken, nil); status != 200 {
+					t.Fatalf("reconcile once persisted: %d %v", status, body)
+				}
+				status, body := h.do("GET", "/api/admin/vouchers/"+idString(voucher)+"/audit", h.cfg.AdminToken, nil)
+				if diffs, _ := body["differences"].([]any); status != 200 || len(diffs) != 0 {
+					t.Fatalf("audit after the reconcile: %d %v, want no differences", status, body)
+				}
+			})
+		}
+	}
+}
