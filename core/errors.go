@@ -128,6 +128,9 @@ var (
 	ErrAlreadyPurchased = E(CodeAlreadyPurchased, "you already have an order for this voucher")
 	ErrOrderNotFound    = E(CodeOrderNotFound, "order not found")
 	ErrBusy             = E(CodeBusy, "too many orders in flight, retry shortly")
+	// ErrDeadlinePassed: the request's deadline passed before its
+	// reservation ran; nothing was reserved.
+	ErrDeadlinePassed = E(CodeUnavailable, "the request's deadline passed before the reservation ran; nothing was reserved, try again")
 )
 
 // UnconfirmedError is a reservation made but not confirmed by the replicas

@@ -126,8 +126,9 @@ type Recovery struct {
 }
 
 type rebuild struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	report RebuildReport
+	err    error
 }
 
 // NewRecovery wires recovery; holder, log and obs may be nil.
@@ -258,26 +259,34 @@ var ErrNotReconcilable = E(CodeNotReconcilable,
 
 func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
 	r.mu.Lock()
-	if b, ok := r.running[voucherID]; ok {
-		r.mu.Unlock()
-		select {
-		case <-b.done:
-			return RebuildReport{VoucherID: voucherID}, b.err
-		case <-ctx.Done():
-			return RebuildReport{VoucherID: voucherID}, ctx.Err()
-		}
+	b, ok := r.running[voucherID]
+	if !ok {
+		// The rebuild is no caller's: it runs to its own deadline, shorter
+		// than the fence, whoever gives up waiting for it. A request that
+		// started it waits no longer than its own deadline.
+		b = &rebuild{done: make(chan struct{})}
+		r.running[voucherID] = b
+		go func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.FenceTTL/2)
+			defer cancel()
+			b.report, b.err = r.rebuild(rctx, voucherID, operator)
+			r.mu.Lock()
+			delete(r.running, voucherID)
+			r.mu.Unlock()
+			close(b.done)
+		}()
 	}
-	b := &rebuild{done: make(chan struct{})}
-	r.running[voucherID] = b
 	r.mu.Unlock()
-
-	report, err := r.rebuild(context.WithoutCancel(ctx), voucherID, operator)
-	b.err = err
-	r.mu.Lock()
-	delete(r.running, voucherID)
-	r.mu.Unlock()
-	close(b.done)
-	return report, err
+	select {
+	case <-b.done:
+		if ok {
+			// Another caller's rebuild: its report is that caller's.
+			return RebuildReport{VoucherID: voucherID}, b.err
+		}
+		return b.report, b.err
+	case <-ctx.Done():
+		return RebuildReport{VoucherID: voucherID}, Wrap("recovery: waiting for the rebuild", CodeUnavailable, ctx.Err())
+	}
 }
 
 func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {

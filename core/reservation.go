@@ -22,6 +22,9 @@ const (
 	// RateLimited: the shopper is over the seckill limit for this voucher;
 	// nothing was reserved (Reservation.RetryAfter says when to retry).
 	RateLimited
+	// DeadlinePassed: the reservation reached the live store after the
+	// request's deadline (the caller had given up): nothing was reserved.
+	DeadlinePassed
 )
 
 // Err maps a refused reservation onto the contract's error; nil for Reserved.
@@ -41,6 +44,8 @@ func (r ReservationResult) Err() error {
 		return ErrAlreadyPurchased
 	case RateLimited:
 		return &RateLimitedError{RetryAfter: time.Second}
+	case DeadlinePassed:
+		return ErrDeadlinePassed
 	}
 	return E(CodeInternal, "unknown reservation result")
 }

@@ -19,7 +19,11 @@
 -- ARGV[3] -> order message body (JSON, see core.EncodeOrder)
 -- ARGV[4] -> seckill requests admitted per second per shopper and voucher,
 --            with a burst of as many (0: no limit)
--- ARGV[5..] -> the hand-off command and its arguments, '$key' standing for
+-- ARGV[5] -> deadline: the request's deadline, unix milliseconds on the
+--            caller's clock (0: none); a script that runs after it (the
+--            request timed out and went on waiting in Redis's queue, or a
+--            client retried it) reserves nothing
+-- ARGV[6..] -> the hand-off command and its arguments, '$key' standing for
 --            KEYS[4] and '$body' for ARGV[3] (core.HandoffKey, HandoffBody);
 --            none: the caller enqueues the order itself, and releases the
 --            reservation if it cannot
@@ -37,9 +41,11 @@
 --   {4, "", 0}            sold out
 --   {5, existing id, 0}   the user already holds another order
 --   {6, "", ms}           over the rate limit: retry after ms milliseconds
+--   {7, "", ms}           the request's deadline passed ms milliseconds ago:
+--                         nothing reserved
 --
--- Checks run in this order: loaded, replay, rate limit, window, one per
--- user, stock. The limit counts every request that gets that far, whatever
+-- Checks run in this order: loaded, replay, deadline, rate limit, window,
+-- one per user, stock. The limit counts every request that gets that far, whatever
 -- its answer, as a limiter in front of the script would.
 -- The replay check comes before the window and stock so that a retried
 -- script (go-redis retries, AutoPipeline replays) still reports success to
@@ -65,6 +71,11 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local deadline = tonumber(ARGV[5])
+if deadline > 0 and now > deadline then
+  return {7, '', now - deadline}
+end
 
 -- The limit, GCRA as go-redis/redis_rate keeps it, in this script so that
 -- a seckill is one round trip, and under the voucher's hash tag so that it
@@ -104,16 +115,16 @@ redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 
 local receivers = 0
-if #ARGV >= 5 then
+if #ARGV >= 6 then
   local cmd = {}
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     local arg = ARGV[i]
     if arg == '$key' then
       arg = KEYS[4]
     elseif arg == '$body' then
       arg = ARGV[3]
     end
-    cmd[i - 4] = arg
+    cmd[i - 5] = arg
   end
   local reply = redis.call(unpack(cmd))
   if type(reply) == 'number' then

@@ -41,6 +41,20 @@ func OpenMySQL(ctx context.Context, dsn string) (*Store, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// No timeouts in the DSN means none at all: a MySQL that stops
+	// answering holds a connection (and whatever waits on it) for ever.
+	// Requests carry their own deadline; these bound what has none. The
+	// reads outlast InnoDB's lock wait (50 s by default): a save waiting
+	// for a row lock is slow, not dead.
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)

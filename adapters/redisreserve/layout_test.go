@@ -37,7 +37,7 @@ var headerLine = regexp.MustCompile(`(?m)^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] -> (\S+
 // TestScriptArgumentsFollowTheHeader holds the Go side of seckill.lua's
 // calling convention to its header: the KEYS in the order and form the
 // header gives, the ARGV values in its order, and the hand-off from
-// ARGV[5] on with the placeholders the script substitutes.
+// ARGV[6] on with the placeholders the script substitutes.
 func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	// The placeholders the script compares against are core's.
 	for _, p := range []string{core.HandoffKey, core.HandoffBody} {
@@ -89,10 +89,10 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 		t.Errorf("KEYS[5] = %v, header says %s", keys[4], want)
 	}
 	if header["ARGV1"] != "user" || header["ARGV2"] != "order" || header["ARGV3"] != "order" ||
-		header["ARGV4"] != "seckill" || !strings.HasPrefix(header["ARGV5"], "the") {
+		header["ARGV4"] != "seckill" || header["ARGV5"] != "deadline:" || !strings.HasPrefix(header["ARGV6"], "the") {
 		t.Fatalf("the header's ARGV lines changed: %v; update this test with the script", header)
 	}
-	want := []string{"7", "9001", string(core.EncodeOrder(o)), "3", "RPUSH", core.HandoffKey, "x", core.HandoffBody}
+	want := []string{"7", "9001", string(core.EncodeOrder(o)), "3", "0", "RPUSH", core.HandoffKey, "x", core.HandoffBody}
 	if len(argv) != len(want) {
 		t.Fatalf("ARGV = %v, want %v", argv, want)
 	}

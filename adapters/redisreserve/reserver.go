@@ -64,7 +64,7 @@ type Reserver struct {
 	keys     Keys
 	seckill  *redis.Script
 	release  *redis.Script
-	// handoffArgs is the hand-off command as the script's ARGV[4..].
+	// handoffArgs is the hand-off command as the script's ARGV[6..].
 	handoffArgs []any
 }
 
@@ -126,7 +126,7 @@ func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, c
 func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
 	n := int64(r.keys.shards().Count())
 	for v := int64(1); v <= max(32, 2*n); v++ {
-		keys, _ := r.scriptArgs(core.Order{VoucherID: v})
+		keys, _ := r.scriptArgs(ctx, core.Order{VoucherID: v})
 		slots := map[int64][]string{}
 		for _, k := range keys {
 			slot, err := r.rdb.ClusterKeySlot(ctx, k).Result()
@@ -169,18 +169,44 @@ func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation,
 	if r.cfg.WaitReplicas > 0 {
 		return r.reserveConfirmed(ctx, o)
 	}
-	keys, args := r.scriptArgs(o)
-	res, err := r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
+	keys, args := r.scriptArgs(ctx, o)
+	res, err := r.runSeckill(ctx, keys, args)
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
 	}
 	return r.parseReservation(res)
 }
 
+// runSeckill runs the script, within ctx even when coalesced: go-redis's
+// autopipeliner runs a batch on a context of its own, so a Redis that stops
+// answering would hold the request for its read timeout and retries. The
+// request gives up at its deadline; the script, should it still run, finds
+// the deadline passed and reserves nothing.
+func (r *Reserver) runSeckill(ctx context.Context, keys []string, args []any) ([]any, error) {
+	if !r.cfg.Coalesce || ctx.Done() == nil {
+		return r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
+	}
+	type reply struct {
+		res []any
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		res, err := r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
+		done <- reply{res, err}
+	}()
+	select {
+	case rep := <-done:
+		return rep.res, rep.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // reserveConfirmed runs the script and WAIT in one pipeline on the
 // connection of the node that owns the voucher's keys.
 func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Reservation, error) {
-	keys, args := r.scriptArgs(o)
+	keys, args := r.scriptArgs(ctx, o)
 	var node redis.Cmdable = r.rdb
 	if c, ok := r.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, keys[0])
@@ -226,7 +252,7 @@ func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Res
 
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes
 // them; a test holds the two equal.
-func (r *Reserver) scriptArgs(o core.Order) (keys []string, args []any) {
+func (r *Reserver) scriptArgs(ctx context.Context, o core.Order) (keys []string, args []any) {
 	var queueKey string
 	if r.cfg.Handoff.Key != nil {
 		queueKey = r.cfg.Handoff.Key(o.VoucherID)
@@ -237,8 +263,12 @@ func (r *Reserver) scriptArgs(o core.Order) (keys []string, args []any) {
 	}
 	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey,
 		r.keys.Limit(o.VoucherID, o.UserID)}
-	args = make([]any, 0, 4+len(r.handoffArgs))
-	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), r.cfg.ShopperRate)
+	var deadline int64
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d.UnixMilli()
+	}
+	args = make([]any, 0, 5+len(r.handoffArgs))
+	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), r.cfg.ShopperRate, deadline)
 	return keys, append(args, r.handoffArgs...)
 }
 
@@ -252,6 +282,7 @@ var scriptResults = map[int64]core.ReservationResult{
 	4: core.SoldOut,
 	5: core.AlreadyPurchased,
 	6: core.RateLimited,
+	7: core.DeadlinePassed,
 }
 
 func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {

@@ -381,3 +381,41 @@ func TestTheScriptLimitsEachShopperPerVoucher(t *testing.T) {
 		}
 	})
 }
+
+// lateContext is a request whose deadline passed while its reservation
+// waited in Redis's queue: the context has not ended yet on the caller's
+// side (its timer has not fired, or the client is retrying), but the
+// deadline it carries is behind Redis's clock.
+type lateContext struct{ context.Context }
+
+func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-50 * time.Millisecond), true }
+
+// TestAReservationPastItsDeadlineReservesNothing: the script compares the
+// request's deadline with Redis's clock and, past it, takes no stock,
+// records no buyer and hands nothing to the queue; the same shopper with
+// time left is served.
+func TestAReservationPastItsDeadlineReservesNothing(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		s := newSale(t, r, "stream")
+		s.load(t, 1, 5, past(), future())
+		o := core.Order{ID: 77, UserID: 7, VoucherID: 1, CreatedAt: time.Now()}
+		got, err := s.res.Reserve(lateContext{context.Background()}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Result != core.DeadlinePassed || !errors.Is(got.Err(), core.ErrDeadlinePassed) {
+			t.Fatalf("a reservation past its deadline: %+v, want deadline passed", got)
+		}
+		if n := s.stock(t, 1); n != 5 || s.streamLen(t) != 0 {
+			t.Fatalf("after it: stock %d, %d queued; want 5 and none", n, s.streamLen(t))
+		}
+		if _, held, _ := s.res.ReservedOrder(context.Background(), 7, 1); held {
+			t.Fatal("the late request's shopper is recorded as a buyer")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if got, err := s.res.Reserve(ctx, core.Order{ID: 78, UserID: 7, VoucherID: 1, CreatedAt: time.Now()}); err != nil || got.Result != core.Reserved {
+			t.Fatalf("the shopper with time left: %+v %v", got, err)
+		}
+	})
+}

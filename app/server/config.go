@@ -33,6 +33,10 @@ type Config struct {
 	// it on this many replicas within WaitTimeout; else 503 unconfirmed.
 	WaitReplicas int           // SECKILL_REDIS_WAIT_REPLICAS
 	WaitTimeout  time.Duration // SECKILL_REDIS_WAIT_TIMEOUT
+	// RequestTimeout is every request's deadline: a Redis or MySQL that
+	// does not answer within it gives 503 unavailable with Retry-After, and
+	// a reservation that reaches Redis after it reserves nothing.
+	RequestTimeout time.Duration // SECKILL_REQUEST_TIMEOUT
 	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
 	// the shard count (lingerFor).
 	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
@@ -153,6 +157,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.WaitReplicas > 0 && c.EmbeddedRedis() {
 		return c, &configError{"SECKILL_REDIS_WAIT_REPLICAS", strconv.Itoa(c.WaitReplicas), "the embedded Redis has no replicas to wait for"}
 	}
+	if c.RequestTimeout, err = durationVar(lookup, "SECKILL_REQUEST_TIMEOUT", DefaultRequestTimeout); err != nil {
+		return c, err
+	}
 	c.ConsumerLinger = -1
 	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {
 		d, perr := time.ParseDuration(strings.TrimSpace(v))
@@ -235,6 +242,9 @@ func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (i
 	}
 	return n, nil
 }
+
+// DefaultRequestTimeout is the contract's default deadline of a request.
+const DefaultRequestTimeout = 2 * time.Second
 
 // DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
 // on every instance even when the nudge that announces it is lost.

@@ -177,6 +177,18 @@ func (h *harness) shutdown() {
 // value to marshal. It returns the status and the decoded JSON body.
 func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
 	h.t.Helper()
+	status, out, _ := h.doBody(method, path, token, body)
+	return status, out
+}
+
+// doWithHeader is do without a body, also returning the answer's header.
+func (h *harness) doWithHeader(method, path, token string) (int, map[string]any, http.Header) {
+	h.t.Helper()
+	return h.doBody(method, path, token, nil)
+}
+
+func (h *harness) doBody(method, path, token string, body any) (int, map[string]any, http.Header) {
+	h.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -208,7 +220,7 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 	if ct := resp.Header.Get("Content-Type"); len(raw) > 0 && strings.HasPrefix(path, "/api/") && !strings.HasPrefix(ct, "application/json") {
 		h.t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, out, resp.Header
 }
 
 // queueKey is the key of the server's queue named name for a voucher's

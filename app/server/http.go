@@ -51,6 +51,8 @@ type api struct {
 	guarantees *core.Guarantees
 	dashboard  *dashboard
 	backend    string
+	// requestTimeout is every request's deadline (SECKILL_REQUEST_TIMEOUT).
+	requestTimeout time.Duration
 }
 
 const (
@@ -72,6 +74,7 @@ func (a *api) newServer() *fiber.App {
 		JSONDecoder:           json.Unmarshal,
 	})
 	app.Use(requestid.New())
+	app.Use(a.deadline)
 	app.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, e any) {
@@ -109,6 +112,25 @@ func (a *api) newServer() *fiber.App {
 func requestID(c *fiber.Ctx) string {
 	id, _ := c.Locals("requestid").(string)
 	return id
+}
+
+// deadline gives the request its deadline: every Redis and MySQL call it
+// makes carries it (go-redis with ContextTimeoutEnabled, database/sql), so
+// a dependency that does not answer costs the shopper requestTimeout and a
+// 503, not a hung connection and a goroutine.
+func (a *api) deadline(c *fiber.Ctx) error {
+	if a.requestTimeout <= 0 {
+		return c.Next()
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), a.requestTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
+	err := c.Next()
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && core.CodeOf(err) == core.CodeInternal {
+		// A dependency's error past the deadline that nothing classified.
+		return core.Wrap("request deadline", core.CodeUnavailable, err)
+	}
+	return err
 }
 
 // statusOf maps an error code to its HTTP status.
@@ -179,7 +201,7 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 		a.log.Error("request failed", "request_id", requestID(c), "method", c.Method(),
 			"path", c.Path(), "user", shopperID(c), "code", code, "err", err)
 	}
-	if code == core.CodeBusy {
+	if code == core.CodeBusy || code == core.CodeUnavailable {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
 	var limited *core.RateLimitedError

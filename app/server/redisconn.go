@@ -26,11 +26,16 @@ func parseRedisURL(s string) (redisTarget, error) {
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
 		return redisTarget{}, fmt.Errorf("want redis://[:password@]host:port/db, a cluster's redis://host:port?addr=host2:port2&addr=…, or Sentinel's redis://sentinel:26379?master_name=name&addr=sentinel2:26379")
 	}
+	// ContextTimeoutEnabled: go-redis then sets each connection's read and
+	// write deadlines from the request's context, not only from its own
+	// ReadTimeout (3 s, and retried), so a Redis that stops answering
+	// costs a request its deadline (SECKILL_REQUEST_TIMEOUT) and no more.
 	if u.Query().Has("master_name") {
 		opts, err := redis.ParseFailoverURL(s)
 		if err != nil {
 			return redisTarget{}, err
 		}
+		opts.ContextTimeoutEnabled = true
 		return redisTarget{failover: opts}, nil
 	}
 	if u.Query().Has("addr") {
@@ -38,12 +43,14 @@ func parseRedisURL(s string) (redisTarget, error) {
 		if err != nil {
 			return redisTarget{}, err
 		}
+		opts.ContextTimeoutEnabled = true
 		return redisTarget{cluster: opts}, nil
 	}
 	opts, err := redis.ParseURL(s)
 	if err != nil {
 		return redisTarget{}, err
 	}
+	opts.ContextTimeoutEnabled = true
 	return redisTarget{single: opts}, nil
 }
 
@@ -102,6 +109,7 @@ func dialRedis(ctx context.Context, t redisTarget, pool int, onConnect func(cont
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
 		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: pool, OnConnect: onConnect,
+		ContextTimeoutEnabled: true,
 	})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		cc.Close()

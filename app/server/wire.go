@@ -42,14 +42,17 @@ type Server struct {
 	unknown *core.UnknownVouchers
 	nudges  *redisreserve.StockNudges
 	// shards spread the sale's keys (resolveShards); zero under sync.
-	shards   core.Shards
-	store    *mysqlstore.Store
-	queue    core.Queue
-	board    core.StockBoard
-	catalog  *core.Catalog
-	pipeline *core.Pipeline
-	http     *fiber.App
-	metrics  *metrics
+	shards core.Shards
+	store  *mysqlstore.Store
+	// orderStore is the consumers' own pool on the same database (real
+	// MySQL only; the embedded SQLite has one connection): nil uses store.
+	orderStore *mysqlstore.Store
+	queue      core.Queue
+	board      core.StockBoard
+	catalog    *core.Catalog
+	pipeline   *core.Pipeline
+	http       *fiber.App
+	metrics    *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -135,8 +138,11 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	if s.queue != nil {
 		var orders core.OrderStore = s.store
+		if s.orderStore != nil {
+			orders = s.orderStore
+		}
 		if cfg.UserLock {
-			orders = userlock.New(s.store, s.rdb, cfg.KeyPrefix)
+			orders = userlock.New(orders, s.rdb, cfg.KeyPrefix)
 		}
 		linger := cfg.ConsumerLinger
 		if linger < 0 {
@@ -171,6 +177,8 @@ func (s *Server) wire(ctx context.Context) error {
 		recovery:    s.recovery,
 		ledger:      s.store,
 		backend:     cfg.Queue,
+
+		requestTimeout: cfg.RequestTimeout,
 	}
 	a.queueStats, _ = s.queue.(core.StatsReporter)
 	if s.queue != nil {
@@ -292,6 +300,12 @@ func (s *Server) openStore(ctx context.Context) error {
 		s.store, err = mysqlstore.OpenEmbedded(pctx)
 	} else {
 		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+		if err == nil && s.cfg.Consumers > 0 {
+			// The consumers get a pool of their own: a crowd polling its
+			// order status must not starve the writes of the orders it
+			// polls for, nor a long save the API.
+			s.orderStore, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+		}
 	}
 	if err != nil {
 		return err
@@ -395,6 +409,9 @@ func (s *Server) Close() {
 	}
 	if s.store != nil {
 		s.store.Close()
+	}
+	if s.orderStore != nil {
+		s.orderStore.Close()
 	}
 	if s.rdb != nil {
 		s.rdb.Close()
