@@ -50,6 +50,9 @@ type Config struct {
 	// two minutes, so the storefront shows a sale at once (embedded mode).
 	DemoSale bool // SECKILL_DEMO_SALE
 	UserLock bool // SECKILL_USER_LOCK
+	// AllowEviction starts on a Redis whose maxmemory-policy may evict
+	// keys (refused otherwise: an eviction deletes sale state unnoticed).
+	AllowEviction bool // SECKILL_REDIS_ALLOW_EVICTION
 	// MemoryCapacity bounds the memory backend's channel.
 	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
 	// ListReliable turns on the list backend's processing lists.
@@ -184,6 +187,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.UserLock, err = boolVar(lookup, "SECKILL_USER_LOCK", false); err != nil {
+		return c, err
+	}
+	if c.AllowEviction, err = boolVar(lookup, "SECKILL_REDIS_ALLOW_EVICTION", false); err != nil {
 		return c, err
 	}
 	if c.MemoryCapacity, err = intVar(lookup, "SECKILL_MEMORY_CAPACITY", 10000, 1, 10_000_000); err != nil {

@@ -30,6 +30,10 @@ type metrics struct {
 	publishedToNone prometheus.Counter
 	rebuilds        *prometheus.CounterVec
 	rebuiltOrders   *prometheus.CounterVec
+	// redisEvicted is the masters' evicted_keys; redisEvicting counts the
+	// masters whose maxmemory-policy may evict (watchEviction).
+	redisEvicted  prometheus.Gauge
+	redisEvicting prometheus.Gauge
 }
 
 func newMetrics(queue string) *metrics {
@@ -42,6 +46,12 @@ func newMetrics(queue string) *metrics {
 		Name: "seckill_requests_total", Help: "Seckill requests by result code (ok or the error code).", ConstLabels: labels,
 	}, []string{"code"})).(*prometheus.CounterVec)
 	m.seckillOK = m.seckillResults.WithLabelValues("ok")
+	m.redisEvicted = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_redis_evicted_keys", Help: "Keys Redis evicted (evicted_keys, summed over the masters): any rise may have deleted sale state.", ConstLabels: labels,
+	})).(prometheus.Gauge)
+	m.redisEvicting = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_redis_evicting_masters", Help: "Redis masters whose maxmemory-policy is not noeviction.", ConstLabels: labels,
+	})).(prometheus.Gauge)
 	m.seckillRefused = map[core.Code]prometheus.Counter{}
 	for _, r := range refusals {
 		m.seckillRefused[r.code] = m.seckillResults.WithLabelValues(string(r.code))

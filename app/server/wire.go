@@ -47,12 +47,14 @@ type Server struct {
 	// orderStore is the consumers' own pool on the same database (real
 	// MySQL only; the embedded SQLite has one connection): nil uses store.
 	orderStore *mysqlstore.Store
-	queue      core.Queue
-	board      core.StockBoard
-	catalog    *core.Catalog
-	pipeline   *core.Pipeline
-	http       *fiber.App
-	metrics    *metrics
+	// eviction is what Redis said of eviction at start (checkEviction).
+	eviction redisreserve.EvictionState
+	queue    core.Queue
+	board    core.StockBoard
+	catalog  *core.Catalog
+	pipeline *core.Pipeline
+	http     *fiber.App
+	metrics  *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -289,7 +291,67 @@ func (s *Server) connectRedis(ctx context.Context) error {
 	if s.clustered {
 		s.log.Info("connected to a Redis Cluster")
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.checkEviction(ctx)
+}
+
+// checkEviction refuses a Redis that may evict the sale's keys, unless the
+// operator allows it (SECKILL_REDIS_ALLOW_EVICTION=1).
+func (s *Server) checkEviction(ctx context.Context) error {
+	st, err := redisreserve.ReadEviction(ctx, s.rdb)
+	if err != nil {
+		return err
+	}
+	s.eviction = st
+	s.metrics.redisEvicted.Set(float64(st.Evicted))
+	s.metrics.redisEvicting.Set(float64(len(st.Evicting())))
+	evicting := st.Evicting()
+	switch {
+	case len(evicting) == 0:
+		return nil
+	case s.cfg.AllowEviction:
+		s.log.Warn("Redis may evict the sale's keys (SECKILL_REDIS_ALLOW_EVICTION=1): an eviction loses state the server cannot always rebuild",
+			"masters", strings.Join(evicting, ", "))
+		return nil
+	}
+	return fmt.Errorf("Redis may evict the sale's keys, which loses orders and sells units twice: maxmemory-policy of %s; "+
+		"set it to noeviction, or SECKILL_REDIS_ALLOW_EVICTION=1 to start anyway", strings.Join(evicting, ", "))
+}
+
+// evictionCheckInterval is how often a running server looks again: a
+// policy changed by an operator, a failover to a differently configured
+// replica, and every eviction show within it.
+const evictionCheckInterval = 5 * time.Second
+
+// watchEviction logs and counts every change of the masters' policy and
+// every rise of evicted_keys while the server runs.
+func (s *Server) watchEviction(ctx context.Context) {
+	t := time.NewTicker(evictionCheckInterval)
+	defer t.Stop()
+	last := s.eviction
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := redisreserve.ReadEviction(ctx, s.rdb)
+		if err != nil {
+			continue // Redis away: the requests say so
+		}
+		s.metrics.redisEvicted.Set(float64(st.Evicted))
+		s.metrics.redisEvicting.Set(float64(len(st.Evicting())))
+		if now, before := strings.Join(st.Evicting(), ", "), strings.Join(last.Evicting(), ", "); now != before {
+			s.log.Error("Redis's maxmemory-policy changed while running", "evicting_now", now, "evicting_before", before)
+		}
+		if st.Evicted > last.Evicted {
+			s.log.Error("Redis evicted keys: the sale's state may be gone; audit the vouchers on sale",
+				"evicted", st.Evicted-last.Evicted, "evicted_total", st.Evicted)
+		}
+		last = st
+	}
 }
 
 func (s *Server) openStore(ctx context.Context) error {
@@ -338,6 +400,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if s.recovery != nil {
 		wg.Go(func() { s.watchIdentity(pipeCtx) })
+	}
+	if !s.cfg.EmbeddedRedis() {
+		wg.Go(func() { s.watchEviction(pipeCtx) })
 	}
 	if s.nudges != nil && s.cfg.AnswerMemo > 0 {
 		wg.Go(func() {
