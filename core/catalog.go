@@ -140,11 +140,17 @@ func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 	}
 	stock, err := c.board.RemainingStock(ctx, id)
 	if errors.Is(err, ErrVoucherNotFound) && c.recovery != nil {
-		// In the database, verified, yet gone from the live store.
+		// In the database, verified, yet gone from the live store (its keys
+		// deleted, or a rebuild's fence holds it).
 		if err := c.recovery.Lost(ctx, id); err != nil {
 			return Voucher{}, err
 		}
 		stock, err = c.board.RemainingStock(ctx, id)
+		if errors.Is(err, ErrVoucherNotFound) {
+			// Rebuilt, and fenced again by another rebuild since: the
+			// voucher exists, its stock is not to be had this moment.
+			return Voucher{}, ErrBusy
+		}
 	}
 	if err != nil {
 		return Voucher{}, Wrap("get voucher stock", CodeUnavailable, err)

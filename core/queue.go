@@ -174,6 +174,19 @@ type OrderHolder interface {
 	HeldOrders(ctx context.Context, voucherID int64) ([]Order, error)
 }
 
+// HolderOf is q as an OrderHolder if it can list every order it holds:
+// only a queue that keeps a message until it is acknowledged can. One whose
+// consumers take messages out of it on delivery (the plain list) lists the
+// queued ones and not those delivered and not yet persisted, which a
+// rebuild would then sell again. nil otherwise.
+func HolderOf(q Queue) OrderHolder {
+	h, ok := q.(OrderHolder)
+	if !ok || !q.Guarantees().Acknowledged {
+		return nil
+	}
+	return h
+}
+
 // DeadLetterReader is implemented by queues whose dead letters can be read
 // back, oldest first: every built-in one. The records are DeadLetter, the
 // same for every backend.

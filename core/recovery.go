@@ -279,11 +279,17 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 	r.mu.Unlock()
 	select {
 	case <-b.done:
+		err := b.err
+		if !operator && errors.Is(err, ErrNotReconcilable) {
+			// An operator's reconcile refused, and restored the voucher as
+			// a rebuild of the request path would have.
+			err = nil
+		}
 		if ok {
 			// Another caller's rebuild: its report is that caller's.
-			return RebuildReport{VoucherID: voucherID}, b.err
+			return RebuildReport{VoucherID: voucherID}, err
 		}
-		return b.report, b.err
+		return b.report, err
 	case <-ctx.Done():
 		return RebuildReport{VoucherID: voucherID}, Wrap("recovery: waiting for the rebuild", CodeUnavailable, ctx.Err())
 	}
@@ -311,7 +317,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 		return RebuildReport{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
 	}
 	report, err := r.rebuildFenced(ctx, voucherID, token, start, before, operator)
-	if err != nil && !errors.Is(err, ErrVoucherNotFound) {
+	if err != nil && !errors.Is(err, ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
 		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
 			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
 		}
@@ -372,11 +378,11 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		ids[o.ID] = true
 		heldOnly++
 	}
-	if operator && r.holder == nil && heldOnly > 0 {
-		r.log.Warn("reconcile refused: orders of the voucher are reserved and not yet persisted, and the queue cannot list them",
-			"voucher", voucherID, "unpersisted", heldOnly)
-		return RebuildReport{}, ErrNotReconcilable
-	}
+	// An operator's reconcile that cannot tell the orders in consumers'
+	// hands from lost ones is refused, after restoring what it read under
+	// the fence — those orders' buyers kept — so the sale goes on as if
+	// the request path had rebuilt it.
+	refuse := operator && r.holder == nil && heldOnly > 0
 	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: len(persisted),
 		Held: len(held), HeldOnly: heldOnly, StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
 	if before.Present {
@@ -401,6 +407,11 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		}
 	}
 	report.StockAfter, report.Took = remaining, time.Since(start)
+	if refuse {
+		r.log.Warn("reconcile refused: orders of the voucher are reserved and not yet persisted, and the queue cannot list them",
+			"voucher", voucherID, "unpersisted", heldOnly)
+		return report, ErrNotReconcilable
+	}
 	r.log.Warn("rebuilt a voucher's live state from the database and the queue",
 		"voucher", voucherID, "incarnation", inc, "previous", was, "persisted", report.Persisted,
 		"held", report.Held, "held_unpersisted", heldOnly, "stock_before", report.StockBefore, "stock", remaining,

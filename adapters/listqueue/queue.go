@@ -250,6 +250,75 @@ type consumer struct {
 	name   string
 	closed chan struct{}
 	once   sync.Once
+
+	// Reliable mode: held counts the bodies this consumer fetched and has
+	// not acked; stranded is set when a move may have moved messages into
+	// the processing list and lost the reply (a connection reset, a Redis
+	// restart, a timeout), so that nobody — not even the reaper, since
+	// this consumer lives — would ever deliver them.
+	mu       sync.Mutex
+	held     map[string]int
+	stranded bool
+}
+
+func (c *consumer) hold(bodies []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[string]int{}
+	}
+	for _, b := range bodies {
+		c.held[b]++
+	}
+}
+
+func (c *consumer) release(ds []core.Delivery) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range ds {
+		b := string(d.Body)
+		if n, ok := c.held[b]; ok && n > 1 {
+			c.held[b] = n - 1
+		} else {
+			delete(c.held, b) // deleting from a nil map is a no-op
+		}
+	}
+}
+
+// holding is how many messages this consumer holds.
+func (c *consumer) holding() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.held {
+		n += k
+	}
+	return n
+}
+
+func (c *consumer) strand() {
+	c.mu.Lock()
+	c.stranded = true
+	c.mu.Unlock()
+}
+
+// recoverStranded returns what the processing list has beyond what this
+// consumer holds: messages moved there by a move whose reply was lost.
+func (c *consumer) recoverStranded(ctx context.Context) ([]string, error) {
+	all, err := c.q.rdb.LRange(ctx, c.q.processingKey(c.name), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listqueue: read own processing list: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]int{}
+	var out []string
+	for _, b := range all {
+		if seen[b]++; seen[b] > c.held[b] {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 var errClosed = errors.New("listqueue: consumer closed")
@@ -270,7 +339,11 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) 
 		return nil, errClosed
 	}
 	if c.q.cfg.Reliable {
-		return c.fetchReliable(ctx, max)
+		ds, err := c.fetchReliable(ctx, max)
+		if err != nil {
+			c.strand() // a move may have run, unheard
+		}
+		return ds, err
 	}
 	return c.fetchPlain(ctx, max)
 }
@@ -299,6 +372,39 @@ func (c *consumer) fetchReliable(ctx context.Context, max int) ([]core.Delivery,
 	if err := c.q.register(ctx, c.name); err != nil {
 		return nil, err
 	}
+	bodies, err := c.moveBatch(ctx, max)
+	if err != nil || len(bodies) == 0 {
+		return nil, err
+	}
+	c.hold(bodies)
+	counts, err := c.q.rdb.HMGet(ctx, c.q.attemptsKey(), bodies...).Result()
+	if err != nil {
+		// The batch is in the processing list; attempts are a nicety.
+		c.q.log.Warn("reading redelivery counts failed", "err", err)
+		counts = nil
+	}
+	return c.deliveries(bodies, counts), nil
+}
+
+// moveBatch moves up to max messages into the processing list and returns
+// them; first those a lost reply stranded there, if any.
+func (c *consumer) moveBatch(ctx context.Context, max int) ([]string, error) {
+	c.mu.Lock()
+	stranded := c.stranded
+	c.mu.Unlock()
+	if stranded {
+		bodies, err := c.recoverStranded(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.stranded = false
+		c.mu.Unlock()
+		if len(bodies) > 0 {
+			c.q.log.Warn("took back messages a lost reply left in the processing list", "consumer", c.name, "messages", len(bodies))
+			return bodies, nil
+		}
+	}
 	processing := c.q.processingKey(c.name)
 	first, err := c.q.rdb.BLMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT", c.q.cfg.Block).Result()
 	if errors.Is(err, redis.Nil) {
@@ -308,27 +414,33 @@ func (c *consumer) fetchReliable(ctx context.Context, max int) ([]core.Delivery,
 		return nil, fmt.Errorf("listqueue: blmove: %w", err)
 	}
 	bodies := []string{first}
-	if max > 1 {
-		// The rest of the batch in one round trip; a nil means empty.
-		cmds, _ := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for range max - 1 {
-				p.LMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT")
-			}
-			return nil
-		})
-		for _, cmd := range cmds {
-			if s, err := cmd.(*redis.StringCmd).Result(); err == nil {
+	// The rest of the batch in one round trip (a nil means empty), and the
+	// processing list's length after it: more than this consumer holds
+	// means a move ran whose reply was lost — go-redis retries a command
+	// on a broken connection, so even a fetch that succeeded may have
+	// moved a message before the one it returned.
+	var length *redis.IntCmd
+	cmds, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for range max - 1 {
+			p.LMove(ctx, c.q.cfg.Key, processing, "RIGHT", "LEFT")
+		}
+		length = p.LLen(ctx, processing)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		c.strand() // some moves may have run unheard; the next fetch looks
+	}
+	for _, cmd := range cmds {
+		if m, ok := cmd.(*redis.StringCmd); ok {
+			if s, err := m.Result(); err == nil {
 				bodies = append(bodies, s)
 			}
 		}
 	}
-	counts, err := c.q.rdb.HMGet(ctx, c.q.attemptsKey(), bodies...).Result()
-	if err != nil {
-		// The batch is in the processing list; attempts are a nicety.
-		c.q.log.Warn("reading redelivery counts failed", "err", err)
-		counts = nil
+	if n, err := length.Result(); err == nil && n > int64(c.holding()+len(bodies)) {
+		c.strand()
 	}
-	return c.deliveries(bodies, counts), nil
+	return bodies, nil
 }
 
 func (c *consumer) deliveries(bodies []string, redeliveries []any) []core.Delivery {
@@ -364,6 +476,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("listqueue: ack: %w", err)
 	}
+	c.release(ds)
 	return nil
 }
 
@@ -381,6 +494,7 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 	if err != nil {
 		return fmt.Errorf("listqueue: dead-letter: %w", err)
 	}
+	c.release([]core.Delivery{d})
 	return nil
 }
 

@@ -102,3 +102,59 @@ func TestRestartUnderTheSameNameTakesBackItsListAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestMessagesMovedWithALostReplyAreFetchedAgain: a move into the
+// processing list ran in Redis and its reply never came back (a reset, a
+// Redis restart, a timeout). The consumer lives, so no reaper takes its
+// list back: after the failed fetch it looks at its own processing list,
+// and delivers what is there beyond what it holds.
+func TestMessagesMovedWithALostReplyAreFetchedAgain(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		key := r.Prefix + "lost"
+		q := listqueue.New(r.Client, listqueue.Config{Key: key, Reliable: true, ConsumerPrefix: "pod", HeartbeatTTL: time.Hour,
+			Block: 50 * time.Millisecond}, nil)
+		defer q.Close()
+		c, err := q.Consumer(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		r.Client.LPush(ctx, key, queuetest.Body(1), queuetest.Body(2), queuetest.Body(3))
+		held := fetchIDs(t, c, 1) // one fetched and held, not acked
+		// What the lost reply did: two moved into this consumer's list.
+		for range 2 {
+			if err := r.Client.LMove(ctx, key, key+":processing:pod-0", "RIGHT", "LEFT").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := c.Fetch(cancelled, 10); err == nil {
+			t.Fatal("a fetch on a cancelled context succeeded")
+		}
+		got := fetchIDs(t, c, 10)
+		if len(got) != 2 || got[0] == held[0] || got[1] == held[0] {
+			t.Fatalf("after the failed fetch: %v (holding %v); want the 2 stranded messages, not the held one", got, held)
+		}
+	})
+}
+
+func fetchIDs(t *testing.T, c core.Consumer, max int) []int64 {
+	t.Helper()
+	var ids []int64
+	deadline := time.Now().Add(2 * time.Second)
+	for len(ids) == 0 && time.Now().Before(deadline) {
+		ds, err := c.Fetch(context.Background(), max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			o, err := core.DecodeOrder(d.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, o.ID)
+		}
+	}
+	return ids
+}

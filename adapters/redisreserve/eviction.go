@@ -2,6 +2,7 @@ package redisreserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -45,11 +46,15 @@ func ReadEviction(ctx context.Context, rdb redis.UniversalClient) (EvictionState
 	s := EvictionState{Policies: map[string]string{}}
 	var mu sync.Mutex
 	read := func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "memory", "stats").Result()
+		memory, err := infoSection(ctx, c, "memory")
 		if err != nil {
-			return fmt.Errorf("redisreserve: INFO memory on %s: %w", c.Options().Addr, err)
+			return err
 		}
-		policy, evicted := infoField(info, "maxmemory_policy"), infoField(info, "evicted_keys")
+		stats, err := infoSection(ctx, c, "stats")
+		if err != nil {
+			return err
+		}
+		policy, evicted := infoField(memory, "maxmemory_policy"), infoField(stats, "evicted_keys")
 		n, _ := strconv.ParseInt(evicted, 10, 64)
 		mu.Lock()
 		defer mu.Unlock()
@@ -67,6 +72,21 @@ func ReadEviction(ctx context.Context, rdb redis.UniversalClient) (EvictionState
 		return s, fmt.Errorf("redisreserve: eviction check: unsupported client %T", rdb)
 	}
 	return s, err
+}
+
+// infoSection is one section of INFO (one at a time: INFO with several
+// sections needs Redis 7). A server that refuses the section (miniredis,
+// some Redis-speaking services) tells nothing: "".
+func infoSection(ctx context.Context, c *redis.Client, section string) (string, error) {
+	info, err := c.Info(ctx, section).Result()
+	var refused redis.Error
+	if errors.As(err, &refused) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("redisreserve: INFO %s on %s: %w", section, c.Options().Addr, err)
+	}
+	return info, nil
 }
 
 func infoField(info, name string) string {

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -26,10 +26,11 @@ type claims struct {
 const claimBatch = 500
 
 // claim is the claimer duty: it takes over entries idle longer than
-// ClaimMinIdle from any consumer of the group (presumed dead), under the
-// name of this process's consumer 0, so a restart under the same prefix
-// re-reads them at once. It claims only when the previous claim has been
-// fetched, and scans the whole pending list over successive runs.
+// ClaimMinIdle from any consumer of the group (presumed dead), under this
+// process's claim owner (claimOwner), and entries stranded under this
+// process's own names (adoptStranded). It claims only when the previous
+// claim has been fetched, and scans the whole pending list over
+// successive runs.
 func (q *Queue) claim(ctx context.Context) error {
 	q.claims.mu.Lock()
 	busy, start := len(q.claims.pending) > 0, q.claims.cursor
@@ -37,10 +38,13 @@ func (q *Queue) claim(ctx context.Context) error {
 	if busy {
 		return nil
 	}
+	if adopted, err := q.adoptStranded(ctx); err != nil || adopted > 0 {
+		return err
+	}
 	if start == "" {
 		start = "0-0"
 	}
-	owner := consumername.Of(q.cfg.ConsumerPrefix, 0)
+	owner := q.claimOwner()
 	msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 		Stream:   q.cfg.Stream,
 		Group:    q.cfg.Group,
@@ -75,8 +79,16 @@ func (q *Queue) claim(ctx context.Context) error {
 	return nil
 }
 
-// takeClaimed hands up to max claimed entries to a consumer.
-func (q *Queue) takeClaimed(max int) []core.Delivery {
+// claimOwner is the name claimed entries are pending under until a
+// consumer fetches them: no consumer's own, so that a consumer re-reading
+// its own pending entries never meets one that also waits in the claims.
+// A restart under the same prefix adopts what it left (adoptStranded).
+func (q *Queue) claimOwner() string { return q.cfg.ConsumerPrefix + "-claimed" }
+
+// takeClaimed hands up to max claimed entries to consumer, holding them
+// for it before they leave the claims: never neither held nor claimed,
+// where adoptStranded would take them a second time.
+func (q *Queue) takeClaimed(consumer string, max int) []core.Delivery {
 	q.claims.mu.Lock()
 	defer q.claims.mu.Unlock()
 	n := min(max, len(q.claims.pending))
@@ -85,5 +97,62 @@ func (q *Queue) takeClaimed(max int) []core.Delivery {
 	}
 	ds := q.claims.pending[:n:n]
 	q.claims.pending = q.claims.pending[n:]
+	q.held.add(consumer, ds)
 	return ds
+}
+
+// strandedAfter is how long an entry pending under one of this process's
+// consumers, and held by none of them, waits before it is adopted: far
+// longer than a fetch takes from XREADGROUP's reply to holding it.
+const strandedAfter = 2 * time.Second
+
+// adoptStranded finds entries pending under this process's consumer names
+// that no consumer here holds — delivered by an XREADGROUP whose reply was
+// lost (go-redis retries a command on a broken connection, so the entries
+// of the first try went unheard), or left by a consumer that closed — and
+// hands them out again at once, rather than after ClaimMinIdle.
+func (q *Queue) adoptStranded(ctx context.Context) (int, error) {
+	adopted := 0
+	for _, name := range q.held.consumers() {
+		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: q.cfg.Stream, Group: q.cfg.Group, Idle: strandedAfter,
+			Start: "-", End: "+", Count: claimBatch, Consumer: name,
+		}).Result()
+		if isMissing(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return adopted, fmt.Errorf("streamgroup: pending of %s: %w", name, err)
+		}
+		var ids []string
+		for _, p := range pending {
+			if !q.held.contains(p.ID) {
+				ids = append(ids, p.ID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		// To the claim owner, atomically out of name's pending entries: a
+		// consumer re-reading them meanwhile no longer finds them, and one
+		// that read them already reset their idle time, so they stay.
+		msgs, err := q.rdb.XClaim(ctx, &redis.XClaimArgs{
+			Stream: q.cfg.Stream, Group: q.cfg.Group, Consumer: q.claimOwner(), MinIdle: strandedAfter, Messages: ids,
+		}).Result()
+		if err != nil {
+			return adopted, fmt.Errorf("streamgroup: adopt stranded entries of %s: %w", name, err)
+		}
+		msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return q.held.contains(m.ID) })
+		ds, err := q.withAttempts(ctx, q.claimOwner(), msgs)
+		if err != nil {
+			return adopted, err
+		}
+		q.claims.mu.Lock()
+		q.claims.pending = append(q.claims.pending, ds...)
+		q.claims.mu.Unlock()
+		adopted += len(ds)
+		q.log.Warn("adopted entries pending under this process's consumers that none of them holds (a lost reply)",
+			"consumer", name, "entries", len(ds))
+	}
+	return adopted, nil
 }

@@ -19,6 +19,28 @@ import (
 type held struct {
 	mu    sync.Mutex
 	owner map[string]string
+	// names are this process's consumers, closed ones included: entries
+	// pending under them that nobody here holds are stranded (adopt).
+	names map[string]bool
+}
+
+func (h *held) register(consumer string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names == nil {
+		h.names = make(map[string]bool)
+	}
+	h.names[consumer] = true
+}
+
+func (h *held) consumers() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.names))
+	for n := range h.names {
+		out = append(out, n)
+	}
+	return out
 }
 
 func (h *held) add(consumer string, ds []core.Delivery) {
@@ -60,6 +82,12 @@ func (h *held) contains(id string) bool {
 	defer h.mu.Unlock()
 	_, ok := h.owner[id]
 	return ok
+}
+
+func (h *held) size() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.owner)
 }
 
 // byConsumer is a snapshot of the held ids, per owning consumer.

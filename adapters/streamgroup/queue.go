@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 		log = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{rdb: rdb, cfg: cfg, log: log}
+	q.held.register(q.claimOwner())
 	if err := q.ensureGroup(ctx); err != nil {
 		return nil, err
 	}
@@ -144,7 +146,9 @@ func (q *Queue) Guarantees() core.Guarantees {
 
 // Consumer returns consumer ConsumerPrefix-index of the group.
 func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
-	return &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}, nil
+	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}
+	q.held.register(c.name)
+	return c, nil
 }
 
 // Duties are the group's background work, each in a file of its own: the
@@ -195,10 +199,18 @@ func (c *consumer) fetch(ctx context.Context, max int) ([]core.Delivery, error) 
 		}
 		c.ownDrained = true
 	}
-	if ds := c.q.takeClaimed(max); len(ds) > 0 {
+	if ds := c.q.takeClaimed(c.name, max); len(ds) > 0 {
 		return ds, nil
 	}
-	return c.readNew(ctx, max)
+	ds, err := c.readNew(ctx, max)
+	if err != nil {
+		// XREADGROUP may have delivered entries to this name and lost the
+		// reply (a connection reset, a Redis restart, a timeout): they are
+		// pending under this name, and nobody claims a live consumer's.
+		// Read this name's pending entries again before new ones.
+		c.ownDrained, c.ownCursor = false, ""
+	}
+	return ds, err
 }
 
 // readNew waits up to Block for entries never delivered to the group.
@@ -233,32 +245,39 @@ func (c *consumer) readNew(ctx context.Context, max int) ([]core.Delivery, error
 
 // readOwnPending re-reads entries delivered to this consumer name and never
 // acked: reading from an id returns the consumer's pending entries after
-// it, from 0 at first and then after the last one fetched.
+// it, from 0 at first and then after the last one fetched. Entries this
+// process holds are skipped: they are being worked on.
 func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery, error) {
-	after := c.ownCursor
-	if after == "" {
-		after = "0"
-	}
-	streams, err := c.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group:    c.q.cfg.Group,
-		Consumer: c.name,
-		Streams:  []string{c.q.cfg.Stream, after},
-		Count:    int64(max),
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("streamgroup: read own pending: %w", err)
-	}
-	var msgs []redis.XMessage
-	for _, s := range streams {
-		msgs = append(msgs, s.Messages...)
-	}
-	if len(msgs) > 0 {
+	for {
+		after := c.ownCursor
+		if after == "" {
+			after = "0"
+		}
+		streams, err := c.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group:    c.q.cfg.Group,
+			Consumer: c.name,
+			Streams:  []string{c.q.cfg.Stream, after},
+			Count:    int64(max),
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("streamgroup: read own pending: %w", err)
+		}
+		var msgs []redis.XMessage
+		for _, s := range streams {
+			msgs = append(msgs, s.Messages...)
+		}
+		if len(msgs) == 0 {
+			return nil, nil
+		}
 		c.ownCursor = msgs[len(msgs)-1].ID
+		msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return c.q.held.contains(m.ID) })
+		if len(msgs) > 0 {
+			return c.q.withAttempts(ctx, c.name, msgs)
+		}
 	}
-	return c.q.withAttempts(ctx, c.name, msgs)
 }
 
 // withAttempts looks up how often each entry was delivered (XPENDING), so
@@ -268,11 +287,12 @@ func (q *Queue) withAttempts(ctx context.Context, consumer string, msgs []redis.
 		return nil, nil
 	}
 	pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream:   q.cfg.Stream,
-		Group:    q.cfg.Group,
-		Start:    msgs[0].ID,
-		End:      msgs[len(msgs)-1].ID,
-		Count:    int64(len(msgs)),
+		Stream: q.cfg.Stream,
+		Group:  q.cfg.Group,
+		Start:  msgs[0].ID,
+		End:    msgs[len(msgs)-1].ID,
+		// Entries this process holds may lie between them.
+		Count:    int64(len(msgs) + q.held.size()),
 		Consumer: consumer,
 	}).Result()
 	if err != nil {

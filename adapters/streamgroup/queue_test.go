@@ -281,3 +281,74 @@ func TestFetchReturnsWhenContextIsCancelled(t *testing.T) {
 		}
 	})
 }
+
+// TestEntriesDeliveredWithALostReplyAreFetchedAgain: XREADGROUP delivered
+// entries to a consumer's name in Redis and its reply never came back (a
+// reset, a Redis restart, a timeout). They are pending under a live
+// consumer, which no claimer takes from (keepHeld would not touch them,
+// but a claim only comes after ClaimMinIdle, a minute here): after the
+// failed fetch the consumer reads its own pending entries again, skipping
+// those it holds.
+func TestEntriesDeliveredWithALostReplyAreFetchedAgain(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		c := consumer(t, q, 0)
+		publish(t, r, q, 1)
+		fetchN(t, c, 1) // order 1, fetched and held, not acked
+		publish(t, r, q, 2, 3)
+		// What the lost reply did.
+		if err := r.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
+			Group: q.Config().Group, Consumer: "p-0", Streams: []string{q.Stream(), ">"}, Count: 10,
+		}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := c.Fetch(cancelled, 10); err == nil {
+			t.Fatal("a fetch on a cancelled context succeeded")
+		}
+		ids := orderIDs(t, fetchN(t, c, 2))
+		if _, again := ids[1]; again || len(ids) != 2 {
+			t.Fatalf("after the failed fetch: %v; want orders 2 and 3, not the held order 1", ids)
+		}
+	})
+}
+
+// TestEntriesStrandedUnderALiveConsumerAreAdopted: go-redis retries a
+// command on a broken connection, so an XREADGROUP whose first try
+// delivered entries and lost the reply can succeed on its second try: no
+// error tells the consumer. The entries pend under its name, held by
+// nobody; the claimer adopts them within seconds, not after ClaimMinIdle
+// (a minute here), and they are fetched once.
+func TestEntriesStrandedUnderALiveConsumerAreAdopted(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		runDuties(t, q)
+		c := consumer(t, q, 0)
+		// Its own pending entries (none) read once, as after a start.
+		if ds, err := c.Fetch(context.Background(), 10); err != nil || len(ds) != 0 {
+			t.Fatalf("first fetch of an empty stream: %v %v", ds, err)
+		}
+		publish(t, r, q, 1, 2)
+		if err := r.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
+			Group: q.Config().Group, Consumer: "p-0", Streams: []string{q.Stream(), ">"}, Count: 10,
+		}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var got []core.Delivery
+		deadline := time.Now().Add(10 * time.Second)
+		for len(got) < 2 && time.Now().Before(deadline) {
+			ds, err := c.Fetch(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ds...)
+		}
+		if ids := orderIDs(t, got); len(got) != 2 || len(ids) != 2 {
+			t.Fatalf("fetched %d deliveries of orders %v, want orders 1 and 2 once each", len(got), ids)
+		}
+		if ds, _ := c.Fetch(context.Background(), 10); len(ds) != 0 {
+			t.Fatalf("fetched %d more while holding the adopted ones", len(ds))
+		}
+	})
+}

@@ -247,8 +247,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
-	holder, _ := q.(core.OrderHolder)
-	s.recovery = core.NewRecovery(reserver, s.store, holder, s.log, s.metrics)
+	s.recovery = core.NewRecovery(reserver, s.store, core.HolderOf(q), s.log, s.metrics)
 	return sale{reserver: reserver, board: reserver, publisher: publisher, limitsShoppers: true}, nil
 }
 

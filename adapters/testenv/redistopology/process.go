@@ -28,6 +28,9 @@ type RedisProcess struct {
 	dir  string
 	Port int
 	cmd  *exec.Cmd
+	// durable: every write is in the append-only file, fsynced, before
+	// Redis answers it (StartDurableRedisProcess).
+	durable bool
 }
 
 // StartRedisProcess starts one; it is killed when the test ends.
@@ -38,6 +41,28 @@ func StartRedisProcess(t T) *RedisProcess {
 	p.start()
 	t.Cleanup(p.kill)
 	return p
+}
+
+// StartDurableRedisProcess starts one that keeps every write it answered
+// (appendonly, appendfsync always): a SIGKILL and Restart lose nothing,
+// and still make a new incarnation (a new run_id) that the sale must
+// verify against.
+func StartDurableRedisProcess(t T) *RedisProcess {
+	t.Helper()
+	bin := redisServer(t)
+	p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t), durable: true}
+	p.start()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// Restart kills the process (SIGKILL) and starts it again on the same
+// port and files: a durable one comes back with everything, another with
+// its last Snapshot, if any.
+func (p *RedisProcess) Restart() {
+	p.t.Helper()
+	p.kill()
+	p.start()
 }
 
 // URL is the SECKILL_REDIS_URL of the process.
@@ -77,8 +102,12 @@ func (p *RedisProcess) RestartFromSnapshot() {
 func (p *RedisProcess) start() {
 	p.t.Helper()
 	// --save "": no automatic snapshots, only the test's SAVE.
-	p.cmd = exec.Command(p.bin, "--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--dir", p.dir,
-		"--save", "", "--appendonly", "no", "--dbfilename", "dump.rdb")
+	aof := []string{"--appendonly", "no"}
+	if p.durable {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	p.cmd = exec.Command(p.bin, append([]string{"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--dir", p.dir,
+		"--save", "", "--dbfilename", "dump.rdb"}, aof...)...)
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("start redis-server: %v", err)
 	}

@@ -1,0 +1,294 @@
+// Package history checks a sale the way an outside Jepsen-style checker
+// does: concurrent shoppers (repeats included) buy from many small
+// vouchers and read their stock and their orders through the HTTP API,
+// while faults strike (Redis killed, reconciles, two instances); every
+// call and its answer is recorded with its start and end, and each
+// voucher's history is checked for linearizability against a sequential
+// model of a sale (Porcupine). Settle then holds the state the sale left
+// against the database: every order answered 200 persisted, none twice,
+// the stock column equal to the stock less the rows, the audit clean.
+//
+// The driver, the model and the settled check live here, out of the
+// server package, so the tests (app/server) and the comparison lab
+// (`seckill compare`) run the same checker.
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Kind is what an operation does.
+type Kind int
+
+const (
+	// Buy is POST /api/vouchers/{id}/seckill.
+	Buy Kind = iota
+	// ReadStock is GET /api/vouchers/{id}.
+	ReadStock
+	// ReadOrder is GET /api/vouchers/{id}/order.
+	ReadOrder
+)
+
+func (k Kind) String() string { return [...]string{"buy", "stock", "order"}[k] }
+
+// Input is an operation's call.
+type Input struct {
+	Kind    Kind
+	Voucher int64
+	User    int64
+}
+
+// Outcome classifies an answer by what it says about the sale.
+type Outcome int
+
+const (
+	// Unknown: the call may or may not have taken effect (a 5xx, a
+	// timeout, a connection lost, an unconfirmed reservation).
+	Unknown Outcome = iota
+	// Reserved: 200 with OrderID (Buy).
+	Reserved
+	// Held: 409 already_purchased with OrderID (Buy); 200 with OrderID
+	// (ReadOrder).
+	Held
+	// SoldOut: 409 sold_out (Buy).
+	SoldOut
+	// NoOrder: 404 order_not_found (ReadOrder).
+	NoOrder
+	// Stock: 200 with Stock (ReadStock).
+	Stock
+	// Refused: an answer that changes nothing and says nothing of the
+	// sale (429 rate_limited).
+	Refused
+	// Wrong: an answer the contract never gives here (not_started for an
+	// open sale, voucher_not_found for one that exists, a 4xx of no
+	// meaning): the model accepts it in no state.
+	Wrong
+)
+
+func (o Outcome) String() string {
+	return [...]string{"unknown", "reserved", "held", "sold_out", "no_order", "stock", "refused", "wrong"}[o]
+}
+
+// Output is an operation's answer.
+type Output struct {
+	Outcome Outcome
+	OrderID int64 // Reserved, Held, and Unknown when the answer named one (unconfirmed)
+	Stock   int64 // Stock
+	// Status and Body describe the answer, for the report.
+	Status int
+	Body   string
+}
+
+// Recorder collects operations from concurrent clients, timed on one
+// monotonic clock.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+}
+
+// NewRecorder starts the history's clock.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the history's clock.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Add records one operation of client, called at call.
+func (r *Recorder) Add(client int, in Input, call int64, out Output) {
+	ret := r.Now()
+	if out.Outcome == Unknown {
+		// It may take effect at any time after its call, even after the
+		// history ends (a reservation still queued in Redis).
+		ret = 1 << 62
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// Operations is the history so far.
+func (r *Recorder) Operations() []porcupine.Operation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]porcupine.Operation(nil), r.ops...)
+}
+
+// state is one voucher's sale as the sequential model has it: the stock
+// left and each buyer's order (0: an order whose id no answer told).
+type state struct {
+	stock  int64
+	buyers map[int64]int64
+}
+
+func (s state) with(user, order int64, take bool) state {
+	b := make(map[int64]int64, len(s.buyers)+1)
+	for u, o := range s.buyers {
+		b[u] = o
+	}
+	b[user] = order
+	if take {
+		return state{stock: s.stock - 1, buyers: b}
+	}
+	return state{stock: s.stock, buyers: b}
+}
+
+// Model is a voucher sale with initial stock stock per voucher: one unit
+// per buyer while stock lasts, a buyer's order the same forever, reads
+// that see exactly that. Histories are partitioned by voucher.
+func Model(stock int64) porcupine.Model {
+	m := porcupine.NondeterministicModel{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[int64][]porcupine.Operation{}
+			for _, op := range h {
+				v := op.Input.(Input).Voucher
+				by[v] = append(by[v], op)
+			}
+			out := make([][]porcupine.Operation, 0, len(by))
+			for _, ops := range by {
+				out = append(out, ops)
+			}
+			return out
+		},
+		Init: func() []any { return []any{state{stock: stock, buyers: map[int64]int64{}}} },
+		Step: func(st, input, output any) []any {
+			s, in, out := st.(state), input.(Input), output.(Output)
+			held, holds := s.buyers[in.User]
+			// A held order named by an answer: the same as the model's,
+			// or the first name of one no answer had named.
+			sameOrder := func(id int64) bool { return holds && (held == id || held == 0) }
+			switch in.Kind {
+			case Buy:
+				switch out.Outcome {
+				case Reserved:
+					if !holds && s.stock > 0 {
+						return []any{s.with(in.User, out.OrderID, true)}
+					}
+					if sameOrder(out.OrderID) { // a replay of the same reservation
+						return []any{s.with(in.User, out.OrderID, false)}
+					}
+				case Held:
+					if sameOrder(out.OrderID) {
+						return []any{s.with(in.User, out.OrderID, false)}
+					}
+				case SoldOut:
+					if s.stock == 0 {
+						return []any{s}
+					}
+				case Refused:
+					return []any{s}
+				case Unknown:
+					next := []any{s} // it did nothing
+					if !holds && s.stock > 0 {
+						next = append(next, s.with(in.User, out.OrderID, true)) // it reserved
+					}
+					return next
+				}
+			case ReadStock:
+				switch out.Outcome {
+				case Stock:
+					if out.Stock == s.stock {
+						return []any{s}
+					}
+				case Unknown, Refused:
+					return []any{s}
+				}
+			case ReadOrder:
+				switch out.Outcome {
+				case Held:
+					if sameOrder(out.OrderID) {
+						return []any{s.with(in.User, out.OrderID, false)}
+					}
+				case NoOrder:
+					if !holds {
+						return []any{s}
+					}
+				case Unknown, Refused:
+					return []any{s}
+				}
+			}
+			return nil
+		},
+		Equal: func(a, b any) bool {
+			x, y := a.(state), b.(state)
+			if x.stock != y.stock || len(x.buyers) != len(y.buyers) {
+				return false
+			}
+			for u, o := range x.buyers {
+				if p, ok := y.buyers[u]; !ok || p != o {
+					return false
+				}
+			}
+			return true
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(Input), output.(Output)
+			return fmt.Sprintf("%s(user %d) -> %s %d/%d (%d %s)", in.Kind, in.User, out.Outcome, out.OrderID, out.Stock, out.Status, out.Body)
+		},
+		DescribeState: func(st any) string {
+			s := st.(state)
+			return fmt.Sprintf("stock %d, %d buyers", s.stock, len(s.buyers))
+		},
+	}
+	return m.ToModel()
+}
+
+// Check checks the history for linearizability, each voucher on its own,
+// within timeout. The error says which voucher's history is not, with its
+// operations around the point where no linearization goes further.
+func Check(ops []porcupine.Operation, stock int64, timeout time.Duration) error {
+	model := Model(stock)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Unknown:
+		return fmt.Errorf("history of %d operations: not decided within %v", len(ops), timeout)
+	}
+	return fmt.Errorf("history of %d operations is not linearizable: %s", len(ops), describeIllegal(model, info, ops))
+}
+
+// maxListed bounds the operations a failure lists.
+var maxListed = 60
+
+// describeIllegal names the vouchers whose histories fail and lists, for
+// the first, the operations no linearization could place.
+func describeIllegal(model porcupine.Model, info porcupine.LinearizationInfo, ops []porcupine.Operation) string {
+	var failing []int64
+	for _, part := range model.Partition(ops) {
+		if !porcupine.CheckOperations(model, part) {
+			failing = append(failing, part[0].Input.(Input).Voucher)
+		}
+	}
+	sort.Slice(failing, func(i, j int) bool { return failing[i] < failing[j] })
+	if len(failing) == 0 {
+		return "(no single voucher fails on its own)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "vouchers %v; voucher %d's operations, by call:", failing, failing[0])
+	var part []porcupine.Operation
+	for _, op := range ops {
+		if op.Input.(Input).Voucher == failing[0] {
+			part = append(part, op)
+		}
+	}
+	sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
+	for i, op := range part {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  … %d more", len(part)-i)
+			break
+		}
+		ret := "…"
+		if op.Return < 1<<62 {
+			ret = fmt.Sprintf("%.3fs", float64(op.Return)/1e9)
+		}
+		fmt.Fprintf(&b, "\n  [%.3fs, %s] client %d: %s", float64(op.Call)/1e9, ret, op.ClientId, model.DescribeOperation(op.Input, op.Output))
+	}
+	_ = info
+	return b.String()
+}

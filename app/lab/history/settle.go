@@ -1,0 +1,98 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Ledger reads a voucher's persisted orders (order id -> user id) and its
+// stock column from the database.
+type Ledger func(ctx context.Context, voucher int64) (orders map[int64]int64, stockColumn int64, err error)
+
+// Settle waits, up to within, for the sale to settle — every order an
+// answer named persisted and every voucher's audit clean — then checks
+// the state it left against the history:
+//   - every order answered 200 (or named by already_purchased or a read) is
+//     a row, and no shopper has two;
+//   - the stock column is the stock less the rows;
+//   - every row is an order some answer named, or the order of a shopper
+//     whose request had no answer (it reserved, unheard);
+//   - the audit (Redis against MySQL) finds no difference.
+func Settle(ctx context.Context, s Sale, ops []porcupine.Operation, ledger Ledger, within time.Duration) error {
+	named := map[int64]map[int64]int64{}  // voucher -> order -> user
+	unheard := map[int64]map[int64]bool{} // voucher -> users with an Unknown buy
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if named[in.Voucher] == nil {
+			named[in.Voucher], unheard[in.Voucher] = map[int64]int64{}, map[int64]bool{}
+		}
+		switch {
+		case out.Outcome == Reserved || out.Outcome == Held:
+			named[in.Voucher][out.OrderID] = in.User
+		case out.Outcome == Unknown && in.Kind == Buy:
+			unheard[in.Voucher][in.User] = true
+		}
+	}
+	deadline := time.Now().Add(within)
+	var problems []string
+	for {
+		problems = problems[:0]
+		for _, v := range s.Vouchers {
+			problems = append(problems, settled(ctx, s, v, named[v], unheard[v], ledger)...)
+		}
+		if len(problems) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("the settled sale disagrees with its history (%v after the run):\n  %s", within, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+func settled(ctx context.Context, s Sale, v int64, named map[int64]int64, unheard map[int64]bool, ledger Ledger) []string {
+	var out []string
+	rows, stockColumn, err := ledger(ctx, v)
+	if err != nil {
+		return []string{fmt.Sprintf("voucher %d: ledger: %v", v, err)}
+	}
+	for order, user := range named {
+		if u, ok := rows[order]; !ok || u != user {
+			out = append(out, fmt.Sprintf("voucher %d: order %d of user %d was answered, and is not in the database", v, order, user))
+		}
+	}
+	perUser := map[int64]int{}
+	for order, user := range rows {
+		perUser[user]++
+		if _, ok := named[order]; !ok && !unheard[user] {
+			out = append(out, fmt.Sprintf("voucher %d: row %d of user %d was never answered to anyone, and the user had no unanswered request", v, order, user))
+		}
+	}
+	for user, n := range perUser {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("voucher %d: user %d has %d orders", v, user, n))
+		}
+	}
+	if want := s.Stock - int64(len(rows)); stockColumn != want {
+		out = append(out, fmt.Sprintf("voucher %d: stock column %d, want %d (stock %d less %d rows)", v, stockColumn, want, s.Stock, len(rows)))
+	}
+	var audit struct {
+		Differences []string `json:"differences"`
+	}
+	status, err := Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/audit", &audit)
+	switch {
+	case err != nil || status != 200:
+		out = append(out, fmt.Sprintf("voucher %d: audit answered %d %v", v, status, err))
+	case len(audit.Differences) > 0:
+		out = append(out, fmt.Sprintf("voucher %d: audit: %s", v, strings.Join(audit.Differences, "; ")))
+	}
+	return out
+}
