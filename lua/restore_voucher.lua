@@ -5,7 +5,7 @@
 -- may have restored since) changes nothing.
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
--- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch
+-- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch, total
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
 -- KEYS[4] -> seckill:fence:{shard}:voucherId    string: the rebuild's token
 --
@@ -28,7 +28,9 @@ for i = 6, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5])
+-- total: the units on sale, each left or a buyer's (seckill.lua checks it).
+local total = tonumber(ARGV[4]) + math.floor((#ARGV - 5) / 2)
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total)
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('DEL', KEYS[4])
 return 1

@@ -3,7 +3,9 @@
 -- and is run as given, right after the stock is taken.
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
--- KEYS[2] -> seckill:window:{shard}:voucherId  hash: begin, end (unix milliseconds)
+-- KEYS[2] -> seckill:window:{shard}:voucherId  hash: begin, end (unix
+--            milliseconds), total: the units on sale (absent in state
+--            written before it was kept)
 -- KEYS[3] -> seckill:order:{shard}:voucherId   hash: user id -> order id
 -- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key), which
 --            carries the same {shard} tag; without a hand-off, any key of
@@ -34,7 +36,9 @@
 --                         reached), 0 if it has none.
 --   {0, ARGV[2], -1}      a replay of the same order id: already reserved
 --                         and handed off, nothing done twice
---   {1, "", 0}            voucher not loaded (no stock key or no window)
+--   {1, "", 0}            voucher not loaded (no stock key or no window),
+--                         or not whole: buyers + stock left != total (a key
+--                         evicted): the caller rebuilds it
 --   {2, "", ms}           the sale has not started; it opens in ms
 --                         milliseconds (this server's clock)
 --   {3, "", ms}           the sale has ended, ms milliseconds ago
@@ -55,8 +59,13 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {1, '', 0}
 end
-local window = redis.call('HMGET', KEYS[2], 'begin', 'end')
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'total')
 if not window[1] or not window[2] then
+  return {1, '', 0}
+end
+-- Every unit is either left or a buyer's: a Redis that evicted the buyers
+-- hash (or part of the state) must not sell to those buyers again.
+if window[3] and redis.call('HLEN', KEYS[3]) + tonumber(stock) ~= tonumber(window[3]) then
   return {1, '', 0}
 end
 

@@ -35,22 +35,33 @@ func (r *Reserver) Incarnation(ctx context.Context) (string, error) {
 }
 
 // VerifiedIn implements core.LiveSale: the incarnation recorded with the
-// voucher's window, if its stock exists too.
+// voucher's window, if its state is whole: the stock exists, and the
+// buyers and the stock left add up to the window's total (a Redis that
+// evicts keys can drop one of them under an unchanged run_id).
 func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, error) {
-	var stock *redis.IntCmd
-	var epoch *redis.StringCmd
+	var stock *redis.StringCmd
+	var window *redis.SliceCmd
+	var buyers *redis.IntCmd
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stock = p.Exists(ctx, r.keys.Stock(voucherID))
-		epoch = p.HGet(ctx, r.keys.Window(voucherID), "epoch")
+		stock = p.Get(ctx, r.keys.Stock(voucherID))
+		window = p.HMGet(ctx, r.keys.Window(voucherID), "epoch", "total")
+		buyers = p.HLen(ctx, r.keys.Orders(voucherID))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", false, fmt.Errorf("redisreserve: verified in: %w", err)
 	}
-	if stock.Val() == 0 || errors.Is(epoch.Err(), redis.Nil) {
+	left, serr := stock.Int64()
+	epoch, ok := window.Val()[0].(string)
+	if serr != nil || !ok {
 		return "", false, nil
 	}
-	return epoch.Val(), true, nil
+	if total, ok := window.Val()[1].(string); ok {
+		if n, err := strconv.ParseInt(total, 10, 64); err == nil && buyers.Val()+left != n {
+			return "", false, nil
+		}
+	}
+	return epoch, true, nil
 }
 
 // Fence implements core.LiveSale.

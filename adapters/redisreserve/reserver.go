@@ -351,7 +351,7 @@ func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
 	}
 	_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc)
+		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", v.Stock)
 		p.Set(ctx, r.keys.Stock(v.ID), v.Stock, 0)
 		return nil
 	})

@@ -72,6 +72,8 @@ type labResult struct {
 	// the order of redisFaults.
 	Faults      []faultResult
 	RedisFaults []saleFaultResult
+	// History is the history check (lab_history.go).
+	History historyResult
 	Err         string
 }
 
@@ -238,7 +240,7 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 
 	// 4. Faults, against separate server processes.
 	if !o.noFaults {
-		res.Faults, res.RedisFaults = runFaults(cfg, o.conns, o.redisFaultsOnly, progress)
+		res.Faults, res.RedisFaults, res.History = runFaults(cfg, o.conns, o.redisFaultsOnly, progress)
 	}
 	return res
 }

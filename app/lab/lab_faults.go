@@ -45,29 +45,28 @@ const faultBacklog = 6000
 
 // runFaults injects each fault against separate server processes: the
 // consumer and MySQL faults, then the Redis faults mid-sale.
-func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(string, ...any)) ([]faultResult, []saleFaultResult) {
+func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(string, ...any)) ([]faultResult, []saleFaultResult, historyResult) {
 	out := make([]faultResult, len(labFaults))
 	sales := make([]saleFaultResult, len(redisFaults))
-	notRun := func(note string) ([]faultResult, []saleFaultResult) {
+	notRun := func(note string) ([]faultResult, []saleFaultResult, historyResult) {
 		for i := range out {
 			out[i].Note = note
 		}
 		for i := range sales {
 			sales[i].Note = note
 		}
-		return out, sales
+		return out, sales, historyResult{Note: note}
 	}
 	switch {
 	case cfg.EmbeddedRedis() || cfg.EmbeddedSQL():
 		return notRun("not run: needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN (the stand-ins live inside one process)")
 	case cfg.Queue == "sync":
-		for i := range sales {
-			sales[i].Note = "n/a: no Redis in the order path"
-		}
+		// The outages of the sale-fault table still apply (MySQL is the
+		// order path, Redis gives the ids): runRedisFaults picks them.
 		for i := range out {
 			out[i].Note = "n/a: no queue, no consumer"
 		}
-		return out, sales
+		redisOnly = true
 	}
 	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN)
 	if err != nil {
@@ -94,7 +93,9 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 	steps := []func(faultLab) faultResult{faultLab.killConsumer, faultLab.mysqlOutage, faultLab.offlineConsumers, faultLab.redisRestart}
 	for i, step := range steps {
 		if redisOnly {
-			out[i].Note = "not run (-redis-faults-only)"
+			if out[i].Note == "" {
+				out[i].Note = "not run (-redis-faults-only)"
+			}
 			continue
 		}
 		f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
@@ -111,7 +112,8 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 	// The Redis faults run on Redis servers of their own: the user's is
 	// not restarted or failed over.
 	f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
-	return out, f.runRedisFaults()
+	sales = f.runRedisFaults()
+	return out, sales, f.runHistory()
 }
 
 // faultDBDelay slows each request of the fault processes to MySQL.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -186,6 +187,9 @@ type tcpProxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	down  bool
+	// silent: every byte either way is swallowed and the connections stay
+	// open — a partition without a reset, where only deadlines help.
+	silent atomic.Bool
 }
 
 func startProxy(target string, delay time.Duration) (*tcpProxy, error) {
@@ -236,7 +240,7 @@ func (p *tcpProxy) pipe(dst, src net.Conn, delay time.Duration) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !p.silent.Load() {
 			if delay > 0 {
 				time.Sleep(delay)
 			}
@@ -266,6 +270,20 @@ func (p *tcpProxy) setDown(down bool) {
 			c.Close()
 		}
 	}
+}
+
+// blackhole swallows everything for d, connections left open, then resets
+// them (what a partition that heals looks like to a client: its
+// connections, half-spoken, are dead) and forwards again.
+func (p *tcpProxy) blackhole(d time.Duration) {
+	p.silent.Store(true)
+	time.Sleep(d)
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.silent.Store(false)
 }
 
 func (p *tcpProxy) close() {

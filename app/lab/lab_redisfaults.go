@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/app/server"
@@ -19,13 +22,26 @@ import (
 // shoppers buy. What the table measures is what a shopper was told against
 // what MySQL ends up with.
 
-// redisFaults are the columns of the Redis-fault table.
+// redisFaults are the columns of the Redis-fault table, then (from
+// firstOutageFault on) of the table of outages and memory pressure.
 var redisFaults = []string{
 	"Redis restarted empty",
 	"Redis restarted from an older snapshot",
 	"Sentinel failover, replication held back",
 	"same, with SECKILL_REDIS_WAIT_REPLICAS=1",
+	"Redis unreachable 5 s, no reset",
+	"MySQL unreachable 5 s, no reset",
+	"Redis full, noeviction",
+	"Redis full, allkeys-lru",
+	"Redis full, allkeys-random",
+	"Redis full, volatile-lru",
 }
+
+// firstOutageFault is the first column of the second table.
+const firstOutageFault = 4
+
+// outageFor is how long the outages last.
+const outageFor = 5 * time.Second
 
 // saleFaultResult is what one Redis fault cost a sale.
 type saleFaultResult struct {
@@ -46,6 +62,12 @@ type saleFaultResult struct {
 	// Correct: from the fault to the first order accepted after it; 0
 	// when none was.
 	Correct time.Duration
+	// Unavailable: answered 503 (busy, unavailable); Unanswered: no
+	// answer within the shoppers' 10 s; Slowest: the longest answer.
+	Unavailable, Unanswered int64
+	Slowest                 time.Duration
+	// Evicted: keys Redis evicted during the sale (evicted_keys).
+	Evicted int64
 }
 
 const (
@@ -62,12 +84,21 @@ const (
 // runRedisFaults runs each Redis fault on cfg's backend.
 func (f faultLab) runRedisFaults() []saleFaultResult {
 	out := make([]saleFaultResult, len(redisFaults))
+	full := func(policy string) func(faultLab, *labT) saleFaultResult {
+		return func(f faultLab, t *labT) saleFaultResult { return f.redisFull(t, policy) }
+	}
 	steps := []func(faultLab, *labT) saleFaultResult{
 		faultLab.restartEmpty, faultLab.restartFromSnapshot,
 		func(f faultLab, t *labT) saleFaultResult { return f.failover(t, false) },
 		func(f faultLab, t *labT) saleFaultResult { return f.failover(t, true) },
+		faultLab.redisUnreachable, faultLab.mysqlUnreachable,
+		full("noeviction"), full("allkeys-lru"), full("allkeys-random"), full("volatile-lru"),
 	}
 	for i, step := range steps {
+		if f.cfg.Queue == "sync" && i != firstOutageFault && i != firstOutageFault+1 {
+			out[i].Note = "n/a: no Redis in the order path"
+			continue
+		}
 		f.progress("[%s] Redis fault mid-sale: %s…", f.cfg.Queue, redisFaults[i])
 		if note := withLabT(func(t *labT) { out[i] = step(f, t) }); note != "" {
 			out[i] = saleFaultResult{Note: note}
@@ -122,6 +153,76 @@ func (f faultLab) failover(t *labT, wait bool) saleFaultResult {
 	})
 }
 
+// redisUnreachable puts a proxy that swallows every byte between the
+// server and Redis for outageFor, connections left open (a partition, not
+// a restart), then resets them.
+func (f faultLab) redisUnreachable(t *labT) saleFaultResult {
+	rp := redistopology.StartRedisProcess(t)
+	px, err := startProxy("127.0.0.1:"+strconv.Itoa(rp.Port), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.close)
+	return f.saleUnderFault(t, "redis://"+px.addr()+"/0", nil, func(s *faultedSale) {
+		s.waitAccepted(saleFaultStock / 4)
+		s.strikeNow()
+		px.blackhole(outageFor)
+	})
+}
+
+// mysqlUnreachable does the same between the server and MySQL (the
+// delaying proxy every fault process reaches MySQL through).
+func (f faultLab) mysqlUnreachable(t *labT) saleFaultResult {
+	rp := redistopology.StartRedisProcess(t)
+	return f.saleUnderFault(t, rp.URL(), nil, func(s *faultedSale) {
+		s.waitAccepted(saleFaultStock / 4)
+		s.strikeNow()
+		f.proxy.blackhole(outageFor)
+	})
+}
+
+// redisFull runs the sale on a Redis whose maxmemory-policy is policy (the
+// server started with SECKILL_REDIS_ALLOW_EVICTION=1), and at a quarter of
+// the stock caps its memory just above what it uses: the rest of the sale
+// writes past the cap. noeviction refuses those writes; the others evict
+// keys — the sale's own, for all the keys Redis holds are the sale's.
+func (f faultLab) redisFull(t *labT, policy string) saleFaultResult {
+	rp := redistopology.StartRedisProcess(t)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(rp.Port)})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+		t.Fatal(err)
+	}
+	evicted := func() int64 {
+		n, _ := strconv.ParseInt(infoValue(rdb.Info(ctx, "stats").Val(), "evicted_keys"), 10, 64)
+		return n
+	}
+	before := int64(-1)
+	r := f.saleUnderFault(t, rp.URL(), map[string]string{"SECKILL_REDIS_ALLOW_EVICTION": "1"}, func(s *faultedSale) {
+		s.waitAccepted(saleFaultStock / 4)
+		used, _ := strconv.ParseInt(infoValue(rdb.Info(ctx, "memory").Val(), "used_memory"), 10, 64)
+		before = evicted()
+		s.strikeNow()
+		if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+256<<10, 10)).Err(); err != nil {
+			panic(labAbort{"CONFIG SET maxmemory: " + err.Error()})
+		}
+	})
+	if before >= 0 {
+		r.Evicted = evicted() - before
+	}
+	return r
+}
+
+func infoValue(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // saleUnderFault runs the sale against a server process on redisURL,
 // strike running beside it (it calls strikeNow as the fault strikes).
 func (f faultLab) saleUnderFault(t *labT, redisURL string, env map[string]string, strike func(*faultedSale)) saleFaultResult {
@@ -164,7 +265,8 @@ func (f faultLab) saleUnderFault(t *labT, redisURL string, env map[string]string
 		t.Fatal("the sale ended before the fault struck")
 	}
 
-	r := saleFaultResult{Ran: true, Stock: saleFaultStock, Accepted: int64(len(s.orders)), Unconfirmed: int64(len(s.unconfirmed))}
+	r := saleFaultResult{Ran: true, Stock: saleFaultStock, Accepted: int64(len(s.orders)), Unconfirmed: int64(len(s.unconfirmed)),
+		Unavailable: s.unavailable, Unanswered: s.unanswered, Slowest: s.slowest}
 	if !s.firstAfter.IsZero() {
 		r.Correct = s.firstAfter.Sub(s.struckAt)
 	}
@@ -214,6 +316,9 @@ type faultedSale struct {
 	unconfirmed map[int64]bool           // order ids answered 503 unconfirmed
 	struckAt    time.Time                // set by strikeNow
 	firstAfter  time.Time                // answer to the first request sent after the fault that was accepted
+	unavailable int64                    // answered 503
+	unanswered  int64                    // no answer within the client's timeout
+	slowest     time.Duration            // the longest answer
 }
 
 // strikeNow records the moment the fault strikes.
@@ -269,6 +374,9 @@ func (s *faultedSale) attempt(client *http.Client, url string, tokens *server.To
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := client.Do(req)
 	if err != nil {
+		s.mu.Lock()
+		s.unanswered++
+		s.mu.Unlock()
 		return
 	}
 	defer resp.Body.Close()
@@ -283,6 +391,10 @@ func (s *faultedSale) attempt(client *http.Client, url string, tokens *server.To
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.slowest = max(s.slowest, now.Sub(sent))
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		s.unavailable++
+	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		id, err := strconv.ParseInt(body.OrderID, 10, 64)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,7 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
 	writeFaults(&b, results)
 	writeRedisFaults(&b, results)
+	writeHistory(&b, results)
 	// What an author wrote below the marker in the file being replaced (a
 	// section on a run with other flags, say) is kept.
 	if old, err := os.ReadFile(o.out); err == nil {
@@ -241,17 +243,27 @@ func writeRedisFaults(b *strings.Builder, results []labResult) {
 		"*Failover*: a primary, two replicas and three sentinels, the server following them through `SECKILL_REDIS_URL`'s `master_name`; at a fifth of the stock the replication stream is held back (a proxy between the primary and its replicas stops passing it on), a second later the primary is SIGKILLed and the sentinels promote a replica that never had the last writes. "+
 		"A cell reads *lost* (answered 200, never in MySQL) / *twice* (shoppers answered 200 with two different orders) / *oversold* (rows beyond the stock), then the orders answered 200, and the time from the fault to the answer of the first request sent after it that was accepted. The WAIT mode's cell also counts the answers 503 `unconfirmed`, and how many of those orders MySQL holds anyway.\n\n",
 		saleFaultStock, saleFaultShoppers, saleFaultRate, saleFaultConns)
+	writeSaleFaultTable(b, results, 0, firstOutageFault, false)
+	fmt.Fprintf(b, "\n## Outages and a full Redis mid-sale\n\n"+
+		"The same sale. *Unreachable*: once a quarter of the stock is accepted, a proxy between the server and Redis (or MySQL) swallows every byte for %v and keeps the connections open — a partition, not a restart — then resets them. "+
+		"*Redis full*: a Redis of the lab's own with that `maxmemory-policy` (the server started with `SECKILL_REDIS_ALLOW_EVICTION=1`; without it the server refuses such a Redis), whose `maxmemory` is set at a quarter of the stock to 256 KiB above what it then uses, so the rest of the sale writes past it; every key in it is the sale's. "+
+		"A cell reads *lost* / *twice* / *oversold* as above, the orders answered 200, the answers 503 (`unavailable`, `busy`), the requests that had no answer within the shoppers' 10 s, the slowest answer, and the keys Redis evicted.\n\n", outageFor)
+	writeSaleFaultTable(b, results, firstOutageFault, len(redisFaults), true)
+}
+
+// writeSaleFaultTable writes columns from…to of the sale faults.
+func writeSaleFaultTable(b *strings.Builder, results []labResult, from, to int, outages bool) {
 	b.WriteString("| backend |")
-	for _, f := range redisFaults {
+	for _, f := range redisFaults[from:to] {
 		b.WriteString(" " + f + " |")
 	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(redisFaults)) + "\n")
+	b.WriteString("\n|---|" + strings.Repeat("---|", to-from) + "\n")
 	for _, r := range results {
-		if len(r.RedisFaults) == 0 {
+		if len(r.RedisFaults) < to {
 			continue
 		}
 		fmt.Fprintf(b, "| %s |", r.Backend)
-		for _, f := range r.RedisFaults {
+		for _, f := range r.RedisFaults[from:to] {
 			if !f.Ran {
 				fmt.Fprintf(b, " %s |", f.Note)
 				continue
@@ -264,8 +276,54 @@ func writeRedisFaults(b *strings.Builder, results []labResult) {
 			if f.Unconfirmed > 0 {
 				cell += fmt.Sprintf("; %d unconfirmed (%d of them persisted)", f.Unconfirmed, f.UnconfirmedKept)
 			}
+			if outages {
+				cell += fmt.Sprintf("; %d × 503, %d unanswered, slowest %v", f.Unavailable, f.Unanswered, round(f.Slowest))
+				if f.Evicted > 0 {
+					cell += fmt.Sprintf("; %d keys evicted", f.Evicted)
+				}
+			}
 			fmt.Fprintf(b, " %s |", cell)
 		}
 		b.WriteString("\n")
+	}
+}
+
+// writeHistory adds the history check's table: one row per backend.
+func writeHistory(b *strings.Builder, results []labResult) {
+	ran := false
+	for _, r := range results {
+		ran = ran || r.History.Ran
+	}
+	if !ran {
+		return
+	}
+	fmt.Fprintf(b, "\n## The history check\n\n"+
+		"The suite's `TestSaleHistoriesAreLinearizable`, per backend (`app/lab/history`): two server processes (this binary) on one MySQL and a Redis of the lab's own that fsyncs every write (`appendfsync always`), %d vouchers of %d units, %d shoppers of each, %d operations from 12 clients — half seckills, the rest reads of the stock and of the shopper's order, repeats included — an operator's reconcile of a random voucher on a random instance every 50 ms, and Redis SIGKILLed and restarted at 5%% and 33%% of the operations (nothing lost on disk, but a new `run_id` each time, so every voucher is verified and rebuilt). "+
+		"*Linearizable*: each voucher's history against a sequential model of a sale (Porcupine; a request with no answer may or may not have reserved). *Settled*: every order an answer named is in MySQL, no shopper holds two, the stock column is the stock less the rows, every row was answered to someone or belongs to a shopper whose request had no answer, and the audit finds no difference (within 30 s).\n\n",
+		historyVouchers, historyStock, historyUsers, historyOps)
+	b.WriteString("| backend | linearizable | settled | answers |\n|---|---|---|---|\n")
+	for _, r := range results {
+		h := r.History
+		if !h.Ran {
+			fmt.Fprintf(b, "| %s | %s | | |\n", r.Backend, h.Note)
+			continue
+		}
+		lin, settled := "yes", "yes"
+		switch {
+		case !h.Linearizable:
+			lin, settled = "**no**: "+h.Failure, "—"
+		case !h.Settled:
+			settled = "**no**: " + h.Failure
+		}
+		keys := make([]string, 0, len(h.Outcomes))
+		for k := range h.Outcomes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var answers []string
+		for _, k := range keys {
+			answers = append(answers, fmt.Sprintf("%s %d", k, h.Outcomes[k]))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.Backend, lin, settled, strings.Join(answers, ", "))
 	}
 }

@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,59 +76,16 @@ func checkHistory(t *testing.T, backend string) {
 	}
 	sale.Token = func(u int64) string { return tokens[u] }
 
-	rec := history.NewRecorder()
-	ctx, stop := context.WithCancel(context.Background())
-	var faults sync.WaitGroup
-	faults.Go(func() { // reconciles, on either instance, all along
-		for ctx.Err() == nil {
-			v := sale.Vouchers[rand.IntN(len(sale.Vouchers))]
-			base := sale.URLs[rand.IntN(len(sale.URLs))]
-			history.Admin(ctx, base, cfg.AdminToken, "POST", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/reconcile", nil)
-			time.Sleep(50 * time.Millisecond)
-		}
+	ops := history.Run(context.Background(), sale, history.Faults{
+		ReconcileEvery: 50 * time.Millisecond,
+		// Early in the sale, and later.
+		Kill: proc.Restart, KillAt: []float64{0.05, 0.33},
 	})
-	faults.Go(func() { // Redis killed twice: early in the sale, and later
-		for _, at := range []int{sale.Ops / 20, sale.Ops / 3} {
-			for ctx.Err() == nil && len(rec.Operations()) < at {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if ctx.Err() == nil {
-				proc.Restart()
-			}
-		}
-	})
-	history.Drive(ctx, sale, rec)
-	stop()
-	faults.Wait()
-
-	ops := rec.Operations()
-	outcomes := map[string]int{}
-	for _, op := range ops {
-		outcomes[op.Output.(history.Output).Outcome.String()]++
-	}
-	t.Logf("%s: %d operations %v", backend, len(ops), outcomes)
+	t.Logf("%s: %d operations %v", backend, len(ops), history.Outcomes(ops))
 	if err := history.Check(ops, stock, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	db := a.srv.Store().DB()
-	ledger := func(ctx context.Context, v int64) (map[int64]int64, int64, error) {
-		orders := map[int64]int64{}
-		rows, err := db.QueryContext(ctx, "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?", v)
-		if err != nil {
-			return nil, 0, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, user int64
-			if err := rows.Scan(&id, &user); err != nil {
-				return nil, 0, err
-			}
-			orders[id] = user
-		}
-		var left int64
-		err = db.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?", v).Scan(&left)
-		return orders, left, err
-	}
+	ledger := history.SQLLedger(a.srv.Store().DB().DB)
 	if err := history.Settle(context.Background(), sale, ops, ledger, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
