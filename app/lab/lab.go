@@ -74,7 +74,7 @@ type labResult struct {
 	RedisFaults []saleFaultResult
 	// History is the history check (lab_history.go).
 	History historyResult
-	Err         string
+	Err     string
 }
 
 // RunCompare is `seckill compare`: the same sale on every backend,
