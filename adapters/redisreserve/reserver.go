@@ -268,7 +268,11 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order) (keys []string,
 		deadline = d.UnixMilli()
 	}
 	args = make([]any, 0, 5+len(r.handoffArgs))
-	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), r.cfg.ShopperRate, deadline)
+	rate := r.cfg.ShopperRate
+	if core.WasAdmitted(ctx) {
+		rate = 0 // admit.lua counted this request already
+	}
+	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), rate, deadline)
 	return keys, append(args, r.handoffArgs...)
 }
 
