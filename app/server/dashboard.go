@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/app/svgchart"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -32,6 +33,13 @@ type dashboardQueue struct {
 	DeadLetters     *int64   `json:"deadLetters"`
 }
 
+type dashboardRedis struct {
+	// Evicting: the masters whose maxmemory-policy may evict keys, as
+	// "address (policy)"; EvictedKeys: their evicted_keys.
+	Evicting    []string `json:"evicting"`
+	EvictedKeys int64    `json:"evictedKeys"`
+}
+
 type dashboardPoint struct {
 	At        int64   `json:"at"` // unix seconds
 	OK        float64 `json:"ok"`
@@ -50,13 +58,18 @@ type dashboardSnapshot struct {
 	LatencyMs  map[string]float64 `json:"latencyMs"`
 	Totals     map[string]float64 `json:"totals"`
 	Queue      dashboardQueue     `json:"queue"`
-	History    []dashboardPoint   `json:"history"`
+	// Redis is what Redis says of eviction (nil on the embedded stand-in,
+	// which does not tell).
+	Redis   *dashboardRedis  `json:"redis"`
+	History []dashboardPoint `json:"history"`
 }
 
 // dashboard makes the snapshots.
 type dashboard struct {
 	api *api
 	now func() time.Time
+	// eviction is Redis's last word on eviction (nil: none, embedded).
+	eviction func() *redisreserve.EvictionState
 
 	mu       sync.Mutex
 	snapshot dashboardSnapshot
@@ -173,6 +186,11 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 		Totals: map[string]float64{}}
 	if b, ok := lookupBackend(a.backend); ok {
 		s.Iteration = b.Iteration
+	}
+	if d.eviction != nil {
+		if e := d.eviction(); e != nil {
+			s.Redis = &dashboardRedis{Evicting: e.Evicting(), EvictedKeys: e.Evicted}
+		}
 	}
 	if a.guarantees != nil {
 		g := *a.guarantees

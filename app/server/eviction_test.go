@@ -46,6 +46,11 @@ func TestARedisThatMayEvictIsRefusedUnlessAllowed(t *testing.T) {
 	if line := grepLines(h.metricsText(), "seckill_redis_evicting_masters{"); !strings.HasSuffix(line, "} 1") {
 		t.Fatalf("allowed to evict, /metrics does not count the evicting master: %q", line)
 	}
+	status, body := h.do("GET", "/api/dashboard", "", nil)
+	r, _ := body["redis"].(map[string]any)
+	if evicting, _ := r["evicting"].([]any); status != 200 || len(evicting) != 1 || !strings.Contains(evicting[0].(string), "volatile-ttl") {
+		t.Fatalf("allowed to evict, the dashboard says %d %v; want the master and its policy", status, body["redis"])
+	}
 	if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,9 @@ type Server struct {
 	// orderStore is the consumers' own pool on the same database (real
 	// MySQL only; the embedded SQLite has one connection): nil uses store.
 	orderStore *mysqlstore.Store
-	// eviction is what Redis said of eviction at start (checkEviction).
-	eviction redisreserve.EvictionState
+	// eviction is what Redis last said of eviction (checkEviction at
+	// start, then watchEviction), for the dashboard.
+	eviction atomic.Pointer[redisreserve.EvictionState]
 	queue    core.Queue
 	board    core.StockBoard
 	catalog  *core.Catalog
@@ -187,7 +188,7 @@ func (s *Server) wire(ctx context.Context) error {
 		g := s.queue.Guarantees()
 		a.guarantees = &g
 	}
-	a.dashboard = &dashboard{api: a, now: time.Now}
+	a.dashboard = &dashboard{api: a, now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}
 	s.http = a.newServer()
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)
@@ -303,7 +304,7 @@ func (s *Server) checkEviction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.eviction = st
+	s.eviction.Store(&st)
 	s.metrics.redisEvicted.Set(float64(st.Evicted))
 	s.metrics.redisEvicting.Set(float64(len(st.Evicting())))
 	evicting := st.Evicting()
@@ -329,7 +330,7 @@ const evictionCheckInterval = 5 * time.Second
 func (s *Server) watchEviction(ctx context.Context) {
 	t := time.NewTicker(evictionCheckInterval)
 	defer t.Stop()
-	last := s.eviction
+	last := *s.eviction.Load()
 	for {
 		select {
 		case <-ctx.Done():
@@ -350,6 +351,7 @@ func (s *Server) watchEviction(ctx context.Context) {
 				"evicted", st.Evicted-last.Evicted, "evicted_total", st.Evicted)
 		}
 		last = st
+		s.eviction.Store(&st)
 	}
 }
 

@@ -58,6 +58,11 @@ function render(d) {
     ["persisted per second", num(d.persistedPerSecond, 1)],
   ]);
   figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
+  const r = d.redis;
+  figures($("redis"), r ? [
+    ["may evict keys", r.evicting && r.evicting.length ? r.evicting.join(", ") : "no (noeviction)"],
+    ["evicted keys", num(r.evictedKeys)],
+  ] : [["eviction", "not told (embedded Redis)"]]);
   $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
   // The charts are drawn on the server, once a second for every viewer;
   // the query only makes each second's image a new one.
