@@ -57,6 +57,15 @@ type Consumer interface {
 	// Fetch blocks until at least one delivery is available, ctx is done
 	// (it then returns ctx.Err()), or the queue has nothing for a while (it
 	// then returns no deliveries and no error, so the caller can check ctx).
+	//
+	// Fetch never returns a delivery this process still holds: fetched by
+	// any of its consumers and not yet acked or dead-lettered, however
+	// long it is held (the pipeline fetches a batch before it acks the
+	// previous one, and a failing store holds one for as long as it
+	// fails). A delivery that reached the backend's bookkeeping and never
+	// this consumer (a reply lost to a broken connection) is delivered,
+	// once, later. The conformance suite (core/queuetest) holds every
+	// backend to both.
 	Fetch(ctx context.Context, max int) ([]Delivery, error)
 	// Ack marks deliveries done. Acking twice is harmless.
 	Ack(ctx context.Context, ds []Delivery) error

@@ -56,3 +56,28 @@ func TestScriptsDocumentKeysArgvAndReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitKeepsTheScriptsLimit: admit.lua counts a request against the
+// same limit as seckill.lua, so its GCRA must be the script's, line for
+// line, on the same key.
+func TestAdmitKeepsTheScriptsLimit(t *testing.T) {
+	gcra := func(name, src, key string) []string {
+		start := strings.Index(src, "local interval = 1000 / rate")
+		end := strings.Index(src, "redis.call('SET', "+key+", nextTat, 'PX', math.ceil(nextTat - now))")
+		if start < 0 || end < start {
+			t.Fatalf("%s: the GCRA block is not where this test looks for it", name)
+		}
+		var lines []string
+		for _, l := range strings.Split(src[start:end], "\n") {
+			l = strings.TrimSpace(strings.ReplaceAll(l, key, "KEY"))
+			if l != "" && !strings.HasPrefix(l, "return") {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	script, admit := gcra("seckill.lua", lua.Seckill, "KEYS[5]"), gcra("admit.lua", lua.Admit, "KEYS[1]")
+	if strings.Join(script, "\n") != strings.Join(admit, "\n") {
+		t.Fatalf("admit.lua's limit drifted from seckill.lua's:\n%s\n---\n%s", strings.Join(admit, "\n"), strings.Join(script, "\n"))
+	}
+}

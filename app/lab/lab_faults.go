@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 	"github.com/seckill-lab/seckill/app/server"
 )
 
@@ -80,13 +81,13 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 	// strikes with orders still waiting.
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err == nil {
-		f.proxy, err = startProxy(dsn.Addr, faultDBDelay)
+		f.proxy, err = faultproxy.Start(dsn.Addr, faultDBDelay)
 	}
 	if err != nil {
 		return notRun(err.Error())
 	}
-	defer f.proxy.close()
-	dsn.Addr = f.proxy.addr()
+	defer f.proxy.Close()
+	dsn.Addr = f.proxy.Addr()
 	f.cfg.MySQLDSN = dsn.FormatDSN()
 	// Method expressions, not method values: a method value would copy f
 	// now, and every step would run on the key prefix of the first.
@@ -120,7 +121,7 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 const faultDBDelay = 3 * time.Millisecond
 
 type faultLab struct {
-	proxy *tcpProxy
+	proxy *faultproxy.Proxy
 	// vouchers are those the faults opened, dropped at the end.
 	vouchers *[]int64
 	cfg      server.Config
@@ -232,9 +233,9 @@ func (f faultLab) mysqlOutage() faultResult {
 		return faultResult{Note: err.Error()}
 	}
 	struck := f.strike(voucher, accepted)
-	f.proxy.setDown(true)
+	f.proxy.SetDown(true)
 	time.Sleep(10 * time.Second)
-	f.proxy.setDown(false)
+	f.proxy.SetDown(false)
 	return f.recover(p, voucher, accepted, struck, time.Now())
 }
 

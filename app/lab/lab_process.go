@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -174,121 +172,6 @@ func metricValue(base, prefix string) float64 {
 		}
 	}
 	return 0
-}
-
-// tcpProxy forwards to target until it is taken down: then it drops every
-// connection and refuses new ones, as an unreachable server would.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	// delay is added before each chunk sent to the target: a slower
-	// database, so that a fault lands in the middle of a drain.
-	delay time.Duration
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	down  bool
-	// silent: every byte either way is swallowed and the connections stay
-	// open — a partition without a reset, where only deadlines help.
-	silent atomic.Bool
-}
-
-func startProxy(target string, delay time.Duration) (*tcpProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &tcpProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	return p, nil
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
-		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.track(c, up)
-		go p.pipe(up, c, p.delay)
-		go p.pipe(c, up, 0)
-	}
-}
-
-func (p *tcpProxy) track(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-}
-
-func (p *tcpProxy) pipe(dst, src net.Conn, delay time.Duration) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.silent.Load() {
-			if delay > 0 {
-				time.Sleep(delay)
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	dst.Close()
-	src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// setDown takes the target away (dropping live connections) or back.
-func (p *tcpProxy) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-	if down {
-		for c := range p.conns {
-			c.Close()
-		}
-	}
-}
-
-// blackhole swallows everything for d, connections left open, then resets
-// them (what a partition that heals looks like to a client: its
-// connections, half-spoken, are dead) and forwards again.
-func (p *tcpProxy) blackhole(d time.Duration) {
-	p.silent.Store(true)
-	time.Sleep(d)
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.silent.Store(false)
-}
-
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.setDown(true)
 }
 
 // dropKeys deletes a run's keys from a real Redis, so the lab and the

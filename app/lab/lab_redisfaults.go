@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/app/server"
 )
@@ -158,15 +159,15 @@ func (f faultLab) failover(t *labT, wait bool) saleFaultResult {
 // a restart), then resets them.
 func (f faultLab) redisUnreachable(t *labT) saleFaultResult {
 	rp := redistopology.StartRedisProcess(t)
-	px, err := startProxy("127.0.0.1:"+strconv.Itoa(rp.Port), 0)
+	px, err := faultproxy.Start("127.0.0.1:"+strconv.Itoa(rp.Port), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(px.close)
-	return f.saleUnderFault(t, "redis://"+px.addr()+"/0", nil, func(s *faultedSale) {
+	t.Cleanup(px.Close)
+	return f.saleUnderFault(t, "redis://"+px.Addr()+"/0", nil, func(s *faultedSale) {
 		s.waitAccepted(saleFaultStock / 4)
 		s.strikeNow()
-		px.blackhole(outageFor)
+		px.Blackhole(outageFor)
 	})
 }
 
@@ -177,7 +178,7 @@ func (f faultLab) mysqlUnreachable(t *labT) saleFaultResult {
 	return f.saleUnderFault(t, rp.URL(), nil, func(s *faultedSale) {
 		s.waitAccepted(saleFaultStock / 4)
 		s.strikeNow()
-		f.proxy.blackhole(outageFor)
+		f.proxy.Blackhole(outageFor)
 	})
 }
 
