@@ -405,7 +405,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.cfg.EmbeddedRedis() {
 		wg.Go(func() { s.watchEviction(pipeCtx) })
 	}
-	if s.nudges != nil && s.cfg.AnswerMemo > 0 {
+	if s.nudges != nil { // the sold-out memo and the unknown vouchers both forget on a nudge
 		wg.Go(func() {
 			s.nudges.Listen(pipeCtx,
 				func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
