@@ -105,8 +105,9 @@ func (f faultLab) runRedisFaults() []saleFaultResult {
 			out[i] = saleFaultResult{Note: note}
 		}
 		if r := out[i]; r.Ran {
-			f.progress("[%s]   accepted %d of %d; lost %d, twice %d, oversold %d, unconfirmed %d (%d persisted anyway); an order accepted %v after the fault",
-				f.cfg.Queue, r.Accepted, r.Stock, r.Lost, r.Twice, r.Oversold, r.Unconfirmed, r.UnconfirmedKept, round(r.Correct))
+			f.progress("[%s]   accepted %d of %d; lost %d, twice %d, oversold %d, unconfirmed %d (%d persisted anyway); an order accepted %v after the fault; %d × 503, %d unanswered, slowest %v, %d keys evicted",
+				f.cfg.Queue, r.Accepted, r.Stock, r.Lost, r.Twice, r.Oversold, r.Unconfirmed, r.UnconfirmedKept, round(r.Correct),
+				r.Unavailable, r.Unanswered, round(r.Slowest), r.Evicted)
 		} else {
 			f.progress("[%s]   %s", f.cfg.Queue, r.Note)
 		}
