@@ -5,9 +5,10 @@
 -- may have restored since) changes nothing.
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
--- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch, total
+-- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch,
+--            total, and the fence: fence (a rebuild's token), fenceUntil
+--            (unix ms, Redis's clock; see fence_voucher.lua)
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
--- KEYS[4] -> seckill:fence:{shard}:voucherId    string: the rebuild's token
 --
 -- ARGV[1] -> the rebuild's fence token
 -- ARGV[2] -> window begin (unix ms)
@@ -20,7 +21,10 @@
 --   1   restored
 --   0   the fence is not this rebuild's (expired, or another's): nothing done
 
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fence = redis.call('HMGET', KEYS[2], 'fence', 'fenceUntil')
+if fence[1] ~= ARGV[1] or tonumber(fence[2]) <= now then
   return 0
 end
 redis.call('DEL', KEYS[3])
@@ -32,5 +36,4 @@ redis.call('DEL', KEYS[2])
 local total = tonumber(ARGV[4]) + math.floor((#ARGV - 5) / 2)
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total)
 redis.call('SET', KEYS[1], ARGV[4])
-redis.call('DEL', KEYS[4])
 return 1

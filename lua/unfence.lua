@@ -1,13 +1,14 @@
 -- unfence.lua: lifts a rebuild's fence if it is still this rebuild's, so a
--- failed rebuild does not hold the voucher until the fence expires.
+-- failed rebuild does not hold the voucher until the fence lapses.
 --
--- KEYS[1] -> seckill:fence:{shard}:voucherId   string: the rebuild's token
+-- KEYS[1] -> seckill:window:{shard}:voucherId   hash: fence (the rebuild's
+--            token), fenceUntil (see fence_voucher.lua)
 --
 -- ARGV[1] -> the rebuild's fence token
 --
 -- Returns 1 if lifted, 0 if the fence was not this rebuild's.
 
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+if redis.call('HGET', KEYS[1], 'fence') == ARGV[1] then
+  return redis.call('HDEL', KEYS[1], 'fence', 'fenceUntil')
 end
 return 0

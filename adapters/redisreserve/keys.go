@@ -55,9 +55,6 @@ func (k Keys) Limit(voucherID, userID int64) string {
 	return k.voucherKey("limit", voucherID) + ":" + strconv.FormatInt(userID, 10)
 }
 
-// Fence is the key a rebuild of the voucher holds (core.LiveSale.Fence).
-func (k Keys) Fence(voucherID int64) string { return k.voucherKey("fence", voucherID) }
-
 // ShardKey is a queue's key for one shard: name, then the shard's tag.
 // A queue fed by the reservation uses it so that its key shares the slot
 // of the vouchers of its shard.

@@ -17,8 +17,9 @@ import (
 // The Reserver is also the live side of recovery (core.LiveSale): each
 // voucher's window hash records the incarnation of Redis (Identity) its
 // state was written in, a rebuild fences the voucher by removing its stock
-// while it holds seckill:fence:{shard}:id, and restore_voucher.lua writes
-// the rebuilt state and lifts the fence at once.
+// while it holds the fence (two fields of the window hash: see
+// fence_voucher.lua), and restore_voucher.lua writes the rebuilt state and
+// lifts the fence at once.
 
 var (
 	fenceScript   = redis.NewScript(lua.FenceVoucher)
@@ -67,7 +68,7 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 // Fence implements core.LiveSale.
 func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	token := rand.Text()
-	n, err := fenceScript.Run(ctx, r.rdb, []string{r.keys.Fence(voucherID), r.keys.Stock(voucherID)},
+	n, err := fenceScript.Run(ctx, r.rdb, []string{r.keys.Window(voucherID), r.keys.Stock(voucherID)},
 		token, ttl.Milliseconds()).Int()
 	if err != nil {
 		return "", false, fmt.Errorf("redisreserve: fence voucher %d: %w", voucherID, err)
@@ -84,7 +85,7 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 		args = append(args, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10))
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
-		[]string{r.keys.Stock(v.ID), r.keys.Window(v.ID), r.keys.Orders(v.ID), r.keys.Fence(v.ID)}, args...).Int()
+		[]string{r.keys.Stock(v.ID), r.keys.Window(v.ID), r.keys.Orders(v.ID)}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
 	}
@@ -96,13 +97,32 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 
 // Unfence implements core.LiveSale.
 func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) error {
-	return unfenceScript.Run(ctx, r.rdb, []string{r.keys.Fence(voucherID)}, token).Err()
+	return unfenceScript.Run(ctx, r.rdb, []string{r.keys.Window(voucherID)}, token).Err()
 }
 
 // Fenced implements core.LiveSale.
 func (r *Reserver) Fenced(ctx context.Context, voucherID int64) (bool, error) {
-	n, err := r.rdb.Exists(ctx, r.keys.Fence(voucherID)).Result()
-	return n == 1, err
+	var fence *redis.SliceCmd
+	var now *redis.TimeCmd
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fence = p.HMGet(ctx, r.keys.Window(voucherID), "fence", "fenceUntil")
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("redisreserve: fenced: %w", err)
+	}
+	return fencedAt(fence.Val(), now.Val()), nil
+}
+
+// fencedAt reads a window's fence fields against Redis's clock.
+func fencedAt(fields []any, now time.Time) bool {
+	if len(fields) != 2 || fields[0] == nil {
+		return false
+	}
+	until, _ := fields[1].(string)
+	ms, err := strconv.ParseInt(until, 10, 64)
+	return err == nil && ms > now.UnixMilli()
 }
 
 var _ core.LiveSale = (*Reserver)(nil)
@@ -113,19 +133,21 @@ func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveSta
 		stock  *redis.StringCmd
 		epoch  *redis.StringCmd
 		buyers *redis.MapStringStringCmd
-		fence  *redis.IntCmd
+		fence  *redis.SliceCmd
+		now    *redis.TimeCmd
 	)
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		stock = p.Get(ctx, r.keys.Stock(voucherID))
 		epoch = p.HGet(ctx, r.keys.Window(voucherID), "epoch")
 		buyers = p.HGetAll(ctx, r.keys.Orders(voucherID))
-		fence = p.Exists(ctx, r.keys.Fence(voucherID))
+		fence = p.HMGet(ctx, r.keys.Window(voucherID), "fence", "fenceUntil")
+		now = p.Time(ctx)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return core.LiveState{}, fmt.Errorf("redisreserve: live state: %w", err)
 	}
-	s := core.LiveState{Buyers: map[int64]int64{}, Fenced: fence.Val() == 1, VerifiedIn: epoch.Val()}
+	s := core.LiveState{Buyers: map[int64]int64{}, Fenced: fencedAt(fence.Val(), now.Val()), VerifiedIn: epoch.Val()}
 	if n, err := stock.Int64(); err == nil {
 		s.Present, s.Stock = true, n
 	}

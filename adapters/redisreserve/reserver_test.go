@@ -419,3 +419,56 @@ func TestAReservationPastItsDeadlineReservesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestARebuildsFenceIsNoKeyWithATimeToLive: the fence is held by one
+// rebuild at a time, lapses by Redis's clock, and lives in the voucher's
+// window hash — no key with a time to live of its own, which a Redis
+// under a volatile-* eviction policy would evict first, letting two
+// rebuilds race.
+func TestARebuildsFenceIsNoKeyWithATimeToLive(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		s := newSale(t, r, "stream")
+		s.load(t, 1, 5, past(), future())
+		ctx := context.Background()
+		token, ok, err := s.res.Fence(ctx, 1, 300*time.Millisecond)
+		if err != nil || !ok {
+			t.Fatalf("fence: %v %v", ok, err)
+		}
+		if _, again, _ := s.res.Fence(ctx, 1, time.Second); again {
+			t.Fatal("a second rebuild took the fence the first holds")
+		}
+		if fenced, err := s.res.Fenced(ctx, 1); err != nil || !fenced {
+			t.Fatalf("fenced: %v %v, want true", fenced, err)
+		}
+		keys := []string{s.keys.Window(1), s.keys.Orders(1)}
+		if r.Name != "cluster" { // KEYS asks one node of a cluster
+			keys = r.Client.Keys(ctx, r.Prefix+"*").Val()
+		}
+		for _, k := range keys {
+			if ttl := r.Client.PTTL(ctx, k).Val(); ttl >= 0 {
+				t.Fatalf("%s has a time to live (%v) while fenced", k, ttl)
+			}
+		}
+		if n := r.Client.Exists(ctx, s.keys.Stock(1)).Val(); n != 0 {
+			t.Fatal("the stock is still there under the fence: reservations would run")
+		}
+		if err := s.res.Unfence(ctx, 1, "not-"+token); err != nil {
+			t.Fatal(err)
+		}
+		if fenced, _ := s.res.Fenced(ctx, 1); !fenced {
+			t.Fatal("another token lifted the fence")
+		}
+		if r.Mini != nil {
+			r.Mini.FastForward(400 * time.Millisecond)
+			r.Mini.SetTime(time.Now().Add(400 * time.Millisecond))
+		} else {
+			time.Sleep(400 * time.Millisecond)
+		}
+		if fenced, _ := s.res.Fenced(ctx, 1); fenced {
+			t.Fatal("the fence did not lapse")
+		}
+		if _, ok, _ := s.res.Fence(ctx, 1, time.Second); !ok {
+			t.Fatal("a lapsed fence could not be taken again")
+		}
+	})
+}
