@@ -155,6 +155,14 @@ func (b *browser) screenshot(p *rod.Page, name string, width, height int, mobile
 }
 
 // waitJS waits until the expression is true in the page.
+// open navigates p to url and waits for the page to load: a script
+// evaluated before that would run in the page it leaves (about:blank).
+func (b *browser) open(p *rod.Page, what, url string) {
+	b.t.Helper()
+	b.must(what, p.Navigate(url))
+	b.must(what+": load", p.WaitLoad())
+}
+
 func (b *browser) waitJS(p *rod.Page, what, expr string) {
 	b.t.Helper()
 	b.must(what, p.Wait(rod.Eval(`() => `+expr)))
@@ -202,14 +210,14 @@ func TestTheStorefrontSellsInABrowser(t *testing.T) {
 		card := `li[data-voucher="` + idString(int64(body["id"].(float64))) + `"]`
 
 		watcher := b.page()
-		b.must("open / in the second tab", watcher.Navigate(h.base+"/"))
+		b.open(watcher, "open / in the second tab", h.base+"/")
 		b.waitJS(watcher, "the second tab shows the voucher", `document.querySelector('`+card+` .stock') !== null`)
 		if got := b.text(watcher, card+" .stock"); got != "3 left" {
 			t.Fatalf("the stock shown before the sale: %q", got)
 		}
 
 		shop := b.page()
-		b.must("open /", shop.Navigate(h.base+"/"))
+		b.open(shop, "open /", h.base+"/")
 		b.waitJS(shop, "the voucher is listed", `document.querySelector('`+card+` .title') !== null`)
 		if got := b.text(shop, card+" .title"); got != title {
 			t.Fatalf("the title shows as %q, want the markup as text %q", got, title)
@@ -252,13 +260,13 @@ func TestTheBrowserHarnessCatchesConsoleErrorsAndFailedRequests(t *testing.T) {
 	defer srv.Close()
 
 	p := b.page()
-	b.must("open the page with a console error", p.Navigate(srv.URL+"/console"))
+	b.open(p, "open the page with a console error", srv.URL+"/console")
 	time.Sleep(500 * time.Millisecond)
 	got := strings.Join(b.seen(), "\n")
 	if !strings.Contains(got, "console error: broken on purpose") || !strings.Contains(got, "uncaught exception") {
 		t.Fatalf("the harness missed the console error or the exception; it saw:\n%s", got)
 	}
-	b.must("open the page with a missing file", p.Navigate(srv.URL+"/missing"))
+	b.open(p, "open the page with a missing file", srv.URL+"/missing")
 	b.must("load it", p.WaitLoad())
 	time.Sleep(500 * time.Millisecond)
 	if got := strings.Join(b.seen(), "\n"); !strings.Contains(got, "request answered 404") || !strings.Contains(got, "nowhere.js") {

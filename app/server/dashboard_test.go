@@ -71,7 +71,7 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		b := newBrowser(t)
 		p := b.page()
-		b.must("open /dashboard", p.Navigate(h.base+"/dashboard"))
+		b.open(p, "open /dashboard", h.base+"/dashboard")
 		b.waitJS(p, "the backend is shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`'`)
 		voucher := h.openVoucher(3)
 		for u := int64(1); u <= 5; u++ {
@@ -134,7 +134,7 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		b := newBrowser(t)
 		p := b.page()
-		b.must("open /dashboard", p.Navigate(h.base+"/dashboard"))
+		b.open(p, "open /dashboard", h.base+"/dashboard")
 		b.waitJS(p, "the page is up", `document.getElementById('backend').textContent !== ''`)
 		b.input(p, "#admin-token", "wrong-token")
 		b.input(p, "#new-title", "Operator's <b>voucher</b>")
