@@ -243,14 +243,14 @@ func Model(stock int64) porcupine.Model {
 // operations around the point where no linearization goes further.
 func Check(ops []porcupine.Operation, stock int64, timeout time.Duration) error {
 	model := Model(stock)
-	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	switch res {
 	case porcupine.Ok:
 		return nil
 	case porcupine.Unknown:
 		return fmt.Errorf("history of %d operations: not decided within %v", len(ops), timeout)
 	}
-	return fmt.Errorf("history of %d operations is not linearizable: %s", len(ops), describeIllegal(model, info, ops))
+	return fmt.Errorf("history of %d operations is not linearizable: %s", len(ops), describeIllegal(model, ops))
 }
 
 // maxListed bounds the operations a failure lists.
@@ -258,7 +258,7 @@ var maxListed = 60
 
 // describeIllegal names the vouchers whose histories fail and lists, for
 // the first, the operations no linearization could place.
-func describeIllegal(model porcupine.Model, info porcupine.LinearizationInfo, ops []porcupine.Operation) string {
+func describeIllegal(model porcupine.Model, ops []porcupine.Operation) string {
 	var failing []int64
 	for _, part := range model.Partition(ops) {
 		if !porcupine.CheckOperations(model, part) {
@@ -289,6 +289,5 @@ func describeIllegal(model porcupine.Model, info porcupine.LinearizationInfo, op
 		}
 		fmt.Fprintf(&b, "\n  [%.3fs, %s] client %d: %s", float64(op.Call)/1e9, ret, op.ClientId, model.DescribeOperation(op.Input, op.Output))
 	}
-	_ = info
 	return b.String()
 }
