@@ -226,3 +226,28 @@ func TestOrdersReadBeforeTheLossAreRepairedOnce(t *testing.T) {
 		t.Fatalf("a second repair took the stock again: %d", s.Stock)
 	}
 }
+
+// TestForgetAllRebuildsEveryVerifiedVoucherOnce: a queue whose stream
+// vanished under an unchanged Redis reports it; every voucher verified so
+// far is rebuilt before its next use — although its state looks whole and
+// its incarnation is the same — once, and then trusted again.
+func TestForgetAllRebuildsEveryVerifiedVoucherOnce(t *testing.T) {
+	live := newFakeLive("run-1")
+	r := core.NewRecovery(live, fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}, nil, nil, nil)
+	ctx := context.Background()
+	if err := r.Ensure(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	if n := live.restores.Load(); n != 1 {
+		t.Fatalf("%d rebuilds of a voucher first seen, want 1", n)
+	}
+	r.ForgetAll()
+	for range 3 {
+		if err := r.Ensure(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := live.restores.Load(); n != 2 {
+		t.Fatalf("%d rebuilds after ForgetAll and three uses, want 2 (one more)", n)
+	}
+}

@@ -54,7 +54,7 @@ func (q *Queue) claim(ctx context.Context) error {
 		Count:    claimBatch,
 	}).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		return q.ensureGroup(ctx)
+		return q.vanished(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("streamgroup: xautoclaim: %w", err)

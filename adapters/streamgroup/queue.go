@@ -52,6 +52,11 @@ type Config struct {
 	// Block is how long one XREADGROUP waits for new entries; it bounds
 	// how fast a consumer notices shutdown. Default 1s.
 	Block time.Duration
+	// Forgotten, if set, is told when the stream or its group has vanished
+	// under the consumers (NOGROUP: deleted, or evicted by a Redis that
+	// evicts keys): the entries it held are gone, and the sale's state
+	// must be rebuilt (core.Recovery.ForgetAll).
+	Forgotten func()
 	// TrimInterval is how often acknowledged entries are trimmed; entries
 	// younger than TrimRetention are kept, for inspection. Defaults 10s and
 	// 10m; a negative TrimRetention keeps nothing that was acknowledged.
@@ -120,6 +125,18 @@ func (q *Queue) ensureGroup(ctx context.Context) error {
 		return fmt.Errorf("streamgroup: create group %s on %s: %w", q.cfg.Group, q.cfg.Stream, err)
 	}
 	return nil
+}
+
+// vanished handles a stream or group found gone (NOGROUP): deleted, or
+// evicted, with the orders it held. It says so (Forgotten), and recreates
+// the group rather than fail for ever.
+func (q *Queue) vanished(ctx context.Context) error {
+	q.log.Error("consumer group missing: the stream or its group vanished with the orders it held; recreating it, and rebuilding the sale",
+		"stream", q.cfg.Stream, "group", q.cfg.Group)
+	if q.cfg.Forgotten != nil {
+		q.cfg.Forgotten()
+	}
+	return q.ensureGroup(ctx)
 }
 
 func (q *Queue) Name() string { return Name }
@@ -228,8 +245,7 @@ func (c *consumer) readNew(ctx context.Context, max int) ([]core.Delivery, error
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
 		// The stream was deleted (FLUSHALL, an operator): recreate the group
 		// rather than fail forever.
-		c.q.log.Warn("consumer group missing, recreating", "stream", c.q.cfg.Stream, "group", c.q.cfg.Group)
-		return nil, c.q.ensureGroup(ctx)
+		return nil, c.q.vanished(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("streamgroup: xreadgroup: %w", err)

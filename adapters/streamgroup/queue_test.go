@@ -2,6 +2,7 @@ package streamgroup_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,6 +350,38 @@ func TestEntriesStrandedUnderALiveConsumerAreAdopted(t *testing.T) {
 		}
 		if ds, _ := c.Fetch(context.Background(), 10); len(ds) != 0 {
 			t.Fatalf("fetched %d more while holding the adopted ones", len(ds))
+		}
+	})
+}
+
+// TestAVanishedStreamIsReportedAndRecreated: the stream deleted under the
+// consumers (an operator, or an evicting Redis) took its orders and group
+// with it. The consumer says so (Config.Forgotten, which the server turns
+// into rebuilding the sale) and recreates the group, and orders added
+// afterwards are delivered.
+func TestAVanishedStreamIsReportedAndRecreated(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		var forgotten atomic.Int64
+		q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+			Stream: r.Prefix + "orders", ConsumerPrefix: "p", Block: 50 * time.Millisecond,
+			Forgotten: func() { forgotten.Add(1) },
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := consumer(t, q, 0)
+		publish(t, r, q, 1)
+		fetchN(t, c, 1)
+		if err := r.Client.Del(context.Background(), q.Stream()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, r, q, 2) // XADD makes a stream without the group
+		got := fetchN(t, c, 1)
+		if ids := orderIDs(t, got); len(ids) != 1 || ids[2] == 0 {
+			t.Fatalf("after the stream vanished: %v, want order 2", ids)
+		}
+		if n := forgotten.Load(); n != 1 {
+			t.Fatalf("Forgotten called %d times, want once", n)
 		}
 	})
 }

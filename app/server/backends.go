@@ -59,6 +59,10 @@ type Deps struct {
 	// fed by the reservation is opened once.
 	Shards core.Shards
 	Shard  int
+	// Forgotten is for a queue to call when its Redis state vanished under
+	// an unchanged Redis (a stream or group gone): the server then
+	// rebuilds every voucher before its next use.
+	Forgotten func()
 	// legacy: the key layout before shards (only to check old queues).
 	legacy bool
 }

@@ -59,7 +59,7 @@ func init() {
 		Iteration: "Stream + consumer group: XREADGROUP, XACK after the commit, XAUTOCLAIM, dead letters",
 		Open: func(ctx context.Context, d Deps) (core.Queue, error) {
 			return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.QueueKey("orders"),
-				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName}, d.Log)
+				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName, Forgotten: d.Forgotten}, d.Log)
 		},
 	})
 	builtinBackends = Backends()

@@ -163,6 +163,7 @@ func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int
 	for i := range count {
 		d := base
 		d.Config, d.Redis, d.Store, d.Log, d.Shard = s.cfg, s.rdb, s.store, s.log, i
+		d.Forgotten = s.forgotten
 		q, err := b.Open(ctx, d)
 		if err != nil {
 			closeAll()

@@ -297,6 +297,16 @@ func (s *Server) connectRedis(ctx context.Context) error {
 	return s.checkEviction(ctx)
 }
 
+// forgotten is what a queue calls when its Redis state vanished under an
+// unchanged Redis (Deps.Forgotten): every voucher is rebuilt before its
+// next use. The recovery is wired after the queues are opened; a queue
+// reports only once its consumers run.
+func (s *Server) forgotten() {
+	if s.recovery != nil {
+		s.recovery.ForgetAll()
+	}
+}
+
 // checkEviction refuses a Redis that may evict the sale's keys, unless the
 // operator allows it (SECKILL_REDIS_ALLOW_EVICTION=1).
 func (s *Server) checkEviction(ctx context.Context) error {
