@@ -60,11 +60,12 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		}
 		generation = s.memo.Generation()
 	}
-	if s.recovery != nil {
-		if limit, ok := s.reserver.(ShopperLimit); ok && !s.recovery.Trusted(ctx, voucherID) {
-			// Ensure may look the voucher up (Redis, then the database):
-			// the shopper's limit comes first, or made-up ids would skip
-			// it, since only the reservation script counts it otherwise.
+	// A voucher verified in this incarnation needs nothing more (Trusted
+	// is Ensure's fast path). Otherwise Ensure may look it up (Redis, then
+	// the database): the shopper's limit comes first, or made-up ids would
+	// skip it, since only the reservation script counts it otherwise.
+	if s.recovery != nil && !s.recovery.Trusted(ctx, voucherID) {
+		if limit, ok := s.reserver.(ShopperLimit); ok {
 			r, err := limit.Admit(ctx, userID, voucherID)
 			if err != nil {
 				return 0, Wrap("seckill: admit", CodeUnavailable, err)

@@ -79,6 +79,18 @@ func saleAfterLoss(t *testing.T, h *harness, voucher, stock, sold int64) {
 	}
 }
 
+// forgetSale deletes every key of the server's sale under the running
+// Redis: what an operator's FLUSHALL, or an eviction, does.
+func forgetSale(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := h.srv.rdb.Keys(ctx, h.cfg.KeyPrefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the sale's keys: %v %v", keys, err)
+	}
+	h.srv.rdb.Del(ctx, keys...)
+}
+
 func waitReady(t *testing.T, h *harness) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -115,12 +127,7 @@ func TestForgottenKeysAreRebuilt(t *testing.T) {
 				const stock, sold = 20, 5
 				voucher := h.openVoucher(stock)
 				buyers(t, h, voucher, 1, sold)
-				ctx := context.Background()
-				keys, err := h.srv.rdb.Keys(ctx, h.cfg.KeyPrefix+"*").Result()
-				if err != nil || len(keys) == 0 {
-					t.Fatalf("the sale's keys: %v %v", keys, err)
-				}
-				h.srv.rdb.Del(ctx, keys...)
+				forgetSale(t, h)
 				saleAfterLoss(t, h, voucher, stock, sold)
 			})
 		})
@@ -138,12 +145,7 @@ func TestAnOrderReadFirstAfterRedisForgotIsFound(t *testing.T) {
 		const stock, sold = 10, 3
 		voucher := h.openVoucher(stock)
 		buyers(t, h, voucher, 1, sold)
-		ctx := context.Background()
-		keys, err := h.srv.rdb.Keys(ctx, h.cfg.KeyPrefix+"*").Result()
-		if err != nil || len(keys) == 0 {
-			t.Fatalf("the sale's keys: %v %v", keys, err)
-		}
-		h.srv.rdb.Del(ctx, keys...)
+		forgetSale(t, h)
 		for u := int64(1); u <= sold; u++ {
 			status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(u), nil)
 			if status != 200 || body["status"] != "created" {
