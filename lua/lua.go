@@ -53,3 +53,18 @@ var RepairOrder string
 //
 //go:embed admit.lua
 var Admit string
+
+// IssueCode makes a new login code a phone's current one.
+//
+//go:embed issue_code.lua
+var IssueCode string
+
+// CheckCode judges one guess at a phone's login code (compare, count, burn).
+//
+//go:embed check_code.lua
+var CheckCode string
+
+// WithdrawCode takes back a login code that could not be delivered.
+//
+//go:embed withdraw_code.lua
+var WithdrawCode string

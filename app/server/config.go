@@ -5,12 +5,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Config is the whole configuration, read from the environment. Each field
@@ -45,7 +49,27 @@ type Config struct {
 	// always asks. Stock that comes back is nudged to every instance at
 	// once; AnswerMemo bounds the wait when a nudge is lost.
 	AnswerMemo time.Duration // SECKILL_ANSWER_MEMO
-	DevCodes   bool          // SECKILL_DEV_CODES
+	// DevCodes returns each login code in the response to whoever asks:
+	// for the stand-ins, demos and tests. With real servers it takes
+	// SECKILL_DEV_CODES=force, which sets DevCodesForced (warned of at
+	// start and on the dashboard).
+	DevCodes       bool // SECKILL_DEV_CODES
+	DevCodesForced bool
+	// CodeSender names the registered sender that delivers login codes
+	// (RegisterCodeSender); empty: none (only dev codes can log in).
+	CodeSender string // SECKILL_CODE_SENDER; default "webhook" when CodeWebhookURL is set
+	// CodeWebhookURL and CodeWebhookSecret configure the webhook sender.
+	CodeWebhookURL    string // SECKILL_CODE_WEBHOOK_URL
+	CodeWebhookSecret string // SECKILL_CODE_WEBHOOK_SECRET
+	// PhoneRegion reads numbers written without a country code.
+	PhoneRegion string // SECKILL_PHONE_REGION
+	// LoginRate: login attempts per client address per minute (0: no
+	// limit); each code's own guess limit comes on top.
+	LoginRate int // SECKILL_LOGIN_RATE
+	// TrustedProxies are the load balancers whose proxy header names the
+	// client; empty: the peer is the client.
+	TrustedProxies []netip.Prefix // SECKILL_TRUSTED_PROXIES
+	ProxyHeader    string         // SECKILL_PROXY_HEADER
 	// DemoSale opens two vouchers at start, one on sale and one opening in
 	// two minutes, so the storefront shows a sale at once (embedded mode).
 	DemoSale bool // SECKILL_DEMO_SALE
@@ -112,7 +136,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		ConsumerName: get("SECKILL_CONSUMER_NAME", ""),
 		LogFormat:    get("SECKILL_LOG_FORMAT", "text"),
 		PprofAddr:    get("SECKILL_PPROF_ADDR", ""),
-		lookup:       lookup,
+		PhoneRegion:  strings.ToUpper(get("SECKILL_PHONE_REGION", "CN")),
+		ProxyHeader:  get("SECKILL_PROXY_HEADER", fiber.HeaderXForwardedFor),
+
+		CodeWebhookURL:    get("SECKILL_CODE_WEBHOOK_URL", ""),
+		CodeWebhookSecret: get("SECKILL_CODE_WEBHOOK_SECRET", ""),
+		lookup:            lookup,
 	}
 	var err error
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
@@ -180,7 +209,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		c.AnswerMemo = d
 	}
 	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
-	if c.DevCodes, err = boolVar(lookup, "SECKILL_DEV_CODES", embedded); err != nil {
+	if err := c.loadLogin(lookup, embedded); err != nil {
 		return c, err
 	}
 	if c.DemoSale, err = boolVar(lookup, "SECKILL_DEMO_SALE", embedded); err != nil {
@@ -206,6 +235,14 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.CodeRate, err = intVar(lookup, "SECKILL_CODE_RATE", 20, 0, 1_000_000); err != nil {
 		return c, err
+	}
+	if c.LoginRate, err = intVar(lookup, "SECKILL_LOGIN_RATE", 30, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	if v := get("SECKILL_TRUSTED_PROXIES", ""); v != "" {
+		if c.TrustedProxies, err = parseTrustedProxies(v); err != nil {
+			return c, &configError{"SECKILL_TRUSTED_PROXIES", v, err.Error() + "; want addresses or CIDR ranges, comma-separated"}
+		}
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, &configError{"SECKILL_LOG_FORMAT", c.LogFormat, "want text or json"}
@@ -235,6 +272,48 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
 	}
 	return c, nil
+}
+
+// loadLogin reads how shoppers log in: dev codes, the code sender, the
+// phone region.
+func (c *Config) loadLogin(lookup func(string) (string, bool), embedded bool) error {
+	switch v, _ := lookup("SECKILL_DEV_CODES"); strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		c.DevCodes = embedded
+	case "force":
+		c.DevCodes, c.DevCodesForced = true, !embedded
+	default:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return &configError{"SECKILL_DEV_CODES", v, "want 1, 0 or force"}
+		}
+		if b && !embedded {
+			return &configError{"SECKILL_DEV_CODES", v, "returns every login code to whoever asks for it, so anyone can log in as any phone; " +
+				"with real servers write force if that is really meant (a test or a demo), else set SECKILL_CODE_WEBHOOK_URL"}
+		}
+		c.DevCodes = b
+	}
+	c.CodeSender = strings.TrimSpace(func() string { v, _ := lookup("SECKILL_CODE_SENDER"); return v }())
+	if c.CodeSender == "" && c.CodeWebhookURL != "" {
+		c.CodeSender = WebhookSender
+	}
+	if c.CodeSender != "" {
+		if _, ok := lookupCodeSender(c.CodeSender); !ok {
+			return &configError{"SECKILL_CODE_SENDER", c.CodeSender, "want one of " + strings.Join(CodeSenderNames(), ", ")}
+		}
+	}
+	if c.CodeSender == WebhookSender {
+		if c.CodeWebhookURL == "" {
+			return &configError{"SECKILL_CODE_WEBHOOK_URL", "", "required by SECKILL_CODE_SENDER=webhook"}
+		}
+		if c.CodeWebhookSecret == "" {
+			return &configError{"SECKILL_CODE_WEBHOOK_SECRET", "", "required with SECKILL_CODE_WEBHOOK_URL: the gateway checks each code's signature with it"}
+		}
+	}
+	if !core.ValidRegion(c.PhoneRegion) {
+		return &configError{"SECKILL_PHONE_REGION", c.PhoneRegion, "want an ISO 3166 region code libphonenumber knows, e.g. CN or US"}
+	}
+	return nil
 }
 
 func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (int, error) {

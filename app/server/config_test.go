@@ -65,6 +65,10 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_SHARDS":          "65",
 		"SECKILL_CONSUMER_LINGER": "5s",
 		"SECKILL_ANSWER_MEMO":     "1m",
+		"SECKILL_PHONE_REGION":    "XX",
+		"SECKILL_CODE_SENDER":     "carrier-pigeon",
+		"SECKILL_LOGIN_RATE":      "-3",
+		"SECKILL_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal",
 	} {
 		_, err := LoadConfig(env(map[string]string{variable: value}))
 		if err == nil {
@@ -157,5 +161,44 @@ func TestRedisURLFormsAreToldApart(t *testing.T) {
 	if target, _ := parseRedisURL("redis://127.0.0.1:26379?master_name=mymaster&addr=127.0.0.1:26380"); target.failover.MasterName != "mymaster" ||
 		len(target.failover.SentinelAddrs) != 2 {
 		t.Fatalf("sentinels %v, master %q", target.failover.SentinelAddrs, target.failover.MasterName)
+	}
+}
+
+func realServers(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"SECKILL_REDIS_URL":   "redis://127.0.0.1:6379/0",
+		"SECKILL_MYSQL_DSN":   "root@tcp(127.0.0.1:3306)/test",
+		"SECKILL_JWT_SECRET":  "0123456789abcdef0123",
+		"SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func TestDevCodesOnRealServersNeedForce(t *testing.T) {
+	_, err := LoadConfig(env(realServers(map[string]string{"SECKILL_DEV_CODES": "1"})))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_DEV_CODES") || !strings.Contains(err.Error(), "force") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("SECKILL_DEV_CODES=1 with real servers: err = %v, want one line naming the variable and force", err)
+	}
+	c, err := LoadConfig(env(realServers(map[string]string{"SECKILL_DEV_CODES": "force"})))
+	if err != nil || !c.DevCodes || !c.DevCodesForced {
+		t.Fatalf("force: %v, DevCodes=%v forced=%v", err, c.DevCodes, c.DevCodesForced)
+	}
+	c, err = LoadConfig(env(map[string]string{"SECKILL_DEV_CODES": "1"}))
+	if err != nil || !c.DevCodes || c.DevCodesForced {
+		t.Fatalf("1 on the stand-ins: %v, DevCodes=%v forced=%v (nothing to force there)", err, c.DevCodes, c.DevCodesForced)
+	}
+}
+
+func TestTheWebhookSenderNeedsItsSecret(t *testing.T) {
+	_, err := LoadConfig(env(realServers(map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook"})))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_CODE_WEBHOOK_SECRET") {
+		t.Fatalf("a webhook without a secret: err = %v, want a refusal naming SECKILL_CODE_WEBHOOK_SECRET", err)
+	}
+	c, err := LoadConfig(env(realServers(map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook", "SECKILL_CODE_WEBHOOK_SECRET": "gateway-secret"})))
+	if err != nil || c.CodeSender != WebhookSender {
+		t.Fatalf("webhook configured: %v, sender %q, want %q by default", err, c.CodeSender, WebhookSender)
 	}
 }

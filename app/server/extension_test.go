@@ -235,3 +235,70 @@ func call(t *testing.T, method, url, token string) (int, map[string]any) {
 	json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+// smsOutbox is a code sender of a program of its own (an SMS provider's
+// SDK would sit here), written against the exported API only.
+type smsOutbox struct {
+	mu    sync.Mutex
+	codes map[string]string
+}
+
+func (o *smsOutbox) Send(_ context.Context, c core.LoginCode) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.codes[c.Phone] = c.Code
+	return nil
+}
+
+func TestAProgramRegistersItsOwnCodeSender(t *testing.T) {
+	outbox := &smsOutbox{codes: map[string]string{}}
+	server.RegisterCodeSender(server.CodeSender{
+		Name: "outbox-ext",
+		Open: func(d server.Deps) (core.CodeSender, error) {
+			if d.Getenv("OUTBOX_REGION") != "cn-north" {
+				return nil, fmt.Errorf("OUTBOX_REGION is not cn-north")
+			}
+			return outbox, nil
+		},
+	})
+	env := map[string]string{"SECKILL_ADDR": "127.0.0.1:0", "SECKILL_DEV_CODES": "0", "SECKILL_DEMO_SALE": "0",
+		"SECKILL_CODE_SENDER": "outbox-ext", "OUTBOX_REGION": "cn-north"}
+	cfg, err := server.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := server.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	post := func(path, body string) (int, map[string]any) {
+		resp, err := http.Post("http://"+ln.Addr().String()+path, "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out := map[string]any{}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	if status, body := post("/api/auth/code", `{"phone":"13811112222"}`); status != 200 || body["code"] != nil {
+		t.Fatalf("code: %d %v (no code in the answer without dev codes)", status, body)
+	}
+	outbox.mu.Lock()
+	code := outbox.codes["+8613811112222"]
+	outbox.mu.Unlock()
+	if status, body := post("/api/auth/login", `{"phone":"13811112222","code":"`+code+`"}`); status != 200 || body["token"] == nil {
+		t.Fatalf("login with the outbox's code %q: %d %v", code, status, body)
+	}
+	cancel()
+	<-served
+}

@@ -189,6 +189,13 @@ func (h *harness) doWithHeader(method, path, token string) (int, map[string]any,
 
 func (h *harness) doBody(method, path, token string, body any) (int, map[string]any, http.Header) {
 	h.t.Helper()
+	return h.request(method, path, token, body, nil)
+}
+
+// request is doBody with headers of the test's own (they replace the
+// defaults: a Content-Type of their own, a proxy header).
+func (h *harness) request(method, path, token string, body any, header http.Header) (int, map[string]any, http.Header) {
+	h.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -205,6 +212,9 @@ func (h *harness) doBody(method, path, token string, body any) (int, map[string]
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"regexp"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -27,18 +26,23 @@ import (
 
 // api holds what the handlers need; it is built by wire.
 type api struct {
-	log      *slog.Logger
-	seckill  *core.Seckill
-	catalog  *core.Catalog
-	users    core.UserRepository
-	codes    *logincode.Codes
-	tokens   *Tokens
-	metrics  *metrics
-	devCodes bool
-	admin    string
-	limits   *rateLimits
-	// seckillRate and codeRate are the per-shopper and per-IP limits.
-	seckillRate, codeRate redis_rate.Limit
+	log     *slog.Logger
+	seckill *core.Seckill
+	catalog *core.Catalog
+	users   core.UserRepository
+	codes   *logincode.Codes
+	// sender delivers login codes (nil: none; then only dev codes).
+	sender      core.CodeSender
+	phoneRegion string
+	tokens      *Tokens
+	metrics     *metrics
+	devCodes    bool
+	admin       string
+	limits      *rateLimits
+	clients     *clientAddresses
+	// seckillRate is the per-shopper limit; codeRate and loginRate the
+	// per-client-address ones.
+	seckillRate, codeRate, loginRate redis_rate.Limit
 	// ready reports whether the dependencies answer.
 	ready func(ctx context.Context) error
 	// recovery rebuilds Redis's state of a voucher (nil under sync);
@@ -72,6 +76,10 @@ func (a *api) newServer() *fiber.App {
 		ErrorHandler:          a.handleError,
 		JSONEncoder:           json.Marshal,
 		JSONDecoder:           json.Unmarshal,
+		// Always on: without it Fiber trusts every peer's X-Forwarded-*
+		// headers. The client address itself is clientAddresses'.
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          a.clients.trustedList(),
 	})
 	app.Use(requestid.New())
 	app.Use(a.deadline)
@@ -91,8 +99,8 @@ func (a *api) newServer() *fiber.App {
 		return c.Send(docs.OpenAPI)
 	})
 
-	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, byIP), a.sendCode)
-	app.Post("/api/auth/login", a.login)
+	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, a.clients.limitKey), a.sendCode)
+	app.Post("/api/auth/login", a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
@@ -263,8 +271,6 @@ func (a *api) readyz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ready"})
 }
 
-var phonePattern = regexp.MustCompile(`^\+?[0-9]{6,15}$`)
-
 func (a *api) sendCode(c *fiber.Ctx) error {
 	var req struct {
 		Phone string `json:"phone"`
@@ -272,18 +278,47 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 	if err := decodeStrict(c, &req); err != nil {
 		return err
 	}
-	if !phonePattern.MatchString(req.Phone) {
-		return badRequest("phone must be 6 to 15 digits, optionally starting with +")
+	phone, err := core.NormalizePhone(req.Phone, a.phoneRegion)
+	if err != nil {
+		return err
 	}
-	code, err := a.codes.Issue(c.UserContext(), req.Phone)
+	if a.sender == nil && !a.devCodes {
+		return core.E(core.CodeUnavailable, "login codes cannot be sent: the server has no code sender configured")
+	}
+	ctx := c.UserContext()
+	code, err := a.codes.Issue(ctx, phone)
 	if err != nil {
 		return core.Wrap("send code", core.CodeUnavailable, err)
 	}
+	if a.sender != nil {
+		if err := a.sender.Send(ctx, code); err != nil {
+			a.metrics.codesSent.WithLabelValues("failed").Inc()
+			a.log.Warn("login code not delivered: withdrawn, the shopper is told to retry", "request_id", requestID(c), "err", err)
+			// Withdrawn even past the request's deadline: a code that never
+			// reached the phone must not hold off the shopper's next try.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			if werr := a.codes.Withdraw(wctx, code); werr != nil {
+				a.log.Warn("undelivered login code not withdrawn", "err", werr)
+			}
+			return core.Wrap("send code", core.CodeBusy, err)
+		}
+		a.metrics.codesSent.WithLabelValues("sent").Inc()
+	}
 	resp := fiber.Map{"sent": true}
 	if a.devCodes {
-		resp["code"] = code
+		a.metrics.codesSent.WithLabelValues("dev").Inc()
+		resp["code"] = code.Code
 	}
 	return c.JSON(resp)
+}
+
+// loginVerdicts are the metric label and the answer of each verdict.
+var loginVerdicts = map[logincode.Verdict]struct{ label, message string }{
+	logincode.Accepted: {"ok", ""},
+	logincode.Wrong:    {"wrong", "wrong code"},
+	logincode.Burned:   {"burned", "wrong code, and that was the last try: ask for a new code"},
+	logincode.NoCode:   {"no_code", "no code is waiting for this phone (expired, used or burned): ask for a new one"},
 }
 
 func (a *api) login(c *fiber.Ctx) error {
@@ -294,17 +329,23 @@ func (a *api) login(c *fiber.Ctx) error {
 	if err := decodeStrict(c, &req); err != nil {
 		return err
 	}
-	if !phonePattern.MatchString(req.Phone) || req.Code == "" || len(req.Code) > 16 {
-		return badRequest("phone and code are required")
+	phone, err := core.NormalizePhone(req.Phone, a.phoneRegion)
+	if err != nil {
+		return err
 	}
-	ok, err := a.codes.Verify(c.UserContext(), req.Phone, req.Code)
+	if req.Code == "" {
+		return badRequest("code is required")
+	}
+	verdict, err := a.codes.Verify(c.UserContext(), phone, req.Code)
 	if err != nil {
 		return core.Wrap("login", core.CodeUnavailable, err)
 	}
-	if !ok {
-		return core.E(core.CodeBadCode, "wrong or expired code")
+	v := loginVerdicts[verdict]
+	a.metrics.logins.WithLabelValues(v.label).Inc()
+	if verdict != logincode.Accepted {
+		return core.E(core.CodeBadCode, v.message)
 	}
-	userID, err := a.users.UserIDByPhone(c.UserContext(), req.Phone)
+	userID, err := a.users.UserIDByPhone(c.UserContext(), phone)
 	if err != nil {
 		return core.Wrap("login: user", core.CodeUnavailable, err)
 	}

@@ -57,5 +57,3 @@ func (r *rateLimits) limit(name string, limit redis_rate.Limit, key func(*fiber.
 }
 
 func byShopper(c *fiber.Ctx) string { return strconv.FormatInt(shopperID(c), 10) }
-
-func byIP(c *fiber.Ctx) string { return c.IP() }

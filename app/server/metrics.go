@@ -34,6 +34,11 @@ type metrics struct {
 	// masters whose maxmemory-policy may evict (watchEviction).
 	redisEvicted  prometheus.Gauge
 	redisEvicting prometheus.Gauge
+	// codesSent counts login codes by what became of them: sent (the
+	// sender took it), failed (the sender gave up: the shopper got 503).
+	codesSent *prometheus.CounterVec
+	// logins counts login attempts by verdict.
+	logins *prometheus.CounterVec
 }
 
 func newMetrics(queue string) *metrics {
@@ -52,6 +57,12 @@ func newMetrics(queue string) *metrics {
 	m.redisEvicting = f(prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_redis_evicting_masters", Help: "Redis masters whose maxmemory-policy is not noeviction.", ConstLabels: labels,
 	})).(prometheus.Gauge)
+	m.codesSent = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_login_codes_total", Help: "Login codes by outcome: sent, failed (the sender gave up; the shopper was answered 503 busy), dev (returned in the response).", ConstLabels: labels,
+	}, []string{"result"})).(*prometheus.CounterVec)
+	m.logins = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_logins_total", Help: "Judged login attempts by verdict: ok, wrong, burned (the last allowed wrong guess), no_code.", ConstLabels: labels,
+	}, []string{"verdict"})).(*prometheus.CounterVec)
 	m.seckillRefused = map[core.Code]prometheus.Counter{}
 	for _, r := range refusals {
 		m.seckillRefused[r.code] = m.seckillResults.WithLabelValues(string(r.code))

@@ -159,6 +159,10 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 	}
 
+	sender, err := s.openCodeSender()
+	if err != nil {
+		return err
+	}
 	seckillRate := redis_rate.PerSecond(cfg.SeckillRate)
 	if sale.limitsShoppers {
 		seckillRate = redis_rate.Limit{} // the script limits; a rate of 0 mounts no middleware
@@ -169,13 +173,17 @@ func (s *Server) wire(ctx context.Context) error {
 		catalog:     s.catalog,
 		users:       s.store,
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
+		sender:      sender,
+		phoneRegion: cfg.PhoneRegion,
 		tokens:      NewTokens(cfg.JWTSecret),
 		metrics:     s.metrics,
 		devCodes:    cfg.DevCodes,
 		admin:       cfg.AdminToken,
 		limits:      newRateLimits(s.rdb, cfg.KeyPrefix, log),
+		clients:     &clientAddresses{header: cfg.ProxyHeader, trusted: cfg.TrustedProxies},
 		seckillRate: seckillRate,
 		codeRate:    redis_rate.PerMinute(cfg.CodeRate),
+		loginRate:   redis_rate.PerMinute(cfg.LoginRate),
 		ready:       s.ready,
 		recovery:    s.recovery,
 		ledger:      s.store,
@@ -194,6 +202,32 @@ func (s *Server) wire(ctx context.Context) error {
 		return s.openDemoSale(ctx)
 	}
 	return nil
+}
+
+// openCodeSender opens the sender SECKILL_CODE_SENDER names, and says at
+// start how codes reach shoppers when that is not the production way.
+func (s *Server) openCodeSender() (core.CodeSender, error) {
+	cfg := s.cfg
+	if cfg.DevCodesForced {
+		s.log.Warn("SECKILL_DEV_CODES=force: EVERY LOGIN CODE IS RETURNED TO WHOEVER ASKS FOR IT; anyone can log in as any phone. " +
+			"Never run a real sale like this.")
+	}
+	if cfg.CodeSender == "" {
+		if !cfg.DevCodes {
+			s.log.Warn("no code sender is configured (SECKILL_CODE_WEBHOOK_URL or SECKILL_CODE_SENDER): nobody can log in; code requests are answered 503")
+		}
+		return nil, nil
+	}
+	sc, ok := lookupCodeSender(cfg.CodeSender)
+	if !ok {
+		return nil, &configError{"SECKILL_CODE_SENDER", cfg.CodeSender, "want one of " + strings.Join(CodeSenderNames(), ", ")}
+	}
+	sender, err := sc.Open(Deps{Config: cfg, Redis: s.rdb, Store: s.store, Log: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("code sender %s: %w", sc.Name, err)
+	}
+	s.log.Info("login codes are delivered", "sender", sc.Name)
+	return sender, nil
 }
 
 // idBlockSize is how many order ids a server takes from Redis at once. Each

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"crypto/hmac"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/seckill-lab/seckill/adapters/codewebhook"
+)
+
+// smsGateway plays an SMS gateway behind the webhook sender: it checks
+// each request's signature as a real gateway would, and keeps the codes
+// it accepted, by phone.
+type smsGateway struct {
+	secret []byte
+	fail   atomic.Bool // answer 500 to everything
+	calls  atomic.Int32
+	mu     sync.Mutex
+	codes  map[string]string
+	bodies []map[string]any
+	url    string
+}
+
+func newSMSGateway(t *testing.T) *smsGateway {
+	g := &smsGateway{secret: []byte("sms-gateway-shared-secret"), codes: map[string]string{}}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	g.url = srv.URL + "/sms"
+	return g
+}
+
+func (g *smsGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.calls.Add(1)
+	body, _ := io.ReadAll(r.Body)
+	if g.fail.Load() {
+		http.Error(w, "gateway down", http.StatusInternalServerError)
+		return
+	}
+	if !hmac.Equal([]byte(r.Header.Get("X-Seckill-Signature")), []byte(codewebhook.Sign(g.secret, body))) {
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.codes[m["phone"].(string)] = m["code"].(string)
+	g.bodies = append(g.bodies, m)
+}
+
+func (g *smsGateway) codeFor(phone string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.codes[phone]
+}
+
+// withGateway configures the server as production would be: codes go
+// only through the webhook, none in the response.
+func withGateway(g *smsGateway) func(*Config) {
+	return func(c *Config) {
+		c.DevCodes = false
+		c.CodeSender, c.CodeWebhookURL, c.CodeWebhookSecret = WebhookSender, g.url, string(g.secret)
+	}
+}
+
+func TestLoginThroughTheWebhookSender(t *testing.T) {
+	for _, stack := range []string{"embedded", "real"} {
+		t.Run(stack, func(t *testing.T) {
+			g := newSMSGateway(t)
+			h := startServer(t, stack, withGateway(g))
+			status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "138 1111 2222"})
+			if status != 200 || body["sent"] != true {
+				t.Fatalf("code: %d %v", status, body)
+			}
+			if _, leaked := body["code"]; leaked {
+				t.Fatalf("the code was returned in the response without dev codes: %v", body)
+			}
+			code := g.codeFor("+8613811112222")
+			if len(code) != 6 {
+				t.Fatalf("the gateway got no six-digit code for +8613811112222 (it got %v)", g.bodies)
+			}
+			exp, err := time.Parse(time.RFC3339, g.bodies[0]["expiresAt"].(string))
+			if err != nil || time.Until(exp) < 4*time.Minute || time.Until(exp) > 6*time.Minute {
+				t.Errorf("expiresAt %v (%v), want RFC 3339 about 5 minutes ahead", g.bodies[0]["expiresAt"], err)
+			}
+			status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": "+86 138-1111-2222", "code": code})
+			if status != 200 || body["token"] == nil {
+				t.Fatalf("login with the gateway's code: %d %v", status, body)
+			}
+			status, me := h.do("GET", "/api/vouchers/1/order", body["token"].(string), nil)
+			if status == 401 {
+				t.Fatalf("the login's token is refused: %v", me)
+			}
+		})
+	}
+}
+
+func TestAGatewayThatFailsIsBusyAndTheCodeIsWithdrawn(t *testing.T) {
+	g := newSMSGateway(t)
+	h := startServer(t, "embedded", withGateway(g))
+	g.fail.Store(true)
+	status, body, header := h.request("POST", "/api/auth/code", "", map[string]any{"phone": "13811112222"}, nil)
+	if status != 503 || errorCode(body) != "busy" || header.Get("Retry-After") == "" {
+		t.Fatalf("gateway down: %d %v (Retry-After %q), want 503 busy with Retry-After", status, body, header.Get("Retry-After"))
+	}
+	if n := g.calls.Load(); n < 2 {
+		t.Errorf("the gateway was tried %d times, want retries", n)
+	}
+	if n := testutil.ToFloat64(h.srv.metrics.codesSent.WithLabelValues("failed")); n != 1 {
+		t.Errorf("seckill_login_codes_total{result=failed} = %v, want 1", n)
+	}
+	// The undelivered code was withdrawn: asking again is not "too soon".
+	g.fail.Store(false)
+	if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13811112222"}); status != 200 {
+		t.Fatalf("asking again once the gateway is back: %d %v", status, body)
+	}
+	if status, body := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13811112222", "code": g.codeFor("+8613811112222")}); status != 200 {
+		t.Fatalf("login: %d %v", status, body)
+	}
+}
+
+func TestWithoutASenderNorDevCodesCodesAreRefusedClearly(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.DevCodes = false })
+	status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13811112222"})
+	if status != 503 || errorCode(body) != "unavailable" || !strings.Contains(fmt.Sprint(body), "no code sender") {
+		t.Fatalf("no sender: %d %v, want 503 unavailable naming the missing sender", status, body)
+	}
+}
+
+// TestParallelGuessesAtOneCodeOverHTTP: 200 guesses at once at a live
+// code, each from its own address behind the trusted balancer (so the
+// per-address limit lets all of them reach the code check). At most five
+// are judged, the code is burned, and its owner, from an address of their
+// own, gets a fresh code and logs in at once.
+func TestParallelGuessesAtOneCodeOverHTTP(t *testing.T) {
+	for _, stack := range []string{"embedded", "real"} {
+		t.Run(stack, func(t *testing.T) {
+			g := newSMSGateway(t)
+			h := startServer(t, stack, func(c *Config) {
+				withGateway(g)(c)
+				c.LoginRate, c.CodeRate = 30, 20
+				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			})
+			from := func(addr string) http.Header { return http.Header{"X-Forwarded-For": {addr}} }
+			const phone = "13911112222"
+			if status, body, _ := h.request("POST", "/api/auth/code", "", map[string]any{"phone": phone}, from("203.0.113.1")); status != 200 {
+				t.Fatalf("code: %d %v", status, body)
+			}
+			code := g.codeFor("+8613911112222")
+			var wg sync.WaitGroup
+			var accepted, limited atomic.Int32
+			start := make(chan struct{})
+			for i := range 200 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					guess := fmt.Sprintf("%06d", (i*7919+1)%1_000_000)
+					if guess == code {
+						guess = fmt.Sprintf("%06d", (i*7919+2)%1_000_000)
+					}
+					<-start
+					status, _, _ := h.request("POST", "/api/auth/login", "", map[string]any{"phone": phone, "code": guess},
+						from(fmt.Sprintf("198.51.%d.%d", i/200, i%200+1)))
+					switch status {
+					case 200:
+						accepted.Add(1)
+					case 429:
+						limited.Add(1)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			m := h.srv.metrics.logins
+			wrong, burned, noCode := testutil.ToFloat64(m.WithLabelValues("wrong")), testutil.ToFloat64(m.WithLabelValues("burned")), testutil.ToFloat64(m.WithLabelValues("no_code"))
+			if accepted.Load() != 0 || limited.Load() != 0 {
+				t.Fatalf("%d wrong guesses accepted, %d rate limited (each came from its own address)", accepted.Load(), limited.Load())
+			}
+			if wrong != 4 || burned != 1 || noCode != 195 {
+				t.Fatalf("verdicts: wrong %v, burned %v, no code %v; want exactly 5 judged (4 wrong, 1 burning) and 195 finding no code", wrong, burned, noCode)
+			}
+			if status, body, _ := h.request("POST", "/api/auth/login", "", map[string]any{"phone": phone, "code": code}, from("203.0.113.1")); status != 401 {
+				t.Fatalf("the burned code still logs in: %d %v", status, body)
+			}
+			// The owner asks for a new code at once, and it works at once.
+			if status, body, _ := h.request("POST", "/api/auth/code", "", map[string]any{"phone": phone}, from("203.0.113.1")); status != 200 {
+				t.Fatalf("the owner's new code right after the burn: %d %v", status, body)
+			}
+			status, body, _ := h.request("POST", "/api/auth/login", "", map[string]any{"phone": phone, "code": g.codeFor("+8613911112222")}, from("203.0.113.1"))
+			if status != 200 {
+				t.Fatalf("the owner's login with the fresh code: %d %v", status, body)
+			}
+		})
+	}
+}
+
+func TestLoginIsLimitedPerClientAddress(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) {
+		c.LoginRate = 30
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	login := func(addr string) int {
+		status, _, _ := h.request("POST", "/api/auth/login", "", map[string]any{"phone": "13811112222", "code": "123456"},
+			http.Header{"X-Forwarded-For": {addr}})
+		return status
+	}
+	for i := range 30 {
+		if s := login("192.0.2.7"); s != 401 {
+			t.Fatalf("attempt %d from one address: %d, want 401 (within the limit)", i+1, s)
+		}
+	}
+	if s := login("192.0.2.7"); s != 429 {
+		t.Fatalf("attempt 31 from one address: %d, want 429", s)
+	}
+	if s := login("192.0.2.8"); s != 401 {
+		t.Fatalf("another address: %d, want 401 (its own limit)", s)
+	}
+	// A client the balancer saw as 192.0.2.7 cannot escape by writing an
+	// address of its own at the left of the header.
+	if s := login("10.9.9.9, 192.0.2.7"); s != 429 {
+		t.Fatalf("a spoofed leftmost address: %d, want 429 (the rightmost untrusted entry is the client)", s)
+	}
+	// IPv6: one /64 is one client.
+	for i := range 30 {
+		if s := login(fmt.Sprintf("2001:db8:1:2::%x", i+1)); s != 401 {
+			t.Fatalf("IPv6 attempt %d: %d", i+1, s)
+		}
+	}
+	if s := login("2001:db8:1:2:ffff::1"); s != 429 {
+		t.Fatalf("a 31st address of the same /64: %d, want 429", s)
+	}
+	if s := login("2001:db8:1:3::1"); s != 401 {
+		t.Fatalf("the next /64: %d, want 401", s)
+	}
+}
+
+func TestAnUntrustedPeersProxyHeaderIsIgnored(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) {
+		c.LoginRate = 30
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} // not the test's loopback
+	})
+	for i := range 31 {
+		status, _, _ := h.request("POST", "/api/auth/login", "", map[string]any{"phone": "13811112222", "code": "123456"},
+			http.Header{"X-Forwarded-For": {fmt.Sprintf("198.51.100.%d", i+1)}})
+		if i == 30 && status != 429 {
+			t.Fatalf("31 attempts from one untrusted peer with made-up headers: the last got %d, want 429", status)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/seckill-lab/seckill/adapters/codewebhook"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// CodeSender is a way of delivering login codes, selected by
+// SECKILL_CODE_SENDER. The webhook sender is built in; a program of its
+// own registers more (an SMS provider's SDK) before it calls Main (or
+// New), the way it registers a queue backend.
+type CodeSender struct {
+	// Name is the SECKILL_CODE_SENDER value that selects the sender.
+	Name string
+	// Open makes the sender; it reads its own settings through d.Getenv
+	// and fails with an error naming what is missing.
+	Open func(d Deps) (core.CodeSender, error)
+}
+
+// WebhookSender is the built-in sender's name: SECKILL_CODE_SENDER's
+// default when SECKILL_CODE_WEBHOOK_URL is set.
+const WebhookSender = "webhook"
+
+var senders struct {
+	sync.RWMutex
+	list []CodeSender
+}
+
+// RegisterCodeSender makes a code sender selectable by SECKILL_CODE_SENDER.
+// It panics on an empty or taken name, or no Open: programming errors,
+// found at start.
+func RegisterCodeSender(s CodeSender) {
+	if s.Name == "" || s.Open == nil {
+		panic("server: RegisterCodeSender: a sender needs a name and Open")
+	}
+	senders.Lock()
+	defer senders.Unlock()
+	for _, have := range senders.list {
+		if have.Name == s.Name {
+			panic(fmt.Sprintf("server: RegisterCodeSender: %q is already registered", s.Name))
+		}
+	}
+	senders.list = append(senders.list, s)
+}
+
+// CodeSenderNames are the values SECKILL_CODE_SENDER accepts.
+func CodeSenderNames() []string {
+	senders.RLock()
+	defer senders.RUnlock()
+	var names []string
+	for _, s := range senders.list {
+		names = append(names, s.Name)
+	}
+	return slices.Clone(names)
+}
+
+func lookupCodeSender(name string) (CodeSender, bool) {
+	senders.RLock()
+	defer senders.RUnlock()
+	for _, s := range senders.list {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return CodeSender{}, false
+}
+
+func init() {
+	RegisterCodeSender(CodeSender{
+		Name: WebhookSender,
+		Open: func(d Deps) (core.CodeSender, error) {
+			s, err := codewebhook.New(codewebhook.Config{
+				URL:    d.Config.CodeWebhookURL,
+				Secret: []byte(d.Config.CodeWebhookSecret),
+			})
+			if err != nil {
+				return nil, &configError{"SECKILL_CODE_WEBHOOK_URL", redactURL(d.Config.CodeWebhookURL), "with SECKILL_CODE_WEBHOOK_SECRET: " + err.Error()}
+			}
+			return s, nil
+		},
+	})
+}

@@ -1,0 +1,83 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// LoginCode is a one-time code of phone login, on its way to the phone.
+type LoginCode struct {
+	// Phone is the number in E.164 (NormalizePhone).
+	Phone string
+	// Code is six digits.
+	Code string
+	// ExpiresAt is when the code stops being accepted.
+	ExpiresAt time.Time
+}
+
+// CodeSender delivers login codes to phones: an SMS gateway's webhook, or
+// an SMS provider's SDK behind an adapter of its own. Send returns once the
+// gateway has taken the code; an error means the shopper will not get it
+// (the code is then withdrawn and the shopper told to try again). Send is
+// called within the shopper's request and must honour ctx's deadline.
+type CodeSender interface {
+	Send(ctx context.Context, code LoginCode) error
+}
+
+// ErrInvalidPhone: the text is not a phone number that can receive a code.
+var ErrInvalidPhone = E(CodeBadRequest, "phone is not a valid phone number")
+
+// maxPhoneInput bounds what is handed to the parser: no real number, with
+// its spaces and punctuation, is longer.
+const maxPhoneInput = 32
+
+// NormalizePhone reads a phone number as a person would write it — with or
+// without a country code, +, 00 or the national trunk prefix, spaces,
+// dashes or dots — and returns it in E.164 (+8613811112222), the one form
+// that names a user, a code and a limit. A number without a country code is
+// read in region (ISO 3166 alpha-2, e.g. "CN"). Numbers that cannot exist
+// in their country (libphonenumber's IsValidNumber) are ErrInvalidPhone.
+//
+// A number written with its country code but without + or 00
+// (8613811112222) is read as a national number first, as libphonenumber
+// does, and failing that, with the country code it starts with.
+func NormalizePhone(raw, region string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" || len(s) > maxPhoneInput {
+		return "", ErrInvalidPhone
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789+-.() ", r) {
+			return "", ErrInvalidPhone
+		}
+	}
+	if n, err := phonenumbers.Parse(s, region); err == nil && phonenumbers.IsValidNumber(n) {
+		return phonenumbers.Format(n, phonenumbers.E164), nil
+	}
+	if !strings.HasPrefix(s, "+") && !strings.HasPrefix(s, "0") {
+		if n, err := phonenumbers.Parse("+"+s, region); err == nil && phonenumbers.IsValidNumber(n) {
+			return phonenumbers.Format(n, phonenumbers.E164), nil
+		}
+	}
+	return "", ErrInvalidPhone
+}
+
+// ValidRegion reports whether region is a region libphonenumber knows.
+func ValidRegion(region string) bool {
+	return phonenumbers.GetCountryCodeForRegion(region) != 0
+}
+
+// PhoneCollision is a set of users whose stored numbers are one phone once
+// normalised: accounts made before numbers were normalised. The phone logs
+// in as the oldest (the lowest id); merging the others is an admin's call.
+type PhoneCollision struct {
+	Phone   string  `json:"phone"`
+	UserIDs []int64 `json:"userIds"`
+}
+
+// ErrNoSuchUser: no user has this phone.
+var ErrNoSuchUser = errors.New("no user has this phone")
