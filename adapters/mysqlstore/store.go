@@ -146,6 +146,7 @@ type userRow struct {
 	bun.BaseModel `bun:"table:tb_user"`
 	ID            int64     `bun:"id,pk,autoincrement"`
 	Phone         string    `bun:"phone"`
+	PhoneE164     *string   `bun:"phone_e164"`
 	NickName      string    `bun:"nick_name"`
 	CreateTime    time.Time `bun:"create_time"`
 	UpdateTime    time.Time `bun:"update_time"`
@@ -425,31 +426,6 @@ func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error
 	}
 	return core.Voucher{ID: row.ID, Title: row.Title, PayValue: row.PayValue, ActualValue: row.ActualValue,
 		Stock: row.Stock, BeginAt: row.BeginTime.UTC(), EndAt: row.EndTime.UTC()}, nil
-}
-
-// UserIDByPhone implements core.UserRepository: the user with this phone,
-// created if new. Two first logins racing both end with the same id.
-func (s *Store) UserIDByPhone(ctx context.Context, phone string) (int64, error) {
-	for range 2 {
-		var id int64
-		err := s.db.NewSelect().Model((*userRow)(nil)).Column("id").Where("phone = ?", phone).Scan(ctx, &id)
-		if err == nil {
-			return id, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return 0, fmt.Errorf("mysqlstore: find user: %w", err)
-		}
-		now := time.Now().UTC()
-		row := userRow{Phone: phone, NickName: "user_" + phone[max(0, len(phone)-4):], CreateTime: now, UpdateTime: now}
-		_, err = s.db.NewInsert().Model(&row).Exec(ctx)
-		if err == nil {
-			return row.ID, nil
-		}
-		if !isDuplicateKey(err) {
-			return 0, fmt.Errorf("mysqlstore: create user: %w", err)
-		}
-	}
-	return 0, errors.New("mysqlstore: user vanished between insert and select")
 }
 
 var (

@@ -30,7 +30,11 @@ type api struct {
 	seckill *core.Seckill
 	catalog *core.Catalog
 	users   core.UserRepository
-	codes   *logincode.Codes
+	// userAdmin reports what the admin decides on.
+	userAdmin interface {
+		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
+	}
+	codes *logincode.Codes
 	// sender delivers login codes (nil: none; then only dev codes).
 	sender      core.CodeSender
 	phoneRegion string
@@ -103,6 +107,7 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/auth/login", a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
+	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
 	app.Get("/", pageFile("index.html"))
 	app.Get("/assets/:file", asset)
@@ -311,6 +316,20 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 		resp["code"] = code.Code
 	}
 	return c.JSON(resp)
+}
+
+// phoneCollisions lists the phones several users share once normalised
+// (accounts made before numbers were normalised): each logs in as the
+// oldest of its users.
+func (a *api) phoneCollisions(c *fiber.Ctx) error {
+	list, err := a.userAdmin.PhoneCollisions(c.UserContext())
+	if err != nil {
+		return core.Wrap("phone collisions", core.CodeUnavailable, err)
+	}
+	if list == nil {
+		list = []core.PhoneCollision{}
+	}
+	return c.JSON(fiber.Map{"collisions": list})
 }
 
 // loginVerdicts are the metric label and the answer of each verdict.

@@ -261,3 +261,77 @@ func TestAnUntrustedPeersProxyHeaderIsIgnored(t *testing.T) {
 		}
 	}
 }
+
+// devLogin logs phone in with a dev code and returns the token and id.
+func devLogin(t *testing.T, h *harness, phone string) (string, int64) {
+	t.Helper()
+	status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": phone})
+	if status != 200 {
+		t.Fatalf("code for %q: %d %v", phone, status, body)
+	}
+	status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": phone, "code": body["code"]})
+	if status != 200 {
+		t.Fatalf("login as %q: %d %v", phone, status, body)
+	}
+	return body["token"].(string), int64(body["userId"].(float64))
+}
+
+func TestTheFourFormsOfOnePhoneAreOneShopper(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(10)
+		forms := []string{"13811112222", "8613811112222", "+8613811112222", "008613811112222"}
+		var first int64
+		for i, f := range forms {
+			token, id := devLogin(t, h, f)
+			if i == 0 {
+				first = id
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", token, nil); status != 200 {
+					t.Fatalf("first unit as %q: %d %v", f, status, body)
+				}
+				continue
+			}
+			if id != first {
+				t.Fatalf("%q is user %d, %q user %d: one phone, two shoppers", forms[0], first, f, id)
+			}
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", token, nil); status != 409 || errorCode(body) != "already_purchased" {
+				t.Fatalf("a second unit as %q: %d %v, want 409 already_purchased", f, status, body)
+			}
+		}
+		for _, bad := range []string{"12345", "+86 1381111222", "1381111222a", "+999 123456789"} {
+			if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": bad}); status != 400 || errorCode(body) != "bad_request" {
+				t.Errorf("invalid number %q: %d %v, want 400 bad_request", bad, status, body)
+			}
+		}
+	})
+}
+
+func TestCollidingLegacyUsersAreReportedToTheAdmin(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		ctx := t.Context()
+		db := h.srv.store.DB()
+		var ids []int64
+		for i, f := range []string{"13811113333", "+8613811113333"} {
+			res, err := db.NewRaw("INSERT INTO tb_user (phone, nick_name, create_time, update_time) VALUES (?, 'legacy', ?, ?)",
+				f, time.Now().Add(time.Duration(i-10)*time.Minute).UTC(), time.Now().UTC()).Exec(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := res.LastInsertId()
+			ids = append(ids, id)
+		}
+		if err := h.srv.normalizePhones(ctx); err != nil { // what the next start does
+			t.Fatal(err)
+		}
+		if status, _ := h.do("GET", "/api/admin/users/phone-collisions", "", nil); status != 401 {
+			t.Fatalf("collisions without the admin token: %d, want 401", status)
+		}
+		status, body := h.do("GET", "/api/admin/users/phone-collisions", h.cfg.AdminToken, nil)
+		list, _ := body["collisions"].([]any)
+		if status != 200 || len(list) != 1 || fmt.Sprint(list[0]) != fmt.Sprintf("map[phone:+8613811113333 userIds:[%d %d]]", ids[0], ids[1]) {
+			t.Fatalf("collisions: %d %v, want +8613811113333 shared by %v", status, body, ids)
+		}
+		if _, id := devLogin(t, h, "138 1111 3333"); id != ids[0] {
+			t.Fatalf("the shared phone logs in as %d, want the oldest user %d", id, ids[0])
+		}
+	})
+}

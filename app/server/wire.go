@@ -172,6 +172,7 @@ func (s *Server) wire(ctx context.Context) error {
 		seckill:     seckill,
 		catalog:     s.catalog,
 		users:       s.store,
+		userAdmin:   s.store,
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
 		sender:      sender,
 		phoneRegion: cfg.PhoneRegion,
@@ -419,7 +420,28 @@ func (s *Server) openStore(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return s.store.Migrate(mctx)
+	if err := s.store.Migrate(mctx); err != nil {
+		return err
+	}
+	return s.normalizePhones(mctx)
+}
+
+// normalizePhones brings users stored before phones were normalised to
+// E.164, and tells the operator of phones several users now share.
+func (s *Server) normalizePhones(ctx context.Context) error {
+	region := s.cfg.PhoneRegion
+	rep, err := s.store.NormalizePhones(ctx, func(p string) (string, error) { return core.NormalizePhone(p, region) })
+	if err != nil {
+		return err
+	}
+	if rep.Normalized > 0 || rep.Unreadable > 0 {
+		s.log.Info("users' phones normalised to E.164", "normalised", rep.Normalized, "unreadable", rep.Unreadable, "region", region)
+	}
+	if len(rep.Collisions) > 0 {
+		s.log.Warn("several users share a phone once normalised: each such phone logs in as its oldest user; "+
+			"GET /api/admin/users/phone-collisions lists them (merging is an admin's decision)", "phones", len(rep.Collisions))
+	}
+	return nil
 }
 
 func (s *Server) ready(ctx context.Context) error {

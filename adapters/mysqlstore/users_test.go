@@ -1,0 +1,74 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// legacyUser writes a user as a server from before normalisation did: the
+// phone as typed, no E.164 form.
+func legacyUser(t *testing.T, s *mysqlstore.Store, phone string, created time.Time) int64 {
+	t.Helper()
+	var id int64
+	err := s.DB().NewRaw("INSERT INTO tb_user (phone, nick_name, create_time, update_time) VALUES (?, 'legacy', ?, ?) RETURNING id",
+		phone, created, created).Scan(context.Background(), &id)
+	if err != nil {
+		// MySQL before 8.0.22 / MariaDB has no RETURNING on INSERT.
+		res, err := s.DB().NewRaw("INSERT INTO tb_user (phone, nick_name, create_time, update_time) VALUES (?, 'legacy', ?, ?)",
+			phone, created, created).Exec(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ = res.LastInsertId()
+	}
+	return id
+}
+
+func normalizeCN(p string) (string, error) { return core.NormalizePhone(p, "CN") }
+
+func TestLegacyPhonesAreNormalisedAndCollisionsReported(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		t0 := time.Now().UTC().Add(-time.Hour)
+		forms := []string{"13811112222", "8613811112222", "+8613811112222", "008613811112222"}
+		var ids []int64
+		for i, f := range forms {
+			ids = append(ids, legacyUser(t, s, f, t0.Add(time.Duration(i)*time.Minute)))
+		}
+		alone := legacyUser(t, s, "13922223333", t0)
+		broken := legacyUser(t, s, "12ab", t0)
+		rep, err := s.NormalizePhones(ctx, normalizeCN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Unreadable != 1 {
+			t.Errorf("unreadable = %d, want 1 (user %d's 12ab)", rep.Unreadable, broken)
+		}
+		if len(rep.Collisions) != 1 || rep.Collisions[0].Phone != "+8613811112222" || !slices.Equal(rep.Collisions[0].UserIDs, ids) {
+			t.Fatalf("collisions %+v, want +8613811112222 shared by %v", rep.Collisions, ids)
+		}
+		// The phone logs in as the oldest of its users, whatever form it
+		// is stored in.
+		if got, err := s.UserIDByPhone(ctx, "+8613811112222"); err != nil || got != ids[0] {
+			t.Fatalf("the shared phone logs in as %d (%v), want the oldest, %d", got, err, ids[0])
+		}
+		// A phone nobody shares is stored in E.164 now, and is its user.
+		if got, _ := s.UserIDByPhone(ctx, "+8613922223333"); got != alone {
+			t.Fatalf("+8613922223333 logs in as %d, want %d", got, alone)
+		}
+		var stored string
+		if err := s.DB().NewRaw("SELECT phone FROM tb_user WHERE id = ?", alone).Scan(ctx, &stored); err != nil || stored != "+8613922223333" {
+			t.Fatalf("user %d's phone is stored as %q (%v), want the E.164 form", alone, stored, err)
+		}
+		// Running again changes nothing and reports the same.
+		again, err := s.NormalizePhones(ctx, normalizeCN)
+		if err != nil || again.Normalized != 0 || again.Unreadable != 0 || len(again.Collisions) != 1 {
+			t.Fatalf("second run: %+v, %v; want nothing new and the same collision", again, err)
+		}
+	})
+}
