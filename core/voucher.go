@@ -1,8 +1,11 @@
 package core
 
 import (
+	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Voucher is a seckill voucher: a limited stock sold inside a time window.
@@ -20,21 +23,73 @@ type Voucher struct {
 // MaxStock bounds a voucher's stock so that Redis and SQL integers agree.
 const MaxStock = 1_000_000_000
 
-// Validate reports the first problem with a voucher an admin wants to create.
+// MaxValue bounds payValue and actualValue (minor units): sums over a
+// sale's orders stay far inside every integer type on the way.
+const MaxValue = 1_000_000_000_000
+
+// MaxTitleRunes caps a title's length in characters (the column holds 255
+// bytes: 64 four-byte characters fit whatever the title is).
+const MaxTitleRunes = 64
+
+// The sale window must lie in these years, read in UTC: a time with an
+// offset can name year 9999 and be year 10000 in UTC, which no store nor
+// RFC 3339 reader takes back.
+var (
+	EarliestSaleTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	LatestSaleTime   = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Validate reports the first problem with a voucher an admin wants to
+// create; the message names the field.
 func (v Voucher) Validate() error {
+	if err := validateTitle(v.Title); err != nil {
+		return err
+	}
 	switch {
-	case strings.TrimSpace(v.Title) == "":
-		return E(CodeBadRequest, "title is required")
-	case len(v.Title) > 255:
-		return E(CodeBadRequest, "title is longer than 255 bytes")
-	case v.PayValue < 0 || v.ActualValue < 0:
-		return E(CodeBadRequest, "payValue and actualValue must not be negative")
+	case v.PayValue < 0 || v.PayValue > MaxValue:
+		return E(CodeBadRequest, fmt.Sprintf("payValue must be from 0 to %d", int64(MaxValue)))
+	case v.ActualValue < 0 || v.ActualValue > MaxValue:
+		return E(CodeBadRequest, fmt.Sprintf("actualValue must be from 0 to %d", int64(MaxValue)))
+	case v.PayValue > v.ActualValue:
+		return E(CodeBadRequest, "payValue must not exceed actualValue (what the shopper pays, for what the voucher is worth)")
 	case v.Stock <= 0 || v.Stock > MaxStock:
 		return E(CodeBadRequest, "stock must be between 1 and 1000000000")
-	case v.BeginAt.IsZero() || v.EndAt.IsZero():
-		return E(CodeBadRequest, "beginTime and endTime are required")
+	case v.BeginAt.IsZero():
+		return E(CodeBadRequest, "beginTime is required")
+	case v.EndAt.IsZero():
+		return E(CodeBadRequest, "endTime is required")
+	case !inSaleRange(v.BeginAt):
+		return E(CodeBadRequest, "beginTime must be in UTC years 2000 to 2199")
+	case !inSaleRange(v.EndAt):
+		return E(CodeBadRequest, "endTime must be in UTC years 2000 to 2199")
 	case !v.EndAt.After(v.BeginAt):
 		return E(CodeBadRequest, "endTime must be after beginTime")
+	}
+	return nil
+}
+
+func inSaleRange(t time.Time) bool {
+	u := t.UTC()
+	return !u.Before(EarliestSaleTime) && u.Before(LatestSaleTime)
+}
+
+// validateTitle refuses titles that would not show as what they say:
+// control characters, line breaks, and the bidirectional controls that
+// make text display in another order than it is stored (the "Trojan
+// Source" trick: a title that reads as one price and is another).
+func validateTitle(title string) error {
+	switch {
+	case strings.TrimSpace(title) == "":
+		return E(CodeBadRequest, "title is required")
+	case !utf8.ValidString(title):
+		return E(CodeBadRequest, "title must be UTF-8")
+	case utf8.RuneCountInString(title) > MaxTitleRunes:
+		return E(CodeBadRequest, fmt.Sprintf("title is longer than %d characters", MaxTitleRunes))
+	}
+	for _, r := range title {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Bidi_Control, r) || r == '\uFEFF' {
+			return E(CodeBadRequest, fmt.Sprintf("title must not contain control, line-breaking or bidirectional-control characters (found U+%04X)", r))
+		}
 	}
 	return nil
 }

@@ -92,8 +92,14 @@ type Config struct {
 	// go-redis's AutoPipeline (an API go-redis marks experimental); 0 turns
 	// it off, one round trip per reservation.
 	RedisCoalesce bool // SECKILL_REDIS_COALESCE
-	// PprofAddr, if set, serves net/http/pprof there, apart from the API.
-	PprofAddr string // SECKILL_PPROF_ADDR
+	// PprofAddr, if set, serves net/http/pprof there, apart from the API:
+	// a loopback address unless PprofPublic (profiles show internals and
+	// cost CPU on demand).
+	PprofAddr   string // SECKILL_PPROF_ADDR
+	PprofPublic bool   // SECKILL_PPROF_PUBLIC
+	// MetricsAddr, if set, serves /metrics there (no token) instead of on
+	// the API's listener: an internal address for a public deployment.
+	MetricsAddr string // SECKILL_METRICS_ADDR
 	// lookup is the environment the configuration was read from; a
 	// backend reads its own variables through it (Deps.Getenv).
 	lookup func(string) (string, bool)
@@ -136,6 +142,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		ConsumerName: get("SECKILL_CONSUMER_NAME", ""),
 		LogFormat:    get("SECKILL_LOG_FORMAT", "text"),
 		PprofAddr:    get("SECKILL_PPROF_ADDR", ""),
+		MetricsAddr:  get("SECKILL_METRICS_ADDR", ""),
 		PhoneRegion:  strings.ToUpper(get("SECKILL_PHONE_REGION", "CN")),
 		ProxyHeader:  get("SECKILL_PROXY_HEADER", fiber.HeaderXForwardedFor),
 
@@ -147,9 +154,22 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return c, &configError{"SECKILL_ADDR", c.Addr, "want host:port, e.g. :8080"}
 	}
+	if c.PprofPublic, err = boolVar(lookup, "SECKILL_PPROF_PUBLIC", false); err != nil {
+		return c, err
+	}
 	if c.PprofAddr != "" {
-		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+		host, _, err := net.SplitHostPort(c.PprofAddr)
+		if err != nil {
 			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "want host:port, e.g. 127.0.0.1:6060"}
+		}
+		if !c.PprofPublic && !isLoopback(host) {
+			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "the profiler listens on loopback only (e.g. 127.0.0.1:6060); " +
+				"SECKILL_PPROF_PUBLIC=1 lets it listen elsewhere"}
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return c, &configError{"SECKILL_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. 10.0.0.5:9090"}
 		}
 	}
 	if c.RedisURL != "" {
@@ -271,7 +291,54 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if len(c.AdminToken) < 16 {
 		return c, &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
 	}
+	if !embedded {
+		for name, v := range map[string]string{"SECKILL_JWT_SECRET": string(c.JWTSecret), "SECKILL_ADMIN_TOKEN": c.AdminToken,
+			"SECKILL_CODE_WEBHOOK_SECRET": c.CodeWebhookSecret} {
+			if v == "" {
+				continue
+			}
+			if isExampleSecret(v) {
+				return c, &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (e.g. openssl rand -hex 32)"}
+			}
+			if len(v) < 16 {
+				return c, &configError{name, "", "must be at least 16 bytes"}
+			}
+		}
+	}
 	return c, nil
+}
+
+// exampleSecrets are the secret values the README and docs show. On real
+// servers they are refused: whoever copied one shares it with every
+// reader. TestDocumentedSecretsAreRefused keeps this list and the docs in
+// step. A blocklist, not an entropy guess: a guess refuses good secrets and
+// passes bad ones.
+var exampleSecrets = []string{
+	"change-me-to-32-random-bytes....",
+	"change-me-admin-token",
+	"demo-admin-token-0123",
+	"sms-gateway-shared-secret",
+}
+
+func isExampleSecret(v string) bool {
+	if strings.HasPrefix(strings.ToLower(v), "change-me") {
+		return true
+	}
+	for _, e := range exampleSecrets {
+		if v == e {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopback reports whether host (of host:port) names only this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // loadLogin reads how shoppers log in: dev codes, the code sender, the

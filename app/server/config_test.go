@@ -202,3 +202,37 @@ func TestTheWebhookSenderNeedsItsSecret(t *testing.T) {
 		t.Fatalf("webhook configured: %v, sender %q, want %q by default", err, c.CodeSender, WebhookSender)
 	}
 }
+
+func TestTheProfilerListensOnLoopbackUnlessForced(t *testing.T) {
+	for addr, ok := range map[string]bool{":6060": false, "0.0.0.0:6060": false, "[::]:6060": false, "10.1.2.3:6060": false,
+		"127.0.0.1:6060": true, "localhost:6060": true, "[::1]:6060": true} {
+		_, err := LoadConfig(env(map[string]string{"SECKILL_PPROF_ADDR": addr}))
+		if (err == nil) != ok {
+			t.Errorf("SECKILL_PPROF_ADDR=%s: err = %v, want accepted=%v", addr, err, ok)
+		}
+	}
+	if _, err := LoadConfig(env(map[string]string{"SECKILL_PPROF_ADDR": ":6060", "SECKILL_PPROF_PUBLIC": "1"})); err != nil {
+		t.Errorf(":6060 with SECKILL_PPROF_PUBLIC=1: %v", err)
+	}
+}
+
+func TestExampleAndShortSecretsAreRefusedOnRealServers(t *testing.T) {
+	for name, value := range map[string]string{
+		"SECKILL_JWT_SECRET":          "change-me-to-32-random-bytes....",
+		"SECKILL_ADMIN_TOKEN":         "demo-admin-token-0123",
+		"SECKILL_CODE_WEBHOOK_SECRET": "short-secret",
+	} {
+		extra := map[string]string{name: value}
+		if name == "SECKILL_CODE_WEBHOOK_SECRET" {
+			extra["SECKILL_CODE_WEBHOOK_URL"] = "https://sms.example/hook"
+		}
+		_, err := LoadConfig(env(realServers(extra)))
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), value) {
+			t.Errorf("%s=%s on real servers: err = %v, want a refusal naming the variable and not echoing the value", name, value, err)
+		}
+	}
+	// On the stand-ins the README's demo token is what the walk-through uses.
+	if _, err := LoadConfig(env(map[string]string{"SECKILL_ADMIN_TOKEN": "demo-admin-token-0123"})); err != nil {
+		t.Errorf("the README's demo admin token on the stand-ins: %v", err)
+	}
+}

@@ -62,6 +62,9 @@ type dashboardSnapshot struct {
 	// which does not tell).
 	Redis   *dashboardRedis  `json:"redis"`
 	History []dashboardPoint `json:"history"`
+	// Warnings are settings an operator must not miss (dev codes forced
+	// on real servers).
+	Warnings []string `json:"warnings"`
 }
 
 // dashboard makes the snapshots.
@@ -183,7 +186,7 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 	a := d.api
 	cur := gatherTotals(a, now)
 	s := dashboardSnapshot{At: now.UTC(), Backend: a.backend, PerSecond: map[string]float64{}, LatencyMs: map[string]float64{},
-		Totals: map[string]float64{}}
+		Totals: map[string]float64{}, Warnings: append([]string{}, a.warnings...)}
 	if b, ok := lookupBackend(a.backend); ok {
 		s.Iteration = b.Iteration
 	}

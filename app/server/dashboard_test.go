@@ -72,6 +72,8 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 		b := newBrowser(t)
 		p := b.page()
 		b.open(p, "open /dashboard", h.base+"/dashboard")
+		b.waitJS(p, "the figures wait for the token", `document.getElementById('dashboard-message').textContent.includes('admin token')`)
+		b.input(p, "#admin-token", h.cfg.AdminToken)
 		b.waitJS(p, "the backend is shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`'`)
 		voucher := h.openVoucher(3)
 		for u := int64(1); u <= 5; u++ {
@@ -105,8 +107,25 @@ func TestTheDashboardChartsAreSVGDrawnOnceASnapshot(t *testing.T) {
 	for u := int64(1); u <= 3; u++ {
 		h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
 	}
+	get := func(path, token string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", h.base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return h.client.Do(req)
+	}
+	for _, path := range []string{"/api/dashboard", "/api/dashboard/charts/answers.svg"} {
+		resp, err := get(path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("%s without the admin token: %d, want 401 (the operator's figures)", path, resp.StatusCode)
+		}
+	}
 	for _, name := range []string{"answers", "persisted", "depth"} {
-		resp, err := h.client.Get(h.base + "/api/dashboard/charts/" + name + ".svg")
+		resp, err := get("/api/dashboard/charts/"+name+".svg", h.cfg.AdminToken)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +136,7 @@ func TestTheDashboardChartsAreSVGDrawnOnceASnapshot(t *testing.T) {
 			t.Fatalf("%s: %d %q %q %.80s", name, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Security-Policy"), body)
 		}
 	}
-	resp, err := h.client.Get(h.base + "/api/dashboard/charts/secrets.svg")
+	resp, err := get("/api/dashboard/charts/secrets.svg", h.cfg.AdminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +154,6 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		b := newBrowser(t)
 		p := b.page()
 		b.open(p, "open /dashboard", h.base+"/dashboard")
-		b.waitJS(p, "the page is up", `document.getElementById('backend').textContent !== ''`)
 		b.input(p, "#admin-token", "wrong-token")
 		b.input(p, "#new-title", "Operator's <b>voucher</b>")
 		b.click(p, "#create-voucher")

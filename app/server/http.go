@@ -17,7 +17,6 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
 	"github.com/seckill-lab/seckill/core"
@@ -41,9 +40,14 @@ type api struct {
 	tokens      *Tokens
 	metrics     *metrics
 	devCodes    bool
-	admin       string
-	limits      *rateLimits
-	clients     *clientAddresses
+	// metricsElsewhere: /metrics has a listener of its own
+	// (SECKILL_METRICS_ADDR), not the API's.
+	metricsElsewhere bool
+	// warnings are shown on the dashboard.
+	warnings []string
+	admin    string
+	limits   *rateLimits
+	clients  *clientAddresses
 	// seckillRate is the per-shopper limit; codeRate and loginRate the
 	// per-client-address ones.
 	seckillRate, codeRate, loginRate redis_rate.Limit
@@ -86,6 +90,7 @@ func (a *api) newServer() *fiber.App {
 		TrustedProxies:          a.clients.trustedList(),
 	})
 	app.Use(requestid.New())
+	app.Use(securityHeaders)
 	app.Use(a.deadline)
 	app.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
@@ -97,14 +102,16 @@ func (a *api) newServer() *fiber.App {
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{})))
+	if !a.metricsElsewhere {
+		app.Get("/metrics", adaptor.HTTPHandler(a.metrics.handler()))
+	}
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		return c.Send(docs.OpenAPI)
 	})
 
-	app.Post("/api/auth/code", a.limits.limit("code", a.codeRate, a.clients.limitKey), a.sendCode)
-	app.Post("/api/auth/login", a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
+	app.Post("/api/auth/code", requireJSON, a.limits.limit("code", a.codeRate, a.clients.limitKey), a.sendCode)
+	app.Post("/api/auth/login", requireJSON, a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
 	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
@@ -112,8 +119,10 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/", pageFile("index.html"))
 	app.Get("/assets/:file", asset)
 	app.Get("/dashboard", pageFile("dashboard.html"))
-	app.Get("/api/dashboard", a.dashboardData)
-	app.Get("/api/dashboard/charts/:name", a.dashboardChart)
+	// The page is public; its figures (live sales, dead letters, order
+	// volume) are the operator's.
+	app.Get("/api/dashboard", requireAdmin(a.admin), a.dashboardData)
+	app.Get("/api/dashboard/charts/:name", requireAdmin(a.admin), a.dashboardChart)
 	app.Get("/api/vouchers", a.listVouchers)
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
@@ -177,7 +186,7 @@ const (
 
 // errorCodes is every code an error body can carry.
 func errorCodes() []string {
-	out := []string{codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeHeadersTooLarge}
+	out := []string{codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeHeadersTooLarge, codeUnsupportedMediaType}
 	for _, c := range core.Codes {
 		out = append(out, string(c))
 	}

@@ -335,3 +335,11 @@ func TestCollidingLegacyUsersAreReportedToTheAdmin(t *testing.T) {
 		}
 	})
 }
+
+func TestForcedDevCodesAreOnTheDashboard(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.DevCodesForced = true })
+	status, body := h.do("GET", "/api/dashboard", h.cfg.AdminToken, nil)
+	if w, _ := body["warnings"].([]any); status != 200 || len(w) != 1 || !strings.Contains(w[0].(string), "SECKILL_DEV_CODES=force") {
+		t.Fatalf("dashboard of a forced dev-codes server: %d warnings %v", status, body["warnings"])
+	}
+}

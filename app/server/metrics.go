@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -39,6 +41,11 @@ type metrics struct {
 	codesSent *prometheus.CounterVec
 	// logins counts login attempts by verdict.
 	logins *prometheus.CounterVec
+}
+
+// handler serves the series in Prometheus's text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
 func newMetrics(queue string) *metrics {

@@ -47,6 +47,18 @@ func Main() int {
 			return 1
 		}
 	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			log.Error("cannot listen", "addr", cfg.MetricsAddr, "err", err)
+			return 1
+		}
+		go func() {
+			if err := s.ServeMetrics(ctx, mln); err != nil {
+				log.Error("metrics listener stopped", "err", err)
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)

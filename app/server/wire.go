@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,7 +191,11 @@ func (s *Server) wire(ctx context.Context) error {
 		ledger:      s.store,
 		backend:     cfg.Queue,
 
-		requestTimeout: cfg.RequestTimeout,
+		requestTimeout:   cfg.RequestTimeout,
+		metricsElsewhere: cfg.MetricsAddr != "",
+	}
+	if cfg.DevCodesForced {
+		a.warnings = append(a.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
 	}
 	a.queueStats, _ = s.queue.(core.StatsReporter)
 	if s.queue != nil {
@@ -509,6 +514,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("consumers did not stop in time; unacked batches are redelivered after a restart (lost for the memory queue)")
 	}
 	return err
+}
+
+// ServeMetrics serves /metrics on ln (SECKILL_METRICS_ADDR's listener,
+// apart from the API's) until ctx is done. No token: the address is meant
+// to be an internal one that only the scraper reaches.
+func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); srv.Close() }()
+	s.log.Info("metrics listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // watchIdentity asks Redis for its incarnation every second, beside the

@@ -15,5 +15,5 @@ var Assets embed.FS
 // ContentSecurityPolicy allows the pages nothing but their own origin:
 // scripts and styles from the app's files (no inline script, no eval),
 // requests to the app's own API.
-const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

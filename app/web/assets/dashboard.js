@@ -1,6 +1,6 @@
-// The operations dashboard: polls /api/dashboard, which the server
-// computes once a second for every viewer, and shows it. Every value is
-// set as text.
+// The operations dashboard: polls /api/dashboard with the admin token,
+// which the server computes once a second for every viewer, and shows it.
+// Every value is set as text.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -64,20 +64,44 @@ function render(d) {
     ["evicted keys", num(r.evictedKeys)],
   ] : [["eviction", "not told (embedded Redis)"]]);
   $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
-  // The charts are drawn on the server, once a second for every viewer;
-  // the query only makes each second's image a new one.
-  const stamp = encodeURIComponent(d.at);
+  $("warnings").replaceChildren(...(d.warnings || []).map((w) => {
+    const li = document.createElement("li");
+    li.textContent = w;
+    return li;
+  }));
+}
+
+// The charts are drawn on the server, once a second for every viewer. An
+// <img> cannot send the token, so each is fetched and shown from a blob.
+async function drawCharts(at, token) {
   for (const name of ["answers", "persisted", "depth"]) {
-    $("chart-" + name).src = "/api/dashboard/charts/" + name + ".svg?at=" + stamp;
+    const resp = await fetch("/api/dashboard/charts/" + name + ".svg?at=" + encodeURIComponent(at),
+      { headers: { "Authorization": "Bearer " + token } });
+    if (!resp.ok) continue;
+    const img = $("chart-" + name);
+    const old = img.src;
+    img.src = URL.createObjectURL(await resp.blob());
+    if (old.startsWith("blob:")) URL.revokeObjectURL(old);
   }
 }
 
 async function refresh() {
+  const token = $("admin-token").value.trim();
+  if (!token) {
+    $("dashboard-message").textContent = "Enter the admin token to see the live figures.";
+    return;
+  }
   try {
-    const resp = await fetch("/api/dashboard");
+    const resp = await fetch("/api/dashboard", { headers: { "Authorization": "Bearer " + token } });
+    if (resp.status === 401) {
+      $("dashboard-message").textContent = "The admin token is not accepted.";
+      return;
+    }
     if (!resp.ok) throw new Error("status " + resp.status);
-    render(await resp.json());
+    const d = await resp.json();
+    render(d);
     $("dashboard-message").textContent = "";
+    await drawCharts(d.at, token);
   } catch (_) {
     $("dashboard-message").textContent = "The server does not answer, retrying…";
   }
@@ -120,6 +144,10 @@ function voucherPath(action) {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("admin-token").value = sessionStorage.getItem(adminKey) || "";
+  $("admin-token").addEventListener("change", () => {
+    sessionStorage.setItem(adminKey, $("admin-token").value.trim());
+    refresh();
+  });
   $("create-voucher").addEventListener("click", createVoucher);
   $("audit").addEventListener("click", () => admin("GET", voucherPath("audit")));
   $("reconcile").addEventListener("click", () => admin("POST", voucherPath("reconcile")));
