@@ -63,8 +63,11 @@ func TestVoucherErrorsNameTheField(t *testing.T) {
 		"payValue":    func(v *core.Voucher) { v.PayValue = -1 },
 		"actualValue": func(v *core.Voucher) { v.ActualValue = core.MaxValue + 1 },
 		"stock":       func(v *core.Voucher) { v.Stock = -1 },
-		"beginTime":   func(v *core.Voucher) { v.BeginAt = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC); v.EndAt = v.BeginAt.Add(time.Hour) },
-		"endTime":     func(v *core.Voucher) { v.EndAt = time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("-01", -3600)) },
+		"beginTime": func(v *core.Voucher) {
+			v.BeginAt = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+			v.EndAt = v.BeginAt.Add(time.Hour)
+		},
+		"endTime": func(v *core.Voucher) { v.EndAt = time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("-01", -3600)) },
 	} {
 		v := validVoucher()
 		mutate(&v)

@@ -53,7 +53,9 @@ async function sendCode() {
   $("login-message").textContent = "";
   const r = await api("POST", "/api/auth/code", { phone });
   if (r.status !== 200) {
-    $("login-message").textContent = messages[errorCode(r.data)] || "Check the phone number.";
+    const why = { 400: "Check the phone number.", 429: "Too many requests: wait a minute.",
+      503: "The code could not be sent: try again." }[r.status];
+    $("login-message").textContent = why || "Could not send a code.";
     return;
   }
   if (r.data.code) {
@@ -69,7 +71,9 @@ async function sendCode() {
 async function logIn() {
   const r = await api("POST", "/api/auth/login", { phone: $("phone").value.trim(), code: $("code").value.trim() });
   if (r.status !== 200) {
-    $("login-message").textContent = r.status === 401 ? "Wrong or expired code." : "Could not log in.";
+    // 401: the server says whether guesses are left or a new code is needed.
+    const why = r.status === 401 && r.data.error ? r.data.error.message : r.status === 429 ? "Too many attempts: wait a minute." : "Could not log in.";
+    $("login-message").textContent = why.charAt(0).toUpperCase() + why.slice(1) + ".";
     return;
   }
   sessionStorage.setItem(tokenKey, r.data.token);
