@@ -421,6 +421,7 @@ func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest("POST", b.base+"/api/auth/code", strings.NewReader(`{"phone":"13900000009"}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := b.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -197,7 +197,7 @@ func TestTheWebhookSenderNeedsItsSecret(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "SECKILL_CODE_WEBHOOK_SECRET") {
 		t.Fatalf("a webhook without a secret: err = %v, want a refusal naming SECKILL_CODE_WEBHOOK_SECRET", err)
 	}
-	c, err := LoadConfig(env(realServers(map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook", "SECKILL_CODE_WEBHOOK_SECRET": "gateway-secret"})))
+	c, err := LoadConfig(env(realServers(map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook", "SECKILL_CODE_WEBHOOK_SECRET": "gateway-secret-0123456789"})))
 	if err != nil || c.CodeSender != WebhookSender {
 		t.Fatalf("webhook configured: %v, sender %q, want %q by default", err, c.CodeSender, WebhookSender)
 	}

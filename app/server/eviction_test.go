@@ -46,7 +46,7 @@ func TestARedisThatMayEvictIsRefusedUnlessAllowed(t *testing.T) {
 	if line := grepLines(h.metricsText(), "seckill_redis_evicting_masters{"); !strings.HasSuffix(line, "} 1") {
 		t.Fatalf("allowed to evict, /metrics does not count the evicting master: %q", line)
 	}
-	status, body := h.do("GET", "/api/dashboard", "", nil)
+	status, body := h.do("GET", "/api/dashboard", h.cfg.AdminToken, nil)
 	r, _ := body["redis"].(map[string]any)
 	if evicting, _ := r["evicting"].([]any); status != 200 || len(evicting) != 1 || !strings.Contains(evicting[0].(string), "volatile-ttl") {
 		t.Fatalf("allowed to evict, the dashboard says %d %v; want the master and its policy", status, body["redis"])
