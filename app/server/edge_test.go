@@ -83,6 +83,9 @@ func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 		if c.api && hd.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s %s: Cache-Control %q, want no-store", c.method, c.path, hd.Get("Cache-Control"))
 		}
+		if page := !c.api && resp.StatusCode == 200 && c.path != "/healthz"; page && hd.Get("Cross-Origin-Opener-Policy") != "same-origin" {
+			t.Errorf("%s %s: a page without helmet's document headers (Cross-Origin-Opener-Policy %q)", c.method, c.path, hd.Get("Cross-Origin-Opener-Policy"))
+		}
 	}
 }
 

@@ -116,13 +116,13 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
 	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
-	app.Get("/", pageFile("index.html"))
-	app.Get("/assets/:file", asset)
-	app.Get("/dashboard", pageFile("dashboard.html"))
+	app.Get("/", pageHeaders, pageFile("index.html"))
+	app.Get("/assets/:file", pageHeaders, asset)
+	app.Get("/dashboard", pageHeaders, pageFile("dashboard.html"))
 	// The page is public; its figures (live sales, dead letters, order
 	// volume) are the operator's.
 	app.Get("/api/dashboard", requireAdmin(a.admin), a.dashboardData)
-	app.Get("/api/dashboard/charts/:name", requireAdmin(a.admin), a.dashboardChart)
+	app.Get("/api/dashboard/charts/:name", requireAdmin(a.admin), pageHeaders, a.dashboardChart)
 	app.Get("/api/vouchers", a.listVouchers)
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
