@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test lint fmt vet fuzz compare bench clean
+.PHONY: run build test lint fmt vet staticcheck fuzz compare bench clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -39,8 +39,8 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./core ./adapters/redisreserve
 	./bin/seckill bench $(BENCH_FLAGS)
 
-## lint: gofmt and go vet
-lint: fmt vet
+## lint: gofmt, go vet and staticcheck (fetched by go run, pinned)
+lint: fmt vet staticcheck
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -49,3 +49,6 @@ vet:
 
 clean:
 	rm -rf bin
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

@@ -332,7 +332,7 @@ func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow) ([]core.R
 	}
 	var have []orderRow
 	if err := tx.NewSelect().Model(&have).Column("id", "user_id", "voucher_id").
-		Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("look up skipped orders: %w", err)
 	}
 	byID := make(map[int64]orderRow, len(have))

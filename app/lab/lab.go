@@ -315,7 +315,7 @@ func (h *labServer) buyRequest(vouchers []int64, firstUser, expected int64) func
 func tokensFor(d time.Duration) int64 { return int64(d.Seconds() * 40_000) }
 
 func (h *labServer) rows(vouchers ...int64) int64 {
-	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id IN (?)", bun.In(vouchers)).Count(context.Background())
+	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id IN (?)", bun.List(vouchers)).Count(context.Background())
 	if err != nil {
 		return -1
 	}
@@ -349,7 +349,7 @@ func (h *labServer) rowLatency(vouchers ...int64) (time.Duration, time.Duration)
 		UpdateTime time.Time `bun:"update_time"`
 	}
 	if err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
-		Where("voucher_id IN (?)", bun.In(vouchers)).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
+		Where("voucher_id IN (?)", bun.List(vouchers)).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
 		return 0, 0
 	}
 	d := loadResult{}

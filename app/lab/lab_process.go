@@ -247,6 +247,6 @@ func dropVouchers(mysqlDSN string, ids ...int64) {
 	for _, table := range []struct{ name, column string }{
 		{"tb_voucher_order", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
 	} {
-		db.NewDelete().TableExpr(table.name).Where("? IN (?)", bun.Ident(table.column), bun.In(ids)).Exec(ctx)
+		db.NewDelete().TableExpr(table.name).Where("? IN (?)", bun.Ident(table.column), bun.List(ids)).Exec(ctx)
 	}
 }

@@ -231,7 +231,7 @@ func orderRows(t *testing.T, h *harness, vouchers []int64) map[string]orderRow {
 		VoucherID int64 `bun:"voucher_id"`
 	}
 	if err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Column("id", "user_id", "voucher_id").
-		Where("voucher_id IN (?)", bun.In(vouchers)).Scan(context.Background(), &rows); err != nil {
+		Where("voucher_id IN (?)", bun.List(vouchers)).Scan(context.Background(), &rows); err != nil {
 		t.Fatal(err)
 	}
 	out := make(map[string]orderRow, len(rows))

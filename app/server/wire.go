@@ -366,7 +366,7 @@ func (s *Server) checkEviction(ctx context.Context) error {
 			"masters", strings.Join(evicting, ", "))
 		return nil
 	}
-	return fmt.Errorf("Redis may evict the sale's keys, which loses orders and sells units twice: maxmemory-policy of %s; "+
+	return fmt.Errorf("maxmemory-policy of %s lets Redis evict the sale's keys, which loses orders and sells units twice; "+
 		"set it to noeviction, or SECKILL_REDIS_ALLOW_EVICTION=1 to start anyway", strings.Join(evicting, ", "))
 }
 
