@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -370,41 +369,6 @@ func (s *Server) checkEviction(ctx context.Context) error {
 		"set it to noeviction, or SECKILL_REDIS_ALLOW_EVICTION=1 to start anyway", strings.Join(evicting, ", "))
 }
 
-// evictionCheckInterval is how often a running server looks again: a
-// policy changed by an operator, a failover to a differently configured
-// replica, and every eviction show within it.
-const evictionCheckInterval = 5 * time.Second
-
-// watchEviction logs and counts every change of the masters' policy and
-// every rise of evicted_keys while the server runs.
-func (s *Server) watchEviction(ctx context.Context) {
-	t := time.NewTicker(evictionCheckInterval)
-	defer t.Stop()
-	last := *s.eviction.Load()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		st, err := redisreserve.ReadEviction(ctx, s.rdb)
-		if err != nil {
-			continue // Redis away: the requests say so
-		}
-		s.metrics.redisEvicted.Set(float64(st.Evicted))
-		s.metrics.redisEvicting.Set(float64(len(st.Evicting())))
-		if now, before := strings.Join(st.Evicting(), ", "), strings.Join(last.Evicting(), ", "); now != before {
-			s.log.Error("Redis's maxmemory-policy changed while running", "evicting_now", now, "evicting_before", before)
-		}
-		if st.Evicted > last.Evicted {
-			s.log.Error("Redis evicted keys: the sale's state may be gone; audit the vouchers on sale",
-				"evicted", st.Evicted-last.Evicted, "evicted_total", st.Evicted)
-		}
-		last = st
-		s.eviction.Store(&st)
-	}
-}
-
 func (s *Server) openStore(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -453,69 +417,6 @@ func (s *Server) ready(ctx context.Context) error {
 	return errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx))
 }
 
-// shutdownBudget is how long a stop may take before serve returns.
-const shutdownBudget = 9 * time.Second
-
-// Serve runs the API on ln and the pipeline until ctx is done, then shuts
-// down in order: stop taking requests and finish those in flight, then stop
-// the consumers (each finishes and acks its batch), then close connections.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPipeline()
-	var wg sync.WaitGroup
-	if s.pipeline != nil && s.cfg.Consumers > 0 {
-		wg.Go(func() {
-			if err := s.pipeline.Run(pipeCtx); err != nil {
-				s.log.Error("pipeline stopped", "err", err)
-			}
-		})
-	}
-	if s.recovery != nil {
-		wg.Go(func() { s.watchIdentity(pipeCtx) })
-	}
-	if !s.cfg.EmbeddedRedis() {
-		wg.Go(func() { s.watchEviction(pipeCtx) })
-	}
-	if s.nudges != nil { // the sold-out memo and the unknown vouchers both forget on a nudge
-		wg.Go(func() {
-			s.nudges.Listen(pipeCtx,
-				func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
-				func() { s.memo.Clear(); s.unknown.Clear() })
-		})
-	}
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- s.http.Listener(ln) }()
-	consumers := 0
-	if s.pipeline != nil && s.cfg.Consumers > 0 {
-		consumers = s.pipeline.Consumers()
-	}
-	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", consumers, "shards", s.shards.Count())
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-httpErr:
-		err = fmt.Errorf("http server: %w", err)
-	}
-	// The whole stop fits in the contract's 10 seconds: requests in
-	// flight get up to 3, the consumers (and a drain of an in-process
-	// queue) the rest.
-	s.log.Info("shutting down")
-	deadline := time.Now().Add(shutdownBudget)
-	if serr := s.http.ShutdownWithTimeout(3 * time.Second); serr != nil {
-		s.log.Warn("http shutdown", "err", serr)
-	}
-	stopPipeline()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Until(deadline)):
-		s.log.Warn("consumers did not stop in time; unacked batches are redelivered after a restart (lost for the memory queue)")
-	}
-	return err
-}
-
 // ServeMetrics serves /metrics on ln (SECKILL_METRICS_ADDR's listener,
 // apart from the API's) until ctx is done. No token: the address is meant
 // to be an internal one that only the scraper reaches.
@@ -529,30 +430,6 @@ func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
-}
-
-// watchIdentity asks Redis for its incarnation every second, beside the
-// check on each new connection: a Redis behind a proxy can change under
-// connections that stay open. A change makes every voucher verify again
-// before its next use.
-func (s *Server) watchIdentity(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	last, _ := s.identity.Current(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cur, err := s.identity.Refresh(ctx)
-		if err != nil || cur == last {
-			continue
-		}
-		s.log.Warn("Redis is another incarnation (restarted or failed over): every voucher is verified again before its next use",
-			"was", last, "now", cur)
-		last = cur
-	}
 }
 
 func (s *Server) Close() {
