@@ -68,3 +68,8 @@ var CheckCode string
 //
 //go:embed withdraw_code.lua
 var WithdrawCode string
+
+// RestoreBuyers stages one chunk of a rebuild's buyers under its fence.
+//
+//go:embed restore_buyers.lua
+var RestoreBuyers string

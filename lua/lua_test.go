@@ -17,7 +17,7 @@ var callPattern = regexp.MustCompile(`redis\.call\(\s*'([A-Za-z]+)'\s*(?:,\s*([^
 // names inside a script ('seckill:stock:' .. id): Redis Cluster cannot route
 // such a script, and it hides which keys the script touches.
 func TestScriptsTakeEveryKeyFromKEYS(t *testing.T) {
-	scripts := map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID, "reclaim_list.lua": lua.ReclaimList, "move_voucher.lua": lua.MoveVoucher, "restore_voucher.lua": lua.RestoreVoucher, "unfence.lua": lua.Unfence, "fence_voucher.lua": lua.FenceVoucher, "repair_order.lua": lua.RepairOrder, "admit.lua": lua.Admit, "issue_code.lua": lua.IssueCode, "check_code.lua": lua.CheckCode, "withdraw_code.lua": lua.WithdrawCode}
+	scripts := map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID, "reclaim_list.lua": lua.ReclaimList, "move_voucher.lua": lua.MoveVoucher, "restore_voucher.lua": lua.RestoreVoucher, "unfence.lua": lua.Unfence, "fence_voucher.lua": lua.FenceVoucher, "repair_order.lua": lua.RepairOrder, "admit.lua": lua.Admit, "issue_code.lua": lua.IssueCode, "check_code.lua": lua.CheckCode, "withdraw_code.lua": lua.WithdrawCode, "restore_buyers.lua": lua.RestoreBuyers}
 	for name, src := range scripts {
 		calls := callPattern.FindAllStringSubmatch(src, -1)
 		if len(calls) == 0 {
@@ -45,7 +45,7 @@ func TestScriptsTakeEveryKeyFromKEYS(t *testing.T) {
 // TestScriptsDocumentKeysArgvAndReturns: each script starts with the block
 // that lists its KEYS, ARGV and return values.
 func TestScriptsDocumentKeysArgvAndReturns(t *testing.T) {
-	for name, src := range map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID, "reclaim_list.lua": lua.ReclaimList, "move_voucher.lua": lua.MoveVoucher, "restore_voucher.lua": lua.RestoreVoucher, "unfence.lua": lua.Unfence, "fence_voucher.lua": lua.FenceVoucher, "repair_order.lua": lua.RepairOrder, "admit.lua": lua.Admit, "issue_code.lua": lua.IssueCode, "check_code.lua": lua.CheckCode, "withdraw_code.lua": lua.WithdrawCode} {
+	for name, src := range map[string]string{"seckill.lua": lua.Seckill, "release.lua": lua.Release, "nextid.lua": lua.NextID, "reclaim_list.lua": lua.ReclaimList, "move_voucher.lua": lua.MoveVoucher, "restore_voucher.lua": lua.RestoreVoucher, "unfence.lua": lua.Unfence, "fence_voucher.lua": lua.FenceVoucher, "repair_order.lua": lua.RepairOrder, "admit.lua": lua.Admit, "issue_code.lua": lua.IssueCode, "check_code.lua": lua.CheckCode, "withdraw_code.lua": lua.WithdrawCode, "restore_buyers.lua": lua.RestoreBuyers} {
 		for _, want := range []string{"-- KEYS[1]", "-- ARGV", "-- Returns"} {
 			if !strings.Contains(src, want) {
 				t.Errorf("%s: header lacks %q", name, want)

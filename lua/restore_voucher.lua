@@ -1,25 +1,31 @@
 -- restore_voucher.lua: replaces one voucher's live state with what a
 -- rebuild computed from the database and the queue, and lifts the
--- rebuild's fence, all at once. It runs only while the rebuild still holds
--- the fence: one that outlived its fence (and whose voucher another rebuild
--- may have restored since) changes nothing.
+-- rebuild's fence, all at once. The buyers were staged before, in chunks
+-- (restore_buyers.lua); they replace the live buyers here by a RENAME. It
+-- runs only while the rebuild still holds the fence: one that outlived its
+-- fence (and whose voucher another rebuild may have restored since)
+-- changes nothing.
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
 -- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch,
 --            total, and the fence: fence (a rebuild's token), fenceUntil
 --            (unix ms, Redis's clock; see fence_voucher.lua)
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
+-- KEYS[4] -> seckill:order:{shard}:voucherId:restoring:<token>  hash: the
+--            staged buyers (restore_buyers.lua)
 --
 -- ARGV[1] -> the rebuild's fence token
 -- ARGV[2] -> window begin (unix ms)
 -- ARGV[3] -> window end (unix ms)
 -- ARGV[4] -> remaining stock
 -- ARGV[5] -> the live store's incarnation the state is rebuilt for
--- ARGV[6..] -> buyers: user id, order id, user id, order id, ...
+-- ARGV[6] -> how many buyers were staged
 --
 -- Returns:
 --   1   restored
 --   0   the fence is not this rebuild's (expired, or another's): nothing done
+--  -1   the staged buyers are not as many as ARGV[6] (a chunk went
+--       missing): nothing done, the fence stays until it expires
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -27,13 +33,19 @@ local fence = redis.call('HMGET', KEYS[2], 'fence', 'fenceUntil')
 if fence[1] ~= ARGV[1] or tonumber(fence[2]) <= now then
   return 0
 end
-redis.call('DEL', KEYS[3])
-for i = 6, #ARGV, 2 do
-  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+local buyers = tonumber(ARGV[6])
+if redis.call('HLEN', KEYS[4]) ~= buyers then
+  return -1
+end
+if buyers > 0 then
+  redis.call('RENAME', KEYS[4], KEYS[3])
+  redis.call('PERSIST', KEYS[3])
+else
+  redis.call('DEL', KEYS[3])
 end
 redis.call('DEL', KEYS[2])
 -- total: the units on sale, each left or a buyer's (seckill.lua checks it).
-local total = tonumber(ARGV[4]) + math.floor((#ARGV - 5) / 2)
+local total = tonumber(ARGV[4]) + buyers
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total)
 redis.call('SET', KEYS[1], ARGV[4])
 return 1

@@ -22,9 +22,10 @@ import (
 // lifts the fence at once.
 
 var (
-	fenceScript   = redis.NewScript(lua.FenceVoucher)
-	restoreScript = redis.NewScript(lua.RestoreVoucher)
-	unfenceScript = redis.NewScript(lua.Unfence)
+	fenceScript         = redis.NewScript(lua.FenceVoucher)
+	restoreScript       = redis.NewScript(lua.RestoreVoucher)
+	restoreBuyersScript = redis.NewScript(lua.RestoreBuyers)
+	unfenceScript       = redis.NewScript(lua.Unfence)
 )
 
 // Incarnation implements core.LiveSale.
@@ -76,23 +77,59 @@ func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration
 	return token, n == 1, nil
 }
 
-// Restore implements core.LiveSale.
+// restoreChunk is how many buyers one restore_buyers.lua call stages: a
+// short script (a few milliseconds) that shoppers of other vouchers wait
+// behind, where 100,000 buyers in one call held Redis for the whole list.
+const restoreChunk = 2000
+
+// Restore implements core.LiveSale: the buyers are staged in chunks under
+// the fence, then one script swaps them in with the stock and window and
+// lifts the fence. Every call checks the fence token, so a rebuild that
+// outlived its fence changes nothing.
 func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token string) error {
 	v := s.Voucher
-	args := make([]any, 0, 5+2*len(s.Buyers))
-	args = append(args, token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.Stock, s.Incarnation)
+	staging := r.keys.Orders(v.ID) + ":restoring:" + token
+	window := r.keys.Window(v.ID)
+	args := make([]any, 0, 1+2*min(len(s.Buyers), restoreChunk))
+	stage := func() error {
+		if len(args) == 1 {
+			return nil
+		}
+		n, err := restoreBuyersScript.Run(ctx, r.rdb, []string{window, staging}, args...).Int()
+		if err != nil {
+			return fmt.Errorf("redisreserve: restore voucher %d: stage buyers: %w", v.ID, err)
+		}
+		if n != 1 {
+			return fmt.Errorf("redisreserve: restore voucher %d: the fence expired while the buyers were staged", v.ID)
+		}
+		args = args[:1]
+		return nil
+	}
+	args = append(args, token)
 	for user, order := range s.Buyers {
 		args = append(args, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10))
+		if len(args) == 1+2*restoreChunk {
+			if err := stage(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := stage(); err != nil {
+		return err
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
-		[]string{r.keys.Stock(v.ID), r.keys.Window(v.ID), r.keys.Orders(v.ID)}, args...).Int()
+		[]string{r.keys.Stock(v.ID), window, r.keys.Orders(v.ID), staging},
+		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.Stock, s.Incarnation, len(s.Buyers)).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
 	}
-	if n != 1 {
-		return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
+	switch n {
+	case 1:
+		return nil
+	case -1:
+		return fmt.Errorf("redisreserve: restore voucher %d: fewer buyers staged than sent", v.ID)
 	}
-	return nil
+	return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
 }
 
 // Unfence implements core.LiveSale.

@@ -399,16 +399,24 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 			lastDelivered = g.LastDeliveredID
 		}
 	}
-	queued, err := q.rdb.XRange(ctx, q.cfg.Stream, "("+lastDelivered, "+").Result()
-	if err != nil {
-		return nil, fmt.Errorf("streamgroup: held orders: queued: %w", err)
-	}
-	bodies := make([]string, 0, len(queued))
-	for _, m := range queued {
-		bodies = append(bodies, streamentry.Body(m))
+	// Never-delivered entries, a page at a time: a backlog of a whole sale
+	// in one XRANGE would hold Redis, and this process's memory, at once.
+	const page = 1000
+	var bodies []string
+	for from := "(" + lastDelivered; ; {
+		queued, err := q.rdb.XRangeN(ctx, q.cfg.Stream, from, "+", page).Result()
+		if err != nil {
+			return nil, fmt.Errorf("streamgroup: held orders: queued: %w", err)
+		}
+		for _, m := range queued {
+			bodies = append(bodies, streamentry.Body(m))
+		}
+		if len(queued) < page {
+			break
+		}
+		from = "(" + queued[len(queued)-1].ID
 	}
 	// Pending entries, a page at a time, each read back by its id.
-	const page = 1000
 	start := "-"
 	for {
 		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{

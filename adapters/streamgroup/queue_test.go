@@ -385,3 +385,28 @@ func TestAVanishedStreamIsReportedAndRecreated(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldOrdersReadsABacklogPageByPage: a backlog of several pages of
+// never-delivered entries, and pending ones, are all reported held.
+func TestHeldOrdersReadsABacklogPageByPage(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "held", time.Minute)
+		ids := make([]int64, 2500)
+		for i := range ids {
+			ids[i] = int64(i + 1)
+		}
+		publish(t, r, q, ids...)
+		delivered := fetchN(t, consumer(t, q, 0), 10) // pending, not acked
+		held, err := q.HeldOrders(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]bool{}
+		for _, o := range held {
+			seen[o.ID] = true
+		}
+		if len(held) != len(ids) || len(seen) != len(ids) {
+			t.Fatalf("held %d orders (%d distinct) with %d pending, want all %d once", len(held), len(seen), len(delivered), len(ids))
+		}
+	})
+}
