@@ -1,0 +1,254 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Rebuilding a voucher's live state: fenced, one at a time per voucher in
+// this process, from the queue's held orders and the database's snapshot.
+
+// RebuildReport says what one rebuild found and changed.
+type RebuildReport struct {
+	VoucherID int64
+	// Incarnation the state was rebuilt for; Previous the one it had
+	// been verified in ("" when the live store had forgotten it).
+	Incarnation, Previous string
+	// Persisted orders in the database, Held the queue still holds (queued
+	// or delivered and unacknowledged), HeldOnly those of them not yet
+	// persisted.
+	Persisted, Held, HeldOnly int
+	// StockBefore is the live stock before (-1: none), StockAfter after;
+	// BuyersBefore and BuyersAfter count the buyers.
+	StockBefore, StockAfter   int64
+	BuyersBefore, BuyersAfter int
+	Took                      time.Duration
+}
+
+// Rebuild rebuilds the voucher's live state, one rebuild at a time per
+// voucher in this process; callers that arrive during one wait for it.
+func (r *Recovery) Rebuild(ctx context.Context, voucherID int64) error {
+	_, err := r.run(ctx, voucherID, false)
+	return err
+}
+
+// Reconcile rebuilds the voucher's live state now, whatever its
+// incarnation, and reports what changed (an operator's repair). A caller
+// arriving during another rebuild of the voucher in this process waits for
+// that one, and gets an empty report.
+//
+// On a queue that cannot list the orders it holds (no OrderHolder: the
+// in-process queue, Pub/Sub), a buyer the live store knows and the
+// database does not is an order in some consumer's hands — or one lost.
+// No rebuild can tell which, so while there are any, Reconcile refuses
+// with CodeNotReconcilable rather than sell their units again.
+func (r *Recovery) Reconcile(ctx context.Context, voucherID int64) (RebuildReport, error) {
+	return r.run(ctx, voucherID, true)
+}
+
+// ErrNotReconcilable: see Reconcile.
+var ErrNotReconcilable = E(CodeNotReconcilable,
+	"this backend cannot list the orders it holds, and some of this voucher's are reserved and not yet persisted: retry once they are")
+
+func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
+	r.mu.Lock()
+	b, ok := r.running[voucherID]
+	if !ok {
+		// The rebuild is no caller's: it runs to its own deadline, shorter
+		// than the fence, whoever gives up waiting for it. A request that
+		// started it waits no longer than its own deadline.
+		b = &rebuild{done: make(chan struct{})}
+		r.running[voucherID] = b
+		go func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.FenceTTL/2)
+			defer cancel()
+			b.report, b.err = r.rebuild(rctx, voucherID, operator)
+			r.mu.Lock()
+			delete(r.running, voucherID)
+			r.mu.Unlock()
+			close(b.done)
+		}()
+	}
+	r.mu.Unlock()
+	select {
+	case <-b.done:
+		err := b.err
+		if !operator && errors.Is(err, ErrNotReconcilable) {
+			// An operator's reconcile refused, and restored the voucher as
+			// a rebuild of the request path would have.
+			err = nil
+		}
+		if ok {
+			// Another caller's rebuild: its report is that caller's.
+			return RebuildReport{VoucherID: voucherID}, err
+		}
+		return b.report, err
+	case <-ctx.Done():
+		return RebuildReport{VoucherID: voucherID}, Wrap("recovery: waiting for the rebuild", CodeUnavailable, ctx.Err())
+	}
+}
+
+func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
+	start := time.Now()
+	// A voucher the database does not have is not fenced: requests for
+	// made-up ids leave nothing behind in Redis.
+	if _, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher); err != nil {
+		if errors.Is(err, ErrVoucherNotFound) {
+			return RebuildReport{}, err
+		}
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: find voucher", CodeUnavailable, err))
+	}
+	before, err := r.live.LiveState(ctx, voucherID)
+	if err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
+	}
+	token, ok, err := r.live.Fence(ctx, voucherID, r.FenceTTL)
+	if err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: fence", CodeUnavailable, err))
+	}
+	if !ok {
+		return RebuildReport{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
+	}
+	report, err := r.rebuildFenced(ctx, voucherID, token, start, before, operator)
+	if err != nil && !errors.Is(err, ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
+		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
+			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
+		}
+	}
+	return report, err
+}
+
+func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token string, start time.Time, before LiveState, operator bool) (RebuildReport, error) {
+	inc, err := r.live.Incarnation(ctx)
+	if err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: incarnation", CodeUnavailable, err))
+	}
+	was := before.VerifiedIn
+	// The queue is read before the database: an order acknowledged in
+	// between was committed before the database is read, so every order is
+	// seen at least once, and the union by id counts it once.
+	var held []Order
+	if r.holder != nil {
+		if held, err = r.holder.HeldOrders(ctx, voucherID); err != nil {
+			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: held orders", CodeUnavailable, err))
+		}
+	} else {
+		// A queue that cannot list what it holds: the live store's buyers,
+		// read under the fence (no reservation can add one now), stand for
+		// it. Those the database lacks are in a consumer's hands (or lost).
+		fenced, err := r.live.LiveState(ctx, voucherID)
+		if err != nil {
+			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
+		}
+		for user, order := range fenced.Buyers {
+			held = append(held, Order{ID: order, UserID: user, VoucherID: voucherID})
+		}
+	}
+	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
+	if errors.Is(err, ErrVoucherNotFound) {
+		return RebuildReport{}, ErrVoucherNotFound // the fence expires on its own: nothing to restore
+	}
+	if err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: sale snapshot", CodeUnavailable, err))
+	}
+	buyers := make(map[int64]int64, len(persisted)+len(held))
+	ids := make(map[int64]bool, len(persisted))
+	for _, o := range persisted {
+		buyers[o.UserID], ids[o.ID] = o.ID, true
+	}
+	heldOnly := 0
+	for _, o := range held {
+		if ids[o.ID] {
+			continue
+		}
+		if other, ok := buyers[o.UserID]; ok && other != o.ID {
+			// The store will refuse it (buyer_holds_another); it takes no stock.
+			r.log.Error("rebuild: a held order's buyer already has another order of the voucher",
+				"voucher", voucherID, "user", o.UserID, "order", o.ID, "other", other)
+			continue
+		}
+		buyers[o.UserID] = o.ID
+		ids[o.ID] = true
+		heldOnly++
+	}
+	// An operator's reconcile that cannot tell the orders in consumers'
+	// hands from lost ones is refused, after restoring what it read under
+	// the fence — those orders' buyers kept — so the sale goes on as if
+	// the request path had rebuilt it.
+	refuse := operator && r.holder == nil && heldOnly > 0
+	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: len(persisted),
+		Held: len(held), HeldOnly: heldOnly, StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
+	if before.Present {
+		report.StockBefore = before.Stock
+	}
+	remaining := v.Stock - int64(heldOnly)
+	if remaining < 0 {
+		r.log.Error("rebuild: the queue holds more unpersisted orders than the database has stock",
+			"voucher", voucherID, "stock_column", v.Stock, "held_unpersisted", heldOnly)
+		remaining = 0
+	}
+	v.Stock = remaining
+	if err := r.live.Restore(ctx, RestoredSale{Voucher: v, Buyers: buyers, Incarnation: inc}, token); err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: restore", CodeUnavailable, err))
+	}
+	r.verified.Store(voucherID, inc)
+	if r.memo != nil {
+		// The rebuilt stock may be more than was remembered, here and on
+		// every other instance.
+		if err := r.memo.StockBack(ctx, voucherID); err != nil {
+			r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", voucherID, "err", err)
+		}
+	}
+	report.StockAfter, report.Took = remaining, time.Since(start)
+	if refuse {
+		r.log.Warn("reconcile refused: orders of the voucher are reserved and not yet persisted, and the queue cannot list them",
+			"voucher", voucherID, "unpersisted", heldOnly)
+		return report, ErrNotReconcilable
+	}
+	r.log.Warn("rebuilt a voucher's live state from the database and the queue",
+		"voucher", voucherID, "incarnation", inc, "previous", was, "persisted", report.Persisted,
+		"held", report.Held, "held_unpersisted", heldOnly, "stock_before", report.StockBefore, "stock", remaining,
+		"buyers_before", report.BuyersBefore, "buyers", report.BuyersAfter, "took", report.Took)
+	if r.obs != nil {
+		r.obs.Rebuilt(report)
+	}
+	return report, nil
+}
+
+// waitForOther waits for another instance's rebuild of the voucher.
+func (r *Recovery) waitForOther(ctx context.Context, voucherID int64) error {
+	deadline := time.Now().Add(r.Wait)
+	for time.Now().Before(deadline) {
+		fenced, err := r.live.Fenced(ctx, voucherID)
+		if err != nil {
+			return Wrap("recovery: fence", CodeUnavailable, err)
+		}
+		if !fenced {
+			inc, err := r.live.Incarnation(ctx)
+			if err != nil {
+				return Wrap("recovery: incarnation", CodeUnavailable, err)
+			}
+			if was, ok, err := r.live.VerifiedIn(ctx, voucherID); err == nil && ok && was == inc {
+				r.verified.Store(voucherID, inc)
+				return nil
+			}
+			return ErrBusy // its rebuild failed; the next request rebuilds
+		}
+		select {
+		case <-ctx.Done():
+			return Wrap("recovery: wait for another rebuild", CodeUnavailable, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return ErrBusy
+}
+
+func (r *Recovery) failed(voucherID int64, err error) error {
+	r.log.Error("rebuild failed", "voucher", voucherID, "err", err)
+	if r.obs != nil {
+		r.obs.RebuildFailed(voucherID, err)
+	}
+	return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+}

@@ -1,0 +1,64 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Repairing after a loss: orders read from the queue before the live
+// store forgot the sale and persisted after, told to the live store.
+
+// RepairAfter tells the live store of orders just persisted that were read
+// from the queue in incarnation `readIn`, if the live store has become
+// another incarnation since: a rebuild in between could not see them (they
+// were neither in the new queue nor yet in the database), so without this
+// their stock would be sold again. A repair is idempotent; it waits for a
+// rebuild under way, and gives up after repairTimeout with an error.
+func (r *Recovery) RepairAfter(ctx context.Context, readIn string, orders []Order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	now, err := r.live.RefreshIncarnation(ctx)
+	if err != nil {
+		return Wrap("repair: incarnation", CodeUnavailable, err)
+	}
+	if now == readIn {
+		return nil
+	}
+	deadline := time.Now().Add(repairTimeout)
+	todo := orders
+	for {
+		vouchers := map[int64]bool{}
+		for _, o := range todo {
+			vouchers[o.VoucherID] = true
+		}
+		for v := range vouchers {
+			if err := r.Ensure(ctx, v); err != nil && !errors.Is(err, ErrBusy) {
+				return fmt.Errorf("repair: ensure voucher %d: %w", v, err)
+			}
+		}
+		again, err := r.live.Repair(ctx, todo)
+		if err != nil {
+			return Wrap("repair", CodeUnavailable, err)
+		}
+		if len(again) == 0 {
+			r.log.Warn("told Redis of orders read before it forgot the sale and persisted after",
+				"orders", len(orders), "read_in", readIn, "now", now)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("repair: %d orders' vouchers still have no live state after %v", len(again), repairTimeout)
+		}
+		todo = again
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("repair: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// repairTimeout bounds a repair's wait for rebuilds.
+const repairTimeout = 15 * time.Second
