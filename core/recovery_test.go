@@ -174,3 +174,41 @@ func TestForgetAllRebuildsEveryVerifiedVoucherOnce(t *testing.T) {
 		t.Fatalf("%d rebuilds after ForgetAll and three uses, want 2 (one more)", n)
 	}
 }
+
+// fakeOrders is the database's orders, by buyer.
+type fakeOrders map[int64]core.Order
+
+func (f fakeOrders) FindOrder(_ context.Context, id int64) (core.Order, error) {
+	for _, o := range f {
+		if o.ID == id {
+			return o, nil
+		}
+	}
+	return core.Order{}, core.ErrOrderNotFound
+}
+func (f fakeOrders) OrderOfBuyer(_ context.Context, user, voucher int64) (core.Order, error) {
+	if o, ok := f[user]; ok && o.VoucherID == voucher {
+		return o, nil
+	}
+	return core.Order{}, core.ErrOrderNotFound
+}
+
+// TestOrderReadsDuringAnotherRebuildAskTheDatabase: while another
+// instance's rebuild holds the voucher, a persisted order is answered from
+// the database; one the database lacks (queued, or none) stays busy.
+func TestOrderReadsDuringAnotherRebuildAskTheDatabase(t *testing.T) {
+	live := newFakeLive("run-2")
+	live.fences[7] = "another instance's"
+	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
+	r := core.NewRecovery(live, ledger, fakeHolder{}, nil, nil)
+	r.Wait = 50 * time.Millisecond
+	orders := fakeOrders{1: {ID: 101, UserID: 1, VoucherID: 7}}
+	s := core.NewSeckill(&counterIDs{}, &fakeReserver{}, nil, orders).WithRecovery(r)
+	id, status, err := s.OrderOf(context.Background(), 1, 7)
+	if err != nil || id != 101 || status != core.StatusCreated {
+		t.Fatalf("a persisted order during another rebuild: %d %q %v, want 101 created from the database", id, status, err)
+	}
+	if _, _, err := s.OrderOf(context.Background(), 2, 7); !errors.Is(err, core.ErrBusy) {
+		t.Fatalf("an order the database lacks during another rebuild: %v, want busy", err)
+	}
+}

@@ -138,6 +138,8 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		switch err := s.recovery.Ensure(ctx, voucherID); {
 		case errors.Is(err, ErrVoucherNotFound):
 			return 0, "", ErrOrderNotFound
+		case errors.Is(err, ErrBusy):
+			return s.persistedOrderOf(ctx, userID, voucherID, err)
 		case err != nil:
 			return 0, "", err
 		}
@@ -151,6 +153,8 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		switch rebuilt, err = s.recovery.Recheck(ctx, voucherID); {
 		case errors.Is(err, ErrVoucherNotFound):
 			return 0, "", ErrOrderNotFound
+		case errors.Is(err, ErrBusy):
+			return s.persistedOrderOf(ctx, userID, voucherID, err)
 		case err != nil:
 			return 0, "", err
 		case rebuilt:
@@ -171,6 +175,18 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		return id, StatusQueued, nil
 	}
 	return 0, "", Wrap("order status: store", CodeUnavailable, err)
+}
+
+// persistedOrderOf answers an order read while a rebuild holds the
+// voucher (busy is its error): the database tells a persisted order; an
+// order still queued, or none, cannot be told apart until the rebuild is
+// done, so the shopper gets busy and asks again.
+func (s *Seckill) persistedOrderOf(ctx context.Context, userID, voucherID int64, busy error) (int64, OrderStatus, error) {
+	o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID)
+	if err != nil {
+		return 0, "", busy
+	}
+	return o.ID, StatusCreated, nil
 }
 
 // Order returns a persisted order if userID owns it. Another user's order is

@@ -37,6 +37,10 @@ type Rejection struct {
 type OrderReader interface {
 	// FindOrder returns ErrOrderNotFound when no row has the id.
 	FindOrder(ctx context.Context, orderID int64) (Order, error)
+	// OrderOfBuyer returns the user's persisted order of the voucher, or
+	// ErrOrderNotFound: what the database alone can tell while the live
+	// store's state of the voucher is being rebuilt.
+	OrderOfBuyer(ctx context.Context, userID, voucherID int64) (Order, error)
 }
 
 // VoucherRepository is the durable catalogue of vouchers.

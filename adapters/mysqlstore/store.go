@@ -368,6 +368,19 @@ func (s *Store) FindOrder(ctx context.Context, orderID int64) (core.Order, error
 	return core.Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, CreatedAt: row.CreateTime.UTC()}, nil
 }
 
+// OrderOfBuyer implements core.OrderReader.
+func (s *Store) OrderOfBuyer(ctx context.Context, userID, voucherID int64) (core.Order, error) {
+	var row orderRow
+	err := s.db.NewSelect().Model(&row).Where("user_id = ? AND voucher_id = ?", userID, voucherID).Limit(1).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Order{}, core.ErrOrderNotFound
+	}
+	if err != nil {
+		return core.Order{}, fmt.Errorf("mysqlstore: order of buyer: %w", err)
+	}
+	return core.Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, CreatedAt: row.CreateTime.UTC()}, nil
+}
+
 // CreateVoucher implements core.VoucherRepository.
 func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 	now := time.Now().UTC()

@@ -72,3 +72,21 @@ func TestLegacyPhonesAreNormalisedAndCollisionsReported(t *testing.T) {
 		}
 	})
 }
+
+func TestOrderOfBuyerFindsThePersistedOrder(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 5)
+		o := core.Order{ID: 4242, UserID: 7, VoucherID: v.ID, CreatedAt: time.Now().UTC()}
+		if _, err := s.SaveOrders(ctx, []core.Order{o}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.OrderOfBuyer(ctx, 7, v.ID)
+		if err != nil || got.ID != 4242 {
+			t.Fatalf("OrderOfBuyer = %+v, %v; want order 4242", got, err)
+		}
+		if _, err := s.OrderOfBuyer(ctx, 8, v.ID); err != core.ErrOrderNotFound {
+			t.Fatalf("a user without an order: %v, want ErrOrderNotFound", err)
+		}
+	})
+}
