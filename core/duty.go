@@ -54,7 +54,7 @@ func RunDuties(ctx context.Context, duties []Duty, onError func(d Duty, err erro
 
 // RunQueueDuties runs q's duties, if it has any, as RunDuties does.
 func RunQueueDuties(ctx context.Context, q Queue, onError func(d Duty, err error)) {
-	if m, ok := q.(MaintainedQueue); ok {
-		RunDuties(ctx, m.Duties(), onError)
+	if duties := CapabilitiesOf(q).Duties; len(duties) > 0 {
+		RunDuties(ctx, duties, onError)
 	}
 }

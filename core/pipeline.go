@@ -87,6 +87,7 @@ const (
 // fetching; a batch in flight is finished and acked first.
 type Pipeline struct {
 	queue Queue
+	caps  Capabilities
 	store OrderStore
 	cfg   PipelineConfig
 	log   *slog.Logger
@@ -123,7 +124,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{queue: q, store: store, cfg: cfg, log: log, obs: obs}
+	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs}
 }
 
 // Run starts the consumers and blocks until ctx is cancelled and every
@@ -170,15 +171,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // one per shard of a sharded queue if that is more, since every shard must
 // be read in every process.
 func (p *Pipeline) Consumers() int {
-	if s, ok := p.queue.(ShardedQueue); ok {
-		return max(p.cfg.Consumers, s.ShardCount())
-	}
-	return p.cfg.Consumers
+	return max(p.cfg.Consumers, p.caps.Shards)
 }
 
 func (p *Pipeline) consume(ctx context.Context, c Consumer) {
 	p.consumeUntilDone(ctx, c)
-	if _, ok := p.queue.(DrainingQueue); ok {
+	if p.caps.Drains {
 		p.drain(ctx, c)
 	}
 }

@@ -188,13 +188,7 @@ type OrderHolder interface {
 // consumers take messages out of it on delivery (the plain list) lists the
 // queued ones and not those delivered and not yet persisted, which a
 // rebuild would then sell again. nil otherwise.
-func HolderOf(q Queue) OrderHolder {
-	h, ok := q.(OrderHolder)
-	if !ok || !q.Guarantees().Acknowledged {
-		return nil
-	}
-	return h
-}
+func HolderOf(q Queue) OrderHolder { return CapabilitiesOf(q).Holder }
 
 // DeadLetterReader is implemented by queues whose dead letters can be read
 // back, oldest first: every built-in one. The records are DeadLetter, the

@@ -65,7 +65,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	// the database): the shopper's limit comes first, or made-up ids would
 	// skip it, since only the reservation script counts it otherwise.
 	if s.recovery != nil && !s.recovery.Trusted(ctx, voucherID) {
-		if limit, ok := s.reserver.(ShopperLimit); ok {
+		if limit := ShopperLimitOf(s.reserver); limit != nil {
 			r, err := limit.Admit(ctx, userID, voucherID)
 			if err != nil {
 				return 0, Wrap("seckill: admit", CodeUnavailable, err)

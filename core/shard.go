@@ -81,8 +81,8 @@ func ShardQueues(shards Shards, queues []Queue) (Queue, error) {
 	s := &sharded{shards: shards, queues: queues}
 	holders, readers := true, true
 	for i, q := range queues {
-		fed, ok := q.(FedByReservation)
-		if !ok {
+		fed := CapabilitiesOf(q).Handoff
+		if fed == nil {
 			return nil, fmt.Errorf("shard queues: %s is not fed by the reservation: only such queues can be sharded", q.Name())
 		}
 		h := fed.Handoff()
@@ -94,9 +94,9 @@ func ShardQueues(shards Shards, queues []Queue) (Queue, error) {
 			return nil, fmt.Errorf("shard queues: shard %d (%s) differs from shard 0 (%s)", i, q.Name(), queues[0].Name())
 		}
 		s.handoffs = append(s.handoffs, h)
-		_, holder := q.(OrderHolder)
-		_, reader := q.(DeadLetterReader)
-		holders, readers = holders && holder, readers && reader
+		caps := CapabilitiesOf(q)
+		s.listers, s.readers = append(s.listers, caps.Lister), append(s.readers, caps.DeadLetters)
+		holders, readers = holders && caps.Lister != nil, readers && caps.DeadLetters != nil
 	}
 	switch {
 	case holders && readers:
@@ -113,6 +113,9 @@ type sharded struct {
 	shards   Shards
 	queues   []Queue
 	handoffs []Handoff
+	// listers and readers are each shard's (nil where it has none).
+	listers []OrderHolder
+	readers []DeadLetterReader
 }
 
 func (s *sharded) Name() string           { return s.queues[0].Name() }
@@ -141,9 +144,7 @@ func (s *sharded) Handoff() Handoff {
 func (s *sharded) Duties() []Duty {
 	var all []Duty
 	for _, q := range s.queues {
-		if m, ok := q.(MaintainedQueue); ok {
-			all = append(all, m.Duties()...)
-		}
+		all = append(all, CapabilitiesOf(q).Duties...)
 	}
 	return all
 }
@@ -154,8 +155,8 @@ func (s *sharded) Duties() []Duty {
 func (s *sharded) Stats(ctx context.Context) (QueueStats, error) {
 	total := QueueStats{}
 	for _, q := range s.queues {
-		r, ok := q.(StatsReporter)
-		if !ok {
+		r := CapabilitiesOf(q).Stats
+		if r == nil {
 			return UnknownStats, nil
 		}
 		st, err := r.Stats(ctx)
@@ -186,14 +187,14 @@ func maxKnown[T ~int64](a, b T) T {
 }
 
 func (s *sharded) heldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return s.queues[s.shards.Of(voucherID)].(OrderHolder).HeldOrders(ctx, voucherID)
+	return s.listers[s.shards.Of(voucherID)].HeldOrders(ctx, voucherID)
 }
 
 // deadLetters takes up to max from each shard and keeps the oldest max.
 func (s *sharded) deadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
 	var all []DeadLetter
-	for _, q := range s.queues {
-		ds, err := q.(DeadLetterReader).DeadLetters(ctx, max)
+	for _, r := range s.readers {
+		ds, err := r.DeadLetters(ctx, max)
 		if err != nil {
 			return nil, err
 		}

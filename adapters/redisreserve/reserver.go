@@ -104,11 +104,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 // the queue refuses). cfg.Handoff is set from q.
 func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, core.Publisher, error) {
 	var publisher core.Publisher
-	switch fed := q.(type) {
-	case core.FedByReservation:
-		cfg.Handoff = fed.Handoff()
-	case core.Publisher:
-		cfg.Handoff, publisher = core.Handoff{}, fed
+	switch caps := core.CapabilitiesOf(q); {
+	case caps.Handoff != nil:
+		cfg.Handoff = caps.Handoff.Handoff()
+	case caps.Publisher != nil:
+		cfg.Handoff, publisher = core.Handoff{}, caps.Publisher
 	default:
 		return nil, nil, fmt.Errorf("redisreserve: queue %s implements neither core.FedByReservation nor core.Publisher: nothing could feed it", q.Name())
 	}

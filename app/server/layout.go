@@ -133,8 +133,8 @@ func (s *Server) refuseIfQueuesHold(ctx context.Context, b Backend, old Deps, co
 		return fmt.Errorf("open the queues of the earlier key layout to check them: %w", err)
 	}
 	defer q.Close()
-	r, ok := q.(core.StatsReporter)
-	if !ok {
+	r := core.CapabilitiesOf(q).Stats
+	if r == nil {
 		return nil
 	}
 	st, err := r.Stats(ctx)
@@ -170,7 +170,7 @@ func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int
 			return nil, err
 		}
 		queues = append(queues, q)
-		if _, fed := q.(core.FedByReservation); !fed {
+		if core.CapabilitiesOf(q).Handoff == nil {
 			// An in-process queue is one queue, whatever the shards.
 			return q, nil
 		}

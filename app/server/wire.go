@@ -134,7 +134,7 @@ func (s *Server) wire(ctx context.Context) error {
 			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
 		})
 	}
-	if r, ok := s.queue.(core.StatsReporter); ok {
+	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
 		}))
@@ -196,7 +196,7 @@ func (s *Server) wire(ctx context.Context) error {
 	if cfg.DevCodesForced {
 		a.warnings = append(a.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
 	}
-	a.queueStats, _ = s.queue.(core.StatsReporter)
+	a.queueStats = queueStats(s.queue)
 	if s.queue != nil {
 		g := s.queue.Guarantees()
 		a.guarantees = &g
@@ -463,4 +463,12 @@ func (s *Server) openDemoSale(ctx context.Context) error {
 		s.log.Info("demo voucher", "id", v.ID, "title", v.Title, "stock", v.Stock, "opens", v.BeginAt.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// queueStats is q's stats, if it tells them (nil without a queue).
+func queueStats(q core.Queue) core.StatsReporter {
+	if q == nil {
+		return nil
+	}
+	return core.CapabilitiesOf(q).Stats
 }

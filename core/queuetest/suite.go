@@ -545,7 +545,7 @@ func deadLettered(t *testing.T, b scope) {
 	if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := q.(core.DeadLetterReader); ok {
+	if r := core.CapabilitiesOf(q).DeadLetters; r != nil {
 		checkDeadLetterRecord(t, q.Name(), r, ds[0])
 	}
 	closeQueue(t, q)
@@ -622,8 +622,8 @@ func replay(t *testing.T, b scope) {
 func stats(t *testing.T, b scope) {
 	q := b.open(t)
 	defer closeQueue(t, q)
-	r, ok := q.(core.StatsReporter)
-	if !ok {
+	r := core.CapabilitiesOf(q).Stats
+	if r == nil {
 		t.Skipf("%s does not report its stats (optional: core.StatsReporter)", q.Name())
 	}
 	publishRange(t, b, q, 1, 5)
@@ -687,8 +687,8 @@ func stats(t *testing.T, b scope) {
 func heldOrders(t *testing.T, b scope) {
 	q := b.open(t)
 	defer closeQueue(t, q)
-	holder, ok := q.(core.OrderHolder)
-	if !ok {
+	holder := core.CapabilitiesOf(q).Lister
+	if holder == nil {
 		t.Skipf("%s does not report the orders it holds", q.Name())
 	}
 	const voucher, other = 1, 2
