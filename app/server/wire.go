@@ -118,7 +118,7 @@ func (s *Server) wire(ctx context.Context) error {
 	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
 	seckill := core.NewSeckill(ids, sale.reserver, sale.publisher, s.store)
 	var nudger core.StockNudger
-	if sale.limitsShoppers { // a Redis sale: instances can nudge each other
+	if sale.onRedis {
 		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
 		nudger = s.nudges
 	}
@@ -163,9 +163,12 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The shopper's limit has one owner: the reservation, when it keeps
+	// one (the Redis script, at no round trip of its own); else the HTTP
+	// layer, with a limiter of its own in Redis (sync).
 	seckillRate := redis_rate.PerSecond(cfg.SeckillRate)
-	if sale.limitsShoppers {
-		seckillRate = redis_rate.Limit{} // the script limits; a rate of 0 mounts no middleware
+	if core.ShopperLimitOf(sale.reserver) != nil {
+		seckillRate = redis_rate.Limit{} // a rate of 0 mounts no middleware
 	}
 	a := &api{
 		log:         log,
@@ -246,10 +249,9 @@ type sale struct {
 	reserver  core.Reserver
 	board     core.StockBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// limitsShoppers: the reservation enforces SECKILL_SECKILL_RATE itself
-	// (in the script, no round trip of its own); otherwise the HTTP layer
-	// does, with a limiter of its own in Redis.
-	limitsShoppers bool
+	// onRedis: the shared Redis reservation (not a backend's own Sale), so
+	// instances can nudge each other of stock that comes back.
+	onRedis bool
 }
 
 // openSale opens the backend that SECKILL_QUEUE names (s.queue stays nil
@@ -288,7 +290,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 		return sale{}, err
 	}
 	s.recovery = core.NewRecovery(reserver, s.store, core.HolderOf(q), s.log, s.metrics)
-	return sale{reserver: reserver, board: reserver, publisher: publisher, limitsShoppers: true}, nil
+	return sale{reserver: reserver, board: reserver, publisher: publisher, onRedis: true}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in
