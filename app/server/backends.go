@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -92,10 +90,7 @@ func (d Deps) QueueKey(name string) string {
 	return redisreserve.Keys{Prefix: d.Config.KeyPrefix, Shards: d.Shards}.ShardKey(name, d.Shard)
 }
 
-var registry struct {
-	sync.RWMutex
-	backends []Backend
-}
+var backends = registry[Backend]{kind: "backend"}
 
 // Register makes a backend selectable by SECKILL_QUEUE. It panics on an
 // empty or taken name, or a backend that can open nothing: those are
@@ -107,38 +102,14 @@ func Register(b Backend) {
 	if (b.Open == nil) == (b.Sale == nil) {
 		panic(fmt.Sprintf("server: Register %q: set exactly one of Open and Sale", b.Name))
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	for _, have := range registry.backends {
-		if have.Name == b.Name {
-			panic(fmt.Sprintf("server: Register: backend %q is already registered", b.Name))
-		}
-	}
-	registry.backends = append(registry.backends, b)
+	backends.add(b)
 }
 
 // Backends lists the registered backends, the built-in ones first, in
 // the order of the iterations.
-func Backends() []Backend {
-	registry.RLock()
-	defer registry.RUnlock()
-	return slices.Clone(registry.backends)
-}
+func Backends() []Backend { return backends.all() }
 
 // BackendNames are the values SECKILL_QUEUE accepts.
-func BackendNames() []string {
-	var names []string
-	for _, b := range Backends() {
-		names = append(names, b.Name)
-	}
-	return names
-}
+func BackendNames() []string { return backends.names() }
 
-func lookupBackend(name string) (Backend, bool) {
-	for _, b := range Backends() {
-		if b.Name == name {
-			return b, true
-		}
-	}
-	return Backend{}, false
-}
+func lookupBackend(name string) (Backend, bool) { return backends.lookup(name) }

@@ -94,6 +94,21 @@ func testConfig() Config {
 	return cfg
 }
 
+// useRealServers points cfg at the real Redis and a fresh database of the
+// real MySQL (skipped outside CI when they are not configured).
+func useRealServers(t testing.TB, cfg *Config) {
+	t.Helper()
+	r, ok := testenv.RealRedis(t)
+	if !ok {
+		t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.RedisURLEnv)
+	}
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
+	}
+	cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+}
+
 func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
 	t.Helper()
 	return startServerWith(t, stack, mutate, nil)
@@ -105,15 +120,7 @@ func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeSer
 	t.Helper()
 	cfg := testConfig()
 	if stack == "real" {
-		r, ok := testenv.RealRedis(t)
-		if !ok {
-			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.RedisURLEnv)
-		}
-		dsn, ok := testenv.MySQLDatabase(t)
-		if !ok {
-			t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
-		}
-		cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+		useRealServers(t, &cfg)
 	}
 	if stack == "cluster" {
 		cfg, _ = clusterConfig(t, cfg.Queue)

@@ -1,13 +1,10 @@
 package server
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/seckill-lab/seckill/adapters/testenv"
 )
 
 // TestStopLeavesNothingRunning: after a sale, Serve's stop and Close leave
@@ -23,15 +20,7 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 					// The test's own connections (a Redis client, the admin
 					// pool that drops the database) are made before the
 					// snapshot: they live until the test's cleanup.
-					r, ok := testenv.RealRedis(t)
-					if !ok {
-						t.Skipf("%s is not set", testenv.RedisURLEnv)
-					}
-					dsn, ok := testenv.MySQLDatabase(t)
-					if !ok {
-						t.Skipf("%s is not set", testenv.MySQLDSNEnv)
-					}
-					cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
+					useRealServers(t, &cfg)
 				}
 				before := goleak.IgnoreCurrent()
 				h := startWith(t, cfg)

@@ -1,10 +1,6 @@
 package server
 
 import (
-	"fmt"
-	"slices"
-	"sync"
-
 	"github.com/seckill-lab/seckill/adapters/codewebhook"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -25,10 +21,7 @@ type CodeSender struct {
 // default when SECKILL_CODE_WEBHOOK_URL is set.
 const WebhookSender = "webhook"
 
-var senders struct {
-	sync.RWMutex
-	list []CodeSender
-}
+var senders = registry[CodeSender]{kind: "code sender"}
 
 // RegisterCodeSender makes a code sender selectable by SECKILL_CODE_SENDER.
 // It panics on an empty or taken name, or no Open: programming errors,
@@ -37,37 +30,13 @@ func RegisterCodeSender(s CodeSender) {
 	if s.Name == "" || s.Open == nil {
 		panic("server: RegisterCodeSender: a sender needs a name and Open")
 	}
-	senders.Lock()
-	defer senders.Unlock()
-	for _, have := range senders.list {
-		if have.Name == s.Name {
-			panic(fmt.Sprintf("server: RegisterCodeSender: %q is already registered", s.Name))
-		}
-	}
-	senders.list = append(senders.list, s)
+	senders.add(s)
 }
 
 // CodeSenderNames are the values SECKILL_CODE_SENDER accepts.
-func CodeSenderNames() []string {
-	senders.RLock()
-	defer senders.RUnlock()
-	var names []string
-	for _, s := range senders.list {
-		names = append(names, s.Name)
-	}
-	return slices.Clone(names)
-}
+func CodeSenderNames() []string { return senders.names() }
 
-func lookupCodeSender(name string) (CodeSender, bool) {
-	senders.RLock()
-	defer senders.RUnlock()
-	for _, s := range senders.list {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return CodeSender{}, false
-}
+func lookupCodeSender(name string) (CodeSender, bool) { return senders.lookup(name) }
 
 func init() {
 	RegisterCodeSender(CodeSender{
