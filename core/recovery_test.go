@@ -195,20 +195,23 @@ func (f fakeOrders) OrderOfBuyer(_ context.Context, user, voucher int64) (core.O
 
 // TestOrderReadsDuringAnotherRebuildAskTheDatabase: while another
 // instance's rebuild holds the voucher, a persisted order is answered from
-// the database; one the database lacks (queued, or none) stays busy.
+// the database within the read's deadline, however long the rebuild; one
+// the database lacks (queued, or none) is busy.
 func TestOrderReadsDuringAnotherRebuildAskTheDatabase(t *testing.T) {
 	live := newFakeLive("run-2")
 	live.fences[7] = "another instance's"
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
 	r := core.NewRecovery(live, ledger, fakeHolder{}, nil, nil)
-	r.Wait = 50 * time.Millisecond
+	r.Wait = time.Minute // the other rebuild outlasts the read's own deadline
 	orders := fakeOrders{1: {ID: 101, UserID: 1, VoucherID: 7}}
 	s := core.NewSeckill(&counterIDs{}, &fakeReserver{}, nil, orders).WithRecovery(r)
-	id, status, err := s.OrderOf(context.Background(), 1, 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	id, status, err := s.OrderOf(ctx, 1, 7)
 	if err != nil || id != 101 || status != core.StatusCreated {
 		t.Fatalf("a persisted order during another rebuild: %d %q %v, want 101 created from the database", id, status, err)
 	}
-	if _, _, err := s.OrderOf(context.Background(), 2, 7); !errors.Is(err, core.ErrBusy) {
+	if _, _, err := s.OrderOf(ctx, 2, 7); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("an order the database lacks during another rebuild: %v, want busy", err)
 	}
 }
