@@ -19,7 +19,7 @@ func TestAuditNamesEachDifferenceAndChangesNothing(t *testing.T) {
 	held := fakeHolder{{ID: 4, UserID: 4, VoucherID: 7}} // reserved, not yet persisted
 	live.state[7] = core.LiveState{Present: true, Stock: 9, VerifiedIn: "run-1",
 		Buyers: map[int64]int64{1: 1, 2: 2, 4: 4, 99: 99}} // 3 missing, 99 unknown
-	r := core.NewRecovery(live, ledger, held, nil, nil)
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: held})
 	a, err := r.Audit(context.Background(), 7)
 	if err != nil {
 		t.Fatal(err)

@@ -40,12 +40,6 @@ const listingTTL = time.Second
 // maxListing bounds the storefront's listing.
 const maxListing = 50
 
-// WithLister lets the catalog answer Current from l.
-func (c *Catalog) WithLister(l VoucherLister) *Catalog {
-	c.lister = l
-	return c
-}
-
 // Current lists the vouchers on sale or upcoming, soonest first, each with
 // its remaining stock, as of at most a second ago. A voucher whose stock
 // cannot be read is left out rather than failing the list.
@@ -76,22 +70,31 @@ func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	return out, nil
 }
 
-// WithUnknown makes the catalog answer ids the repository was just found
-// without from u, and nudge every instance through nudger (nil: none) to
-// forget an id when a voucher of that id is created.
-func (c *Catalog) WithUnknown(u *UnknownVouchers, nudger StockNudger) *Catalog {
-	c.unknown, c.nudger = u, nudger
-	return c
+// CatalogConfig is what the catalog is made of.
+type CatalogConfig struct {
+	// Vouchers is the durable catalogue, Board the live stock; both
+	// required.
+	Vouchers VoucherRepository
+	Board    StockBoard
+	// Lister answers Current (nil: Current answers unavailable).
+	Lister VoucherLister
+	// Unknown answers ids the repository was just found without, and
+	// Nudger tells every instance to forget an id when a voucher of that
+	// id is created (either may be nil).
+	Unknown *UnknownVouchers
+	Nudger  StockNudger
+	// Recovery verifies live stock before it is read (nil: never).
+	Recovery *Recovery
 }
 
-// WithRecovery makes the catalog verify live stock with r (see Recovery).
-func (c *Catalog) WithRecovery(r *Recovery) *Catalog {
-	c.recovery = r
-	return c
-}
-
-func NewCatalog(repo VoucherRepository, board StockBoard) *Catalog {
-	return &Catalog{repo: repo, board: board, now: time.Now}
+// NewCatalog builds the catalog, whole: it panics without Vouchers or a
+// Board (a wiring mistake, found at start).
+func NewCatalog(cfg CatalogConfig) *Catalog {
+	if cfg.Vouchers == nil || cfg.Board == nil {
+		panic("core: NewCatalog needs Vouchers and a Board")
+	}
+	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, lister: cfg.Lister, unknown: cfg.Unknown,
+		nudger: cfg.Nudger, recovery: cfg.Recovery, now: time.Now}
 }
 
 // Create validates, stores and loads a voucher; v.ID is set on success.

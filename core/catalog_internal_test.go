@@ -33,7 +33,7 @@ func (b board) RemainingStock(_ context.Context, id int64) (int64, error) {
 func TestTheListingIsSharedForASecond(t *testing.T) {
 	l := &countingLister{vouchers: []Voucher{{ID: 1, Title: "a", Stock: 10}, {ID: 2, Title: "b", Stock: 5}, {ID: 3, Title: "gone"}}}
 	live := board{1: 7, 2: 0}
-	c := NewCatalog(nil, live).WithLister(l)
+	c := NewCatalog(CatalogConfig{Vouchers: unusedRepo{}, Board: live, Lister: l})
 	now := time.Unix(1_800_000_000, 0)
 	c.now = func() time.Time { return now }
 	for range 100 {
@@ -55,3 +55,7 @@ func TestTheListingIsSharedForASecond(t *testing.T) {
 		t.Fatalf("a second later: %d listings, stock %d; want a fresh listing with stock 6", l.calls, got[0].Stock)
 	}
 }
+
+// unusedRepo is a repository the test never reaches (the listing fills
+// the catalog's cache): any call panics.
+type unusedRepo struct{ VoucherRepository }

@@ -152,7 +152,7 @@ func TestSeckillAnswersFromTheMemo(t *testing.T) {
 	res := &countingReserver{result: SoldOut}
 	n := &nudges{}
 	m, _ := testMemo(time.Minute, n)
-	s := NewSeckill(&seqIDs{}, res, nil, nil).WithMemo(m)
+	s := NewSeckill(SeckillConfig{IDs: &seqIDs{}, Reserver: res, Memo: m})
 	for i := range 5 {
 		if _, err := s.Buy(context.Background(), int64(i+1), 7); !errors.Is(err, ErrSoldOut) {
 			t.Fatalf("request %d: %v, want sold out", i+1, err)
@@ -170,7 +170,7 @@ func TestSeckillAnswersFromTheMemo(t *testing.T) {
 	// A publisher that refuses: the reservation is released, the stock is
 	// back, and the other instances are nudged.
 	n.sent = nil
-	s = NewSeckill(&seqIDs{}, res, refusingPublisher{}, nil).WithMemo(m)
+	s = NewSeckill(SeckillConfig{IDs: &seqIDs{}, Reserver: res, Publisher: refusingPublisher{}, Memo: m})
 	if _, err := s.Buy(context.Background(), 10, 8); !errors.Is(err, ErrBusy) {
 		t.Fatalf("refused publish: %v, want busy", err)
 	}

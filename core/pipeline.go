@@ -12,6 +12,10 @@ import (
 
 // PipelineConfig tunes the order pipeline. Zero values take the defaults.
 type PipelineConfig struct {
+	// Recovery, if set, is told of orders read from the queue in an
+	// incarnation of the live store that has since ended, once they are
+	// persisted and before they are acked (Recovery.RepairAfter).
+	Recovery *Recovery
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (ShardedQueue) gets at least one per shard.
 	Consumers int
@@ -97,14 +101,6 @@ type Pipeline struct {
 	recovery *Recovery
 }
 
-// WithRecovery makes the pipeline tell the live store of orders that were
-// read from the queue in an incarnation of it that has since ended, once
-// they are persisted and before they are acked.
-func (p *Pipeline) WithRecovery(r *Recovery) *Pipeline {
-	p.recovery = r
-	return p
-}
-
 // incarnation is the live store's incarnation as a batch is read ("" without
 // recovery).
 func (p *Pipeline) incarnation(ctx context.Context) string {
@@ -124,7 +120,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs}
+	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs, recovery: cfg.Recovery}
 }
 
 // Run starts the consumers and blocks until ctx is cancelled and every

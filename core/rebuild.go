@@ -62,7 +62,7 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 		b = &rebuild{done: make(chan struct{})}
 		r.running[voucherID] = b
 		go func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.FenceTTL/2)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.fenceTTL/2)
 			defer cancel()
 			b.report, b.err = r.rebuild(rctx, voucherID, operator)
 			r.mu.Lock()
@@ -104,7 +104,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
 	}
-	token, ok, err := r.live.Fence(ctx, voucherID, r.FenceTTL)
+	token, ok, err := r.live.Fence(ctx, voucherID, r.fenceTTL)
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: fence", CodeUnavailable, err))
 	}
@@ -194,12 +194,10 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: restore", CodeUnavailable, err))
 	}
 	r.verified.Store(voucherID, inc)
-	if r.memo != nil {
-		// The rebuilt stock may be more than was remembered, here and on
-		// every other instance.
-		if err := r.memo.StockBack(ctx, voucherID); err != nil {
-			r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", voucherID, "err", err)
-		}
+	// The rebuilt stock may be more than was remembered, here and on every
+	// other instance.
+	if err := r.memo.StockBack(ctx, voucherID); err != nil {
+		r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", voucherID, "err", err)
 	}
 	report.StockAfter, report.Took = remaining, time.Since(start)
 	if refuse {
@@ -219,7 +217,7 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 
 // waitForOther waits for another instance's rebuild of the voucher.
 func (r *Recovery) waitForOther(ctx context.Context, voucherID int64) error {
-	deadline := time.Now().Add(r.Wait)
+	deadline := time.Now().Add(r.wait)
 	for time.Now().Before(deadline) {
 		fenced, err := r.live.Fenced(ctx, voucherID)
 		if err != nil {

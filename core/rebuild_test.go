@@ -18,7 +18,7 @@ func TestRebuildCountsEveryOrderOnce(t *testing.T) {
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 6}, // 10 at first, 4 persisted
 		orders: []core.Order{{ID: 1, UserID: 1}, {ID: 2, UserID: 2}, {ID: 3, UserID: 3}, {ID: 4, UserID: 4}}}
 	held := fakeHolder{{ID: 4, UserID: 4, VoucherID: 7}, {ID: 5, UserID: 5, VoucherID: 7}, {ID: 6, UserID: 6, VoucherID: 7}}
-	r := core.NewRecovery(live, ledger, held, nil, nil)
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: held})
 	if err := r.Ensure(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +39,8 @@ func TestRebuildCountsEveryOrderOnce(t *testing.T) {
 func TestAnotherInstancesRebuildIsWaitedFor(t *testing.T) {
 	live := newFakeLive("run-1")
 	live.fences[7] = "someone else's"
-	r := core.NewRecovery(live, fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}, nil, nil, nil)
-	r.Wait = 100 * time.Millisecond
+	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Wait: 100 * time.Millisecond})
 	if err := r.Ensure(context.Background(), 7); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("with the fence held throughout: %v, want ErrBusy", err)
 	}
@@ -51,7 +51,7 @@ func TestAnotherInstancesRebuildIsWaitedFor(t *testing.T) {
 		live.state[7] = core.LiveState{Present: true, Stock: 5, VerifiedIn: "run-1"}
 		live.mu.Unlock()
 	}()
-	r.Wait = 2 * time.Second
+	r = core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Wait: 2 * time.Second})
 	if err := r.Ensure(context.Background(), 7); err != nil {
 		t.Fatalf("the other instance finished: %v", err)
 	}

@@ -93,15 +93,15 @@ type Recovery struct {
 	holder OrderHolder
 	log    *slog.Logger
 	obs    RecoveryObserver
-	// FenceTTL bounds a rebuild; Wait how long a request waits for another
+	// fenceTTL bounds a rebuild; wait how long a request waits for another
 	// instance's rebuild before it is answered busy.
-	FenceTTL, Wait time.Duration
+	fenceTTL, wait time.Duration
 
 	verified sync.Map // voucher id -> incarnation it was verified in
 	// forgotten are vouchers to rebuild before their next use whatever
 	// their state says (ForgetAll).
 	forgotten sync.Map // voucher id -> struct{}
-	// memo, if set, forgets each rebuilt voucher (WithMemo).
+	// memo forgets each rebuilt voucher.
 	memo *AnswerMemo
 	// unknown, if set, answers ids the database lacks from memory.
 	unknown *UnknownVouchers
@@ -115,27 +115,49 @@ type rebuild struct {
 	err    error
 }
 
-// NewRecovery wires recovery; holder, log and obs may be nil.
-func NewRecovery(live LiveSale, ledger SaleLedger, holder OrderHolder, log *slog.Logger, obs RecoveryObserver) *Recovery {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// RecoveryConfig is what recovery is made of. Zero durations take the
+// defaults.
+type RecoveryConfig struct {
+	// Live is the live store, Ledger the database; both required.
+	Live   LiveSale
+	Ledger SaleLedger
+	// Holder lists the orders the queue holds (nil: a queue that cannot;
+	// see Reconcile).
+	Holder OrderHolder
+	// Memo is told that a rebuilt voucher's stock may have come back (and,
+	// through its nudger, every instance); nil: a memo of none.
+	Memo *AnswerMemo
+	// Unknown answers voucher ids the database was just found without, and
+	// every look-up remembers them there (nil: every id is looked up).
+	Unknown *UnknownVouchers
+	// FenceTTL bounds a rebuild (default 10 s; its own deadline is half);
+	// Wait is how long a request waits for another instance's rebuild
+	// before it is answered busy (default 2 s).
+	FenceTTL, Wait time.Duration
+	Log            *slog.Logger
+	Observer       RecoveryObserver
+}
+
+// NewRecovery builds recovery, whole: it panics without Live or Ledger
+// (a wiring mistake, found at start).
+func NewRecovery(cfg RecoveryConfig) *Recovery {
+	if cfg.Live == nil || cfg.Ledger == nil {
+		panic("core: NewRecovery needs Live and a Ledger")
 	}
-	return &Recovery{live: live, ledger: ledger, holder: holder, log: log, obs: obs,
-		FenceTTL: 10 * time.Second, Wait: 2 * time.Second, running: map[int64]*rebuild{}}
-}
-
-// WithMemo makes every rebuild tell m (and, through its nudger, every
-// instance) that the voucher's stock may have come back.
-func (r *Recovery) WithMemo(m *AnswerMemo) *Recovery {
-	r.memo = m
-	return r
-}
-
-// WithUnknown makes Ensure answer voucher ids the database was just found
-// without from u, and every look-up remember them there.
-func (r *Recovery) WithUnknown(u *UnknownVouchers) *Recovery {
-	r.unknown = u
-	return r
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Memo == nil {
+		cfg.Memo = NewAnswerMemo(0, nil)
+	}
+	if cfg.FenceTTL <= 0 {
+		cfg.FenceTTL = 10 * time.Second
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 2 * time.Second
+	}
+	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, log: cfg.Log, obs: cfg.Observer,
+		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}}
 }
 
 // Trusted reports, from memory alone, whether the voucher was verified in

@@ -124,7 +124,7 @@ func (h fakeHolder) HeldOrders(context.Context, int64) ([]core.Order, error) { r
 // once; later ones cost no rebuild until the incarnation changes.
 func TestEnsureRebuildsOncePerIncarnation(t *testing.T) {
 	live := newFakeLive("run-1")
-	r := core.NewRecovery(live, fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}, nil, nil, nil)
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}})
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
@@ -156,7 +156,7 @@ func TestEnsureRebuildsOncePerIncarnation(t *testing.T) {
 // its incarnation is the same — once, and then trusted again.
 func TestForgetAllRebuildsEveryVerifiedVoucherOnce(t *testing.T) {
 	live := newFakeLive("run-1")
-	r := core.NewRecovery(live, fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}, nil, nil, nil)
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}})
 	ctx := context.Background()
 	if err := r.Ensure(ctx, 7); err != nil {
 		t.Fatal(err)
@@ -201,10 +201,10 @@ func TestOrderReadsDuringAnotherRebuildAskTheDatabase(t *testing.T) {
 	live := newFakeLive("run-2")
 	live.fences[7] = "another instance's"
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
-	r := core.NewRecovery(live, ledger, fakeHolder{}, nil, nil)
-	r.Wait = time.Minute // the other rebuild outlasts the read's own deadline
+	// The other rebuild outlasts the read's own deadline.
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: fakeHolder{}, Wait: time.Minute})
 	orders := fakeOrders{1: {ID: 101, UserID: 1, VoucherID: 7}}
-	s := core.NewSeckill(&counterIDs{}, &fakeReserver{}, nil, orders).WithRecovery(r)
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: &fakeReserver{}, Orders: orders, Recovery: r})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	id, status, err := s.OrderOf(ctx, 1, 7)

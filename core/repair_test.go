@@ -14,7 +14,7 @@ import (
 func TestOrdersReadBeforeTheLossAreRepairedOnce(t *testing.T) {
 	live := newFakeLive("run-2")
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 10}}
-	r := core.NewRecovery(live, ledger, nil, nil, nil)
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
 	batch := []core.Order{{ID: 11, UserID: 1, VoucherID: 7}, {ID: 12, UserID: 2, VoucherID: 7}}
 	if err := r.RepairAfter(context.Background(), "run-2", batch); err != nil {
 		t.Fatal(err)

@@ -19,29 +19,41 @@ type Seckill struct {
 	// recovery, if set, verifies each voucher's live state before it is
 	// used, and rebuilds what the live store forgot.
 	recovery *Recovery
-	// memo, if set, answers the refusals that cannot change for a while
-	// without the live store.
+	// memo answers the refusals that cannot change for a while without
+	// the live store (one that remembers nothing when none is given).
 	memo *AnswerMemo
 	now  func() time.Time
 }
 
-// NewSeckill wires the use case. publisher may be nil.
-func NewSeckill(ids IDGenerator, reserver Reserver, publisher Publisher, orders OrderReader) *Seckill {
-	return &Seckill{ids: ids, reserver: reserver, publisher: publisher, orders: orders, now: time.Now}
+// SeckillConfig is what the shopper's use case is made of.
+type SeckillConfig struct {
+	// IDs makes order ids, Reserver reserves; both required.
+	IDs      IDGenerator
+	Reserver Reserver
+	// Publisher hands the order on after the reservation; nil when the
+	// reservation itself enqueues it (FedByReservation).
+	Publisher Publisher
+	// Orders reads persisted orders (the order endpoints).
+	Orders OrderReader
+	// Recovery verifies each voucher's live state before it is used (nil:
+	// never, as under sync, whose live state is the database).
+	Recovery *Recovery
+	// Memo answers remembered refusals and is told when stock comes back
+	// (nil: a memo that remembers nothing).
+	Memo *AnswerMemo
 }
 
-// WithRecovery makes the use case verify each voucher's live state with r
-// before using it (see Recovery).
-func (s *Seckill) WithRecovery(r *Recovery) *Seckill {
-	s.recovery = r
-	return s
-}
-
-// WithMemo makes the use case answer remembered refusals from m, and tell
-// m when it gives stock back.
-func (s *Seckill) WithMemo(m *AnswerMemo) *Seckill {
-	s.memo = m
-	return s
+// NewSeckill builds the use case, whole: it panics without IDs or a
+// Reserver (a wiring mistake, found at start).
+func NewSeckill(cfg SeckillConfig) *Seckill {
+	if cfg.IDs == nil || cfg.Reserver == nil {
+		panic("core: NewSeckill needs IDs and a Reserver")
+	}
+	if cfg.Memo == nil {
+		cfg.Memo = NewAnswerMemo(0, nil)
+	}
+	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, publisher: cfg.Publisher, orders: cfg.Orders,
+		recovery: cfg.Recovery, memo: cfg.Memo, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id.
@@ -50,16 +62,14 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		incarnation string
 		generation  uint64
 	)
-	if s.memo != nil {
-		if s.recovery != nil {
-			// Cached by the live store's adapter: no round trip.
-			incarnation, _ = s.recovery.Incarnation(ctx)
-		}
-		if r, ok := s.memo.Answer(voucherID, incarnation); ok {
-			return 0, r.Err()
-		}
-		generation = s.memo.Generation()
+	if s.recovery != nil {
+		// Cached by the live store's adapter: no round trip.
+		incarnation, _ = s.recovery.Incarnation(ctx)
 	}
+	if r, ok := s.memo.Answer(voucherID, incarnation); ok {
+		return 0, r.Err()
+	}
+	generation = s.memo.Generation()
 	// A voucher verified in this incarnation needs nothing more (Trusted
 	// is Ensure's fast path). Otherwise Ensure may look it up (Redis, then
 	// the database): the shopper's limit comes first, or made-up ids would
@@ -101,9 +111,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		}
 	}
 	if err := r.Err(); err != nil {
-		if s.memo != nil {
-			s.memo.Remember(voucherID, incarnation, generation, r)
-		}
+		s.memo.Remember(voucherID, incarnation, generation, r)
 		return 0, err
 	}
 	if s.publisher != nil {
@@ -113,10 +121,8 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			if rerr := s.reserver.Release(context.WithoutCancel(ctx), o); rerr != nil {
 				return 0, Wrap("seckill: release after failed publish", CodeUnavailable, errors.Join(err, rerr))
 			}
-			if s.memo != nil {
-				// Best effort: the memo's lifetime bounds a lost nudge.
-				_ = s.memo.StockBack(context.WithoutCancel(ctx), voucherID)
-			}
+			// Best effort: the memo's lifetime bounds a lost nudge.
+			_ = s.memo.StockBack(context.WithoutCancel(ctx), voucherID)
 			if errors.Is(err, ErrQueueFull) {
 				return 0, ErrBusy
 			}

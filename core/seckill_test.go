@@ -45,7 +45,7 @@ func TestRefusedReservationsMapToContractErrors(t *testing.T) {
 		core.SoldOut:          core.CodeSoldOut,
 		core.AlreadyPurchased: core.CodeAlreadyPurchased,
 	} {
-		s := core.NewSeckill(&counterIDs{}, &fakeReserver{result: result}, nil, nil)
+		s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: &fakeReserver{result: result}})
 		_, err := s.Buy(context.Background(), 1, 1)
 		if core.CodeOf(err) != want {
 			t.Errorf("result %v: code %q, want %q", result, core.CodeOf(err), want)
@@ -55,7 +55,7 @@ func TestRefusedReservationsMapToContractErrors(t *testing.T) {
 
 func TestFullQueueReleasesTheReservationAndSaysBusy(t *testing.T) {
 	r := &fakeReserver{}
-	s := core.NewSeckill(&counterIDs{}, r, fakePublisher{err: core.ErrQueueFull}, nil)
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: r, Publisher: fakePublisher{err: core.ErrQueueFull}})
 	_, err := s.Buy(context.Background(), 1, 1)
 	if !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("err = %v, want ErrBusy", err)
@@ -67,7 +67,7 @@ func TestFullQueueReleasesTheReservationAndSaysBusy(t *testing.T) {
 
 func TestFailedPublishReleasesTheReservation(t *testing.T) {
 	r := &fakeReserver{}
-	s := core.NewSeckill(&counterIDs{}, r, fakePublisher{err: errors.New("boom")}, nil)
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: r, Publisher: fakePublisher{err: errors.New("boom")}})
 	_, err := s.Buy(context.Background(), 1, 1)
 	if core.CodeOf(err) != core.CodeUnavailable || len(r.released) != 1 {
 		t.Fatalf("err = %v, released %d: want unavailable and one release", err, len(r.released))
@@ -95,7 +95,7 @@ func (failingBoard) RemainingStock(context.Context, int64) (int64, error) {
 func TestVoucherThatCannotBeLoadedIsRolledBack(t *testing.T) {
 	repo := &fakeRepo{}
 	v := validVoucher()
-	err := core.NewCatalog(repo, failingBoard{}).Create(context.Background(), &v)
+	err := core.NewCatalog(core.CatalogConfig{Vouchers: repo, Board: failingBoard{}}).Create(context.Background(), &v)
 	if core.CodeOf(err) != core.CodeUnavailable {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
@@ -105,7 +105,7 @@ func TestVoucherThatCannotBeLoadedIsRolledBack(t *testing.T) {
 }
 
 func TestGetUnknownVoucherIsNotFound(t *testing.T) {
-	_, err := core.NewCatalog(&fakeRepo{}, failingBoard{}).Get(context.Background(), 77)
+	_, err := core.NewCatalog(core.CatalogConfig{Vouchers: &fakeRepo{}, Board: failingBoard{}}).Get(context.Background(), 77)
 	if !errors.Is(err, core.ErrVoucherNotFound) {
 		t.Fatalf("err = %v, want ErrVoucherNotFound", err)
 	}

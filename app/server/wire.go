@@ -114,22 +114,24 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.board, s.catalog = sale.board, core.NewCatalog(s.store, sale.board).WithLister(s.store)
 	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
-	seckill := core.NewSeckill(ids, sale.reserver, sale.publisher, s.store)
 	var nudger core.StockNudger
 	if sale.onRedis {
 		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
 		nudger = s.nudges
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
-	seckill.WithMemo(s.memo)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime)
-	s.catalog.WithUnknown(s.unknown, nudger)
+	if sale.live != nil {
+		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder,
+			Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
+	}
+	s.board = sale.board
+	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Lister: s.store,
+		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
+	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher,
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo})
 	if s.recovery != nil {
-		s.recovery.WithMemo(s.memo).WithUnknown(s.unknown)
-		s.catalog.WithRecovery(s.recovery)
-		seckill.WithRecovery(s.recovery)
 		ids.WithFloor(s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
 			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
 		})
@@ -151,12 +153,9 @@ func (s *Server) wire(ctx context.Context) error {
 		if linger < 0 {
 			linger = lingerFor(s.shards.Count())
 		}
-		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{
+		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 		}, log, s.metrics)
-		if s.recovery != nil {
-			s.pipeline.WithRecovery(s.recovery)
-		}
 	}
 
 	sender, err := s.openCodeSender()
@@ -252,6 +251,10 @@ type sale struct {
 	// onRedis: the shared Redis reservation (not a backend's own Sale), so
 	// instances can nudge each other of stock that comes back.
 	onRedis bool
+	// live and holder are what recovery rebuilds the sale's Redis state
+	// with (nil without a Redis reservation).
+	live   core.LiveSale
+	holder core.OrderHolder
 }
 
 // openSale opens the backend that SECKILL_QUEUE names (s.queue stays nil
@@ -289,8 +292,8 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
-	s.recovery = core.NewRecovery(reserver, s.store, core.HolderOf(q), s.log, s.metrics)
-	return sale{reserver: reserver, board: reserver, publisher: publisher, onRedis: true}, nil
+	return sale{reserver: reserver, board: reserver, publisher: publisher, onRedis: true,
+		live: reserver, holder: core.HolderOf(q)}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in

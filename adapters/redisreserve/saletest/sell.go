@@ -39,7 +39,7 @@ func Sell(r testenv.Redis) func(t *testing.T, ns string, q core.Queue, o core.Or
 			}
 			loaded.Store(key, struct{}{})
 		}
-		id, err := core.NewSeckill(fixedID(o.ID), res, publisher, nil).Buy(ctx, o.UserID, o.VoucherID)
+		id, err := core.NewSeckill(core.SeckillConfig{IDs: fixedID(o.ID), Reserver: res, Publisher: publisher}).Buy(ctx, o.UserID, o.VoucherID)
 		if err == nil && id != o.ID {
 			t.Fatalf("sold order %d as %d: the user already held an order", o.ID, id)
 		}
