@@ -21,7 +21,8 @@ func TestTheCounterRisesPastTheDatabaseAfterRedisForgets(t *testing.T) {
 	identity := NewIdentity()
 	identity.Attach(rdb)
 	persisted := int64(0) // highest sequence "in the database"
-	w := NewIDWorker(rdb, "t:", 10).WithFloor(identity, func(context.Context, time.Time) (int64, error) { return persisted, nil })
+	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: identity,
+		Floor: func(context.Context, time.Time) (int64, error) { return persisted, nil }})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	w.now = func() time.Time { return now }
 	ctx := context.Background()

@@ -35,7 +35,7 @@ type IDWorker struct {
 	next             int64 // next counter value to hand out
 	blockEnd         int64 // last counter value of the block
 
-	// identity and floor, if set (WithFloor): when Redis's incarnation
+	// identity and floor, if set (IDWorkerConfig): when Redis's incarnation
 	// changes, the block in hand is dropped and the counter first rises
 	// past floor's answer.
 	identity  *Identity
@@ -49,29 +49,40 @@ type IDWorker struct {
 // orders still queued, are below it (a thousand instances' blocks of 1000).
 const FloorMargin = 1_000_000
 
-// WithFloor makes the worker follow Redis's incarnation: on a change
-// (and at start) it drops its block and raises the day's counter past
-// floor(dayStart) + FloorMargin, floor being the highest counter value the
-// database holds for the day. So a Redis that forgot the counter, or went
-// back to an old snapshot, never hands out an id already used.
-func (w *IDWorker) WithFloor(identity *Identity, floor func(ctx context.Context, dayStart time.Time) (int64, error)) *IDWorker {
-	w.identity, w.floor, w.needFloor = identity, floor, true
-	return w
-}
-
 // counterTTL keeps a day's counter a day past its end, then Redis drops it.
 const counterTTL = 48 * time.Hour
 
-// NewIDWorker builds a worker taking blockSize ids per round trip
-// (1 reproduces the classic one INCR per id).
-func NewIDWorker(rdb redis.UniversalClient, prefix string, blockSize int64) *IDWorker {
-	if prefix == "" {
-		prefix = DefaultPrefix
+// IDWorkerConfig configures an ID worker. Zero values take the defaults.
+type IDWorkerConfig struct {
+	// Prefix starts the counter's key. Default DefaultPrefix.
+	Prefix string
+	// BlockSize is how many ids one round trip takes. Default 100; 1
+	// reproduces the classic one INCR per id.
+	BlockSize int64
+	// Identity and Floor, set together, make the worker follow Redis's
+	// incarnation: on a change (and at start) it drops its block and raises
+	// the day's counter past Floor(dayStart) + FloorMargin, Floor being the
+	// highest counter value the database holds for the day. So a Redis
+	// that forgot the counter, or went back to an old snapshot, never hands
+	// out an id already used.
+	Identity *Identity
+	Floor    func(ctx context.Context, dayStart time.Time) (int64, error)
+}
+
+// NewIDWorker builds a worker, whole: it panics when only one of Identity
+// and Floor is set (a wiring mistake, found at start).
+func NewIDWorker(rdb redis.UniversalClient, cfg IDWorkerConfig) *IDWorker {
+	if (cfg.Identity == nil) != (cfg.Floor == nil) {
+		panic("redisreserve: NewIDWorker: set both Identity and Floor, or neither")
 	}
-	if blockSize <= 0 {
-		blockSize = 100
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
 	}
-	return &IDWorker{rdb: rdb, keys: Keys{Prefix: prefix}, blockSize: blockSize, now: time.Now}
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = 100
+	}
+	return &IDWorker{rdb: rdb, keys: Keys{Prefix: cfg.Prefix}, blockSize: cfg.BlockSize, now: time.Now,
+		identity: cfg.Identity, floor: cfg.Floor, needFloor: cfg.Floor != nil}
 }
 
 // NextID implements core.IDGenerator.

@@ -12,7 +12,7 @@ import (
 func TestIDWorkerIDsAreUniqueAcrossWorkersAndGoroutines(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		// Two workers stand for two server processes sharing the counter.
-		workers := []*IDWorker{NewIDWorker(r.Client, r.Prefix, 7), NewIDWorker(r.Client, r.Prefix, 7)}
+		workers := []*IDWorker{NewIDWorker(r.Client, IDWorkerConfig{Prefix: r.Prefix, BlockSize: 7}), NewIDWorker(r.Client, IDWorkerConfig{Prefix: r.Prefix, BlockSize: 7})}
 		const perGoroutine = 300
 		var mu sync.Mutex
 		seen := make(map[int64]bool)
@@ -44,7 +44,7 @@ func TestIDWorkerIDsAreUniqueAcrossWorkersAndGoroutines(t *testing.T) {
 
 func TestIDWorkerLayoutAndDayRollover(t *testing.T) {
 	r := testenv.Miniredis(t)
-	w := NewIDWorker(r.Client, r.Prefix, 100)
+	w := NewIDWorker(r.Client, IDWorkerConfig{Prefix: r.Prefix, BlockSize: 100})
 	day1 := time.Date(2026, 11, 29, 23, 59, 59, 0, time.UTC)
 	w.now = func() time.Time { return day1 }
 	a, err := w.NextID(context.Background())

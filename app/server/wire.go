@@ -114,7 +114,15 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ids := redisreserve.NewIDWorker(s.rdb, cfg.KeyPrefix, idBlockSize)
+	idCfg := redisreserve.IDWorkerConfig{Prefix: cfg.KeyPrefix, BlockSize: idBlockSize}
+	if sale.live != nil {
+		// The ID worker follows Redis's incarnation with recovery: a Redis
+		// that forgot its counter never hands out an id the database has.
+		idCfg.Identity, idCfg.Floor = s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
+			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
+		}
+	}
+	ids := redisreserve.NewIDWorker(s.rdb, idCfg)
 	var nudger core.StockNudger
 	if sale.onRedis {
 		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
@@ -131,11 +139,6 @@ func (s *Server) wire(ctx context.Context) error {
 		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher,
 		Orders: s.store, Recovery: s.recovery, Memo: s.memo})
-	if s.recovery != nil {
-		ids.WithFloor(s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
-			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
-		})
-	}
 	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
