@@ -124,7 +124,7 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	ids := redisreserve.NewIDWorker(s.rdb, idCfg)
 	var nudger core.StockNudger
-	if sale.onRedis {
+	if sale.live != nil {
 		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
 		nudger = s.nudges
 	}
@@ -251,11 +251,10 @@ type sale struct {
 	reserver  core.Reserver
 	board     core.StockBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// onRedis: the shared Redis reservation (not a backend's own Sale), so
-	// instances can nudge each other of stock that comes back.
-	onRedis bool
 	// live and holder are what recovery rebuilds the sale's Redis state
-	// with (nil without a Redis reservation).
+	// with: nil unless the sale is the shared Redis reservation (not a
+	// backend's own Sale), which is also when instances nudge each other
+	// of stock that comes back.
 	live   core.LiveSale
 	holder core.OrderHolder
 }
@@ -295,7 +294,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
-	return sale{reserver: reserver, board: reserver, publisher: publisher, onRedis: true,
+	return sale{reserver: reserver, board: reserver, publisher: publisher,
 		live: reserver, holder: core.HolderOf(q)}, nil
 }
 
