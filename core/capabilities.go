@@ -1,58 +1,59 @@
 package core
 
-// Capabilities are what a queue can do beyond Queue's methods. They are
-// read here, and only here: every other part of the framework asks a
-// Capabilities value, never the queue's type, so what a backend offers is
-// stated in one place (Watermill's Features, River's driver). A nil field
-// is a capability the queue does not have.
+// Capabilities declare a queue backend: its name, what it guarantees, how
+// a reservation feeds it, and what it can do beyond handing out consumers.
+// A backend states them as data (Queue.Capabilities), the way Watermill
+// declares a Pub/Sub's features to its test kit; every other part of the
+// framework reads them through CapabilitiesOf, never the queue's type. A
+// nil field is a capability the queue does not have.
 type Capabilities struct {
+	// Name is the SECKILL_QUEUE value that selects the backend.
+	Name       string
+	Guarantees Guarantees
 	// Handoff: the reservation script feeds the queue in its own atomic
-	// step (FedByReservation). Publisher: the order is published after the
-	// reservation, which is released if the queue refuses it. A queue
-	// anything can feed has exactly one of the two.
-	Handoff   FedByReservation
+	// step. Publisher: the order is published after the reservation, which
+	// is released if the queue refuses it. A queue anything can feed has
+	// exactly one of the two; a Handoff wins if both are set.
+	Handoff   *Handoff
 	Publisher Publisher
-	// Duties are the queue's background work (MaintainedQueue).
+	// Duties are the queue's background work, run while its consumers run.
 	Duties []Duty
-	// Stats tells depth, pending, lag and dead letters (StatsReporter).
+	// Stats tells depth, pending, lag and dead letters.
 	Stats StatsReporter
-	// Lister lists the orders the queue holds (OrderHolder). Holder is
-	// the same, set only for a queue that keeps a message until it is
-	// acknowledged: only then is the list complete, which a rebuild needs.
-	// One whose consumers take messages out on delivery (the plain list)
-	// lists the queued ones but not those delivered and not yet persisted,
-	// which a rebuild would then sell again.
-	Lister, Holder OrderHolder
-	// DeadLetters reads the dead letters back (DeadLetterReader).
+	// Lister lists the orders the queue holds.
+	Lister OrderHolder
+	// DeadLetters reads the dead letters back.
 	DeadLetters DeadLetterReader
-	// Shards is how many shards the queue spans (ShardedQueue); 1 when it
-	// is not sharded.
+	// Shards is how many queues of one backend this one joins
+	// (ShardQueues), each needing a consumer in every process; 0 or 1 for
+	// a queue that is not sharded.
 	Shards int
 	// Drains: the queue holds messages in process memory, so the pipeline
-	// empties it at a stop (DrainingQueue).
+	// keeps consuming at a stop until it is empty, instead of stopping at
+	// once and losing them.
 	Drains bool
+
+	// Holder is Lister, set by CapabilitiesOf only for a queue that keeps a
+	// message until it is acknowledged: only then is the list complete,
+	// which a rebuild needs. One whose consumers take messages out on
+	// delivery (the plain list) lists the queued ones but not those
+	// delivered and not yet persisted, which a rebuild would then sell
+	// again. What a backend sets here is ignored.
+	Holder OrderHolder
 }
 
-// CapabilitiesOf reads what q can do.
+// CapabilitiesOf reads what q declares, with what follows from it filled
+// in: one shard at least, no Publisher beside a Handoff, and Holder.
 func CapabilitiesOf(q Queue) Capabilities {
-	c := Capabilities{Shards: 1}
-	c.Handoff, _ = q.(FedByReservation)
-	if c.Handoff == nil {
-		c.Publisher, _ = q.(Publisher)
+	c := q.Capabilities()
+	c.Shards = max(c.Shards, 1)
+	if c.Handoff != nil {
+		c.Publisher = nil
 	}
-	if m, ok := q.(MaintainedQueue); ok {
-		c.Duties = m.Duties()
-	}
-	c.Stats, _ = q.(StatsReporter)
-	c.Lister, _ = q.(OrderHolder)
-	if c.Lister != nil && q.Guarantees().Acknowledged {
+	c.Holder = nil
+	if c.Lister != nil && c.Guarantees.Acknowledged {
 		c.Holder = c.Lister
 	}
-	c.DeadLetters, _ = q.(DeadLetterReader)
-	if s, ok := q.(ShardedQueue); ok {
-		c.Shards = s.ShardCount()
-	}
-	_, c.Drains = q.(DrainingQueue)
 	return c
 }
 

@@ -16,23 +16,42 @@ import (
 // bareQueue is a queue with no capability beyond core.Queue.
 type bareQueue struct{ acked bool }
 
-func (bareQueue) Name() string { return "bare" }
-func (q bareQueue) Guarantees() core.Guarantees {
-	return core.Guarantees{Acknowledged: q.acked}
+func (q bareQueue) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "bare", Guarantees: core.Guarantees{Acknowledged: q.acked}}
 }
 func (bareQueue) Consumer(context.Context, int) (core.Consumer, error) { return nil, nil }
 func (bareQueue) Close() error                                         { return nil }
 
-// listingQueue lists the orders it holds.
+// listingQueue lists the orders it holds, and claims to be a complete
+// Holder, which is not its to say.
 type listingQueue struct{ bareQueue }
 
+func (q listingQueue) Capabilities() core.Capabilities {
+	c := q.bareQueue.Capabilities()
+	c.Lister, c.Holder = q, q
+	return c
+}
 func (listingQueue) HeldOrders(context.Context, int64) ([]core.Order, error) { return nil, nil }
+
+// bothWaysQueue declares a hand-off and a publisher.
+type bothWaysQueue struct{ bareQueue }
+
+func (q bothWaysQueue) Capabilities() core.Capabilities {
+	c := q.bareQueue.Capabilities()
+	c.Handoff = &core.Handoff{Command: []string{"RPUSH", core.HandoffKey, core.HandoffBody}, Key: func(int64) string { return "k" }}
+	c.Publisher = q
+	return c
+}
+func (bothWaysQueue) Publish(context.Context, []byte) error { return nil }
 
 func TestCapabilitiesAreReadFromTheQueue(t *testing.T) {
 	bare := core.CapabilitiesOf(bareQueue{})
 	if bare.Handoff != nil || bare.Publisher != nil || bare.Stats != nil || bare.Lister != nil || bare.Holder != nil ||
-		bare.Duties != nil || bare.DeadLetters != nil || bare.Drains || bare.Shards != 1 {
+		bare.Duties != nil || bare.DeadLetters != nil || bare.Drains || bare.Shards != 1 || bare.Name != "bare" {
 		t.Fatalf("a bare queue has capabilities: %+v", bare)
+	}
+	if c := core.CapabilitiesOf(bothWaysQueue{}); c.Handoff == nil || c.Publisher != nil {
+		t.Fatalf("hand-off %v, publisher %v: want the hand-off alone (the reservation feeds the queue once)", c.Handoff, c.Publisher)
 	}
 	// Listing alone is not enough for a rebuild: only an acknowledged
 	// queue's list is complete.
@@ -45,11 +64,11 @@ func TestCapabilitiesAreReadFromTheQueue(t *testing.T) {
 }
 
 // TestCapabilityLookupsLiveInOneFile: no code but capabilities.go asks a
-// queue's (or reservation's) type what it can do; everything else reads
-// core.Capabilities.
+// queue's (or reservation's) type what it can do, or a queue for its
+// declaration; everything else reads core.CapabilitiesOf.
 func TestCapabilityLookupsLiveInOneFile(t *testing.T) {
-	capabilities := map[string]bool{"FedByReservation": true, "Publisher": true, "MaintainedQueue": true, "StatsReporter": true,
-		"OrderHolder": true, "DeadLetterReader": true, "ShardedQueue": true, "DrainingQueue": true, "ShopperLimit": true}
+	capabilities := map[string]bool{"Publisher": true, "StatsReporter": true,
+		"OrderHolder": true, "DeadLetterReader": true, "ShopperLimit": true}
 	fset := token.NewFileSet()
 	found := 0
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
@@ -65,6 +84,10 @@ func TestCapabilityLookupsLiveInOneFile(t *testing.T) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			var typ ast.Expr
 			switch x := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Capabilities" && len(x.Args) == 0 {
+					t.Errorf("%s: a queue asked for its Capabilities; read core.CapabilitiesOf instead", fset.Position(x.Pos()))
+				}
 			case *ast.TypeAssertExpr:
 				typ = x.Type
 			case *ast.TypeSwitchStmt:

@@ -3,10 +3,10 @@
 // A shopper's Seckill.Buy takes an order id (IDGenerator) and asks a
 // Reserver to check the sale window, the stock and one order per user and
 // to reserve, atomically. How the order then reaches its Queue is the
-// queue's own: a queue fed inside the reservation step declares its
-// Handoff (FedByReservation) — the command the reservation script runs
-// with the order — and a queue fed from Go is a Publisher, the reservation
-// released if it refuses. The sync baseline's Reserver is the database
+// queue's own: a Queue declares what it is as data (Capabilities). One fed
+// inside the reservation step declares its Handoff — the command the
+// reservation script runs with the order — and one fed from Go its
+// Publisher, the reservation released if it refuses. The sync baseline's Reserver is the database
 // transaction itself. The answer goes back before anything is persisted.
 //
 // A Pipeline then moves orders from the Queue to the OrderStore: fetch a

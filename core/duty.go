@@ -9,7 +9,7 @@ import (
 // Duty is one background task of a queue backend — a heartbeat, a reaper
 // of dead consumers' messages, a claimer of idle ones, a trimmer — run on
 // its own ticker. A backend lists all of its duties in one place
-// (MaintainedQueue.Duties); RunDuties (which the pipeline calls) starts
+// (Capabilities.Duties); RunDuties (which the pipeline calls) starts
 // them together and stops them together, when its context ends, so no duty
 // outlives the pipeline or runs on a context of its own.
 type Duty struct {
@@ -21,11 +21,6 @@ type Duty struct {
 	// Do runs the duty once. An error is reported, and the duty runs again
 	// at the next tick.
 	Do func(ctx context.Context) error
-}
-
-// MaintainedQueue is implemented by backends with background duties.
-type MaintainedQueue interface {
-	Duties() []Duty
 }
 
 // RunDuties runs each duty every Every until ctx is done, then returns once

@@ -17,7 +17,7 @@ type PipelineConfig struct {
 	// persisted and before they are acked (Recovery.RepairAfter).
 	Recovery *Recovery
 	// Consumers is the number of consumer goroutines. Default 2; a
-	// sharded queue (ShardedQueue) gets at least one per shard.
+	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
 	// BatchSize is the most deliveries persisted in one transaction.
 	// Default 500: one transaction per order caps MySQL near 1.5k orders/s,
@@ -147,7 +147,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer close(duties)
 		RunQueueDuties(dutyCtx, p.queue, func(d Duty, err error) {
 			p.obs.QueueFailed(d.Name, err)
-			p.log.Warn("queue duty failed", "queue", p.queue.Name(), "duty", d.Name, "err", err)
+			p.log.Warn("queue duty failed", "queue", p.caps.Name, "duty", d.Name, "err", err)
 		})
 	}()
 	var wg sync.WaitGroup
@@ -213,7 +213,7 @@ func (p *Pipeline) drain(ctx context.Context, c Consumer) {
 // backend's block time (1 s), well under any claim idle time.
 func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 	wait := p.newBackoff()
-	readAhead := p.queue.Guarantees().DurableAcrossConsumerCrash
+	readAhead := p.caps.Guarantees.DurableAcrossConsumerCrash
 	var inflight chan persisted // the batch being persisted, if any
 	finishInflight := func() {
 		if inflight != nil {
@@ -230,7 +230,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 				return
 			}
 			p.obs.QueueFailed("fetch", err)
-			p.log.Error("fetch failed", "queue", p.queue.Name(), "err", err)
+			p.log.Error("fetch failed", "queue", p.caps.Name, "err", err)
 			finishInflight()
 			sleep(ctx, wait.NextBackOff())
 			continue
@@ -336,7 +336,7 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		// Shut down while the store was failing: nothing is acked, so the
 		// backend redelivers these (where it can) after the restart.
 		p.log.Warn("stopped before the batch was persisted; left unacked",
-			"queue", p.queue.Name(), "orders", len(r.orders), "err", r.err)
+			"queue", p.caps.Name, "orders", len(r.orders), "err", r.err)
 		return
 	}
 	for _, rej := range r.res.Rejected {
@@ -368,7 +368,7 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		if err := p.recovery.RepairAfter(work, r.readIn, persisted); err != nil {
 			p.obs.QueueFailed("repair", err)
 			p.log.Error("could not tell Redis of orders persisted across its loss; left unacked to repair on redelivery",
-				"queue", p.queue.Name(), "orders", len(persisted), "err", err)
+				"queue", p.caps.Name, "orders", len(persisted), "err", err)
 			return
 		}
 	}
@@ -378,7 +378,7 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		// Persisted but not acked: redelivery is absorbed as duplicates.
 		p.obs.QueueFailed("ack", err)
 		p.log.Error("ack failed; the batch will be redelivered and deduplicated",
-			"queue", p.queue.Name(), "deliveries", len(ack), "err", err)
+			"queue", p.caps.Name, "deliveries", len(ack), "err", err)
 	}
 }
 
@@ -407,11 +407,11 @@ func (p *Pipeline) deadLetter(ctx context.Context, c Consumer, d Delivery, reaso
 	if err := c.DeadLetter(actx, d, string(reason)+": "+detail); err != nil {
 		// Left unacked: it comes back and is dead-lettered then.
 		p.obs.QueueFailed("dead_letter", err)
-		p.log.Error("dead-letter failed", "queue", p.queue.Name(), "delivery", d.ID, "err", err)
+		p.log.Error("dead-letter failed", "queue", p.caps.Name, "delivery", d.ID, "err", err)
 		return
 	}
 	p.obs.DeadLettered(reason)
-	p.log.Warn("message dead-lettered", "queue", p.queue.Name(), "delivery", d.ID,
+	p.log.Warn("message dead-lettered", "queue", p.caps.Name, "delivery", d.ID,
 		"attempt", d.Attempt, "reason", reason, "detail", detail)
 }
 

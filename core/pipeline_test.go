@@ -34,8 +34,9 @@ func (q *fakeQueue) push(body []byte, attempt int) {
 	q.ready = append(q.ready, core.Delivery{ID: fmt.Sprint(q.seq), Body: body, Attempt: attempt})
 }
 
-func (q *fakeQueue) Name() string                                         { return "fake" }
-func (q *fakeQueue) Guarantees() core.Guarantees                          { return core.Guarantees{Acknowledged: true} }
+func (q *fakeQueue) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "fake", Guarantees: core.Guarantees{Acknowledged: true}}
+}
 func (q *fakeQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
 func (q *fakeQueue) Close() error                                         { return nil }
 

@@ -36,13 +36,16 @@ type Delivery struct {
 	Attempt int
 }
 
-// Queue is the seam between the reservation and persistence. Publishing is
-// done by the reservation script for the Redis backends, or by a Publisher
-// for the in-process one; a Queue hands out consumers.
+// Queue is the seam between the reservation and persistence, and the one
+// interface a queue backend implements. Publishing is done by the
+// reservation script for the Redis backends (Capabilities.Handoff), or
+// after the reservation for the in-process one (Capabilities.Publisher); a
+// Queue hands out consumers, and declares the rest as data.
 type Queue interface {
-	// Name is the SECKILL_QUEUE value that selects this backend.
-	Name() string
-	Guarantees() Guarantees
+	// Capabilities declares the backend: its name, what it guarantees, how
+	// a reservation feeds it, and what it can do beyond consuming. It is
+	// read once, when the queue is wired, through CapabilitiesOf.
+	Capabilities() Capabilities
 	// Consumer returns a consumer for one goroutine. index numbers the
 	// consumers of this process from 0; ctx bounds what setting it up
 	// takes (registering it, taking back what a predecessor of the same
@@ -75,18 +78,11 @@ type Consumer interface {
 	Close() error
 }
 
-// Publisher is implemented by backends whose messages are enqueued outside
-// the reservation script (the in-process queue).
+// Publisher enqueues orders outside the reservation script: the in-process
+// queue's way in (Capabilities.Publisher).
 type Publisher interface {
 	// Publish enqueues a body, or returns ErrQueueFull at once.
 	Publish(ctx context.Context, body []byte) error
-}
-
-// DrainingQueue is implemented by backends that hold messages in process
-// memory: on shutdown the pipeline keeps consuming until Fetch comes back
-// empty, instead of stopping at once and losing them.
-type DrainingQueue interface {
-	DrainOnStop()
 }
 
 // QueueStats is a snapshot of a queue for metrics. A field is -1 where the
@@ -107,7 +103,7 @@ type QueueStats struct {
 // UnknownStats has every field unknown; backends start from it.
 var UnknownStats = QueueStats{Depth: -1, Pending: -1, Lag: -1, OldestPending: -1, DeadLetters: -1}
 
-// StatsReporter is implemented by backends that can describe their state.
+// StatsReporter describes a queue's state (Capabilities.Stats).
 type StatsReporter interface {
 	Stats(ctx context.Context) (QueueStats, error)
 }
@@ -118,9 +114,9 @@ var ErrQueueFull = errors.New("queue full")
 // Handoff is how the reservation feeds a queue inside its own atomic step:
 // right after it takes the stock, the reservation script runs Command, so
 // an order is never reserved without being enqueued, nor enqueued without
-// being reserved. A queue fed this way implements FedByReservation and owns
-// its Handoff: the command, the key per voucher and the message layout are
-// the adapter's, and the script carries out what it is given.
+// being reserved. A queue fed this way declares its Handoff
+// (Capabilities.Handoff): the command, the key per voucher and the message
+// layout are the adapter's, and the script carries out what it is given.
 type Handoff struct {
 	// Command is the command and its arguments, with HandoffKey standing
 	// for the queue key and HandoffBody for the encoded order (EncodeOrder),
@@ -166,33 +162,19 @@ func (h Handoff) Validate() error {
 	return nil
 }
 
-// FedByReservation is implemented by queues the reservation feeds in its
-// own atomic step (the Redis queues). A queue that is not, implements
-// Publisher: the order is published after the reservation, which is
-// released again if the queue refuses it.
-type FedByReservation interface {
-	Handoff() Handoff
-}
-
-// OrderHolder is implemented by queues that can tell which orders of a
-// voucher they still hold: queued, or delivered and not yet acknowledged.
+// OrderHolder lists which orders of a voucher a queue still holds: queued,
+// or delivered and not yet acknowledged.
 // With the database's rows they are every order a sale accepted, which is
 // what rebuilding a sale's Redis state after a loss needs. A queue that
-// holds orders only in process memory, or not at all, does not implement it.
+// holds orders only in process memory, or not at all, declares none
+// (Capabilities.Lister).
 type OrderHolder interface {
 	HeldOrders(ctx context.Context, voucherID int64) ([]Order, error)
 }
 
-// HolderOf is q as an OrderHolder if it can list every order it holds:
-// only a queue that keeps a message until it is acknowledged can. One whose
-// consumers take messages out of it on delivery (the plain list) lists the
-// queued ones and not those delivered and not yet persisted, which a
-// rebuild would then sell again. nil otherwise.
-func HolderOf(q Queue) OrderHolder { return CapabilitiesOf(q).Holder }
-
-// DeadLetterReader is implemented by queues whose dead letters can be read
-// back, oldest first: every built-in one. The records are DeadLetter, the
-// same for every backend.
+// DeadLetterReader reads a queue's dead letters back, oldest first
+// (Capabilities.DeadLetters; every built-in queue has one). The records
+// are DeadLetter, the same for every backend.
 type DeadLetterReader interface {
 	DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error)
 }

@@ -25,7 +25,9 @@ type recordingQueue struct {
 	events     []string
 }
 
-func (q *recordingQueue) Guarantees() core.Guarantees                          { return q.guarantees }
+func (q *recordingQueue) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "recording", Guarantees: q.guarantees}
+}
 func (q *recordingQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
 
 func (q *recordingQueue) enter(event string) func() {

@@ -31,7 +31,7 @@ type SeckillConfig struct {
 	IDs      IDGenerator
 	Reserver Reserver
 	// Publisher hands the order on after the reservation; nil when the
-	// reservation itself enqueues it (FedByReservation).
+	// reservation itself enqueues it (Capabilities.Handoff).
 	Publisher Publisher
 	// Orders reads persisted orders (the order endpoints).
 	Orders OrderReader

@@ -58,19 +58,13 @@ func (s Shards) TagOf(voucherID int64) string { return s.tags[s.Of(voucherID)] }
 // Equal reports whether two Shards map every voucher to the same tag.
 func (s Shards) Equal(o Shards) bool { return slices.Equal(s.tags, o.tags) }
 
-// ShardedQueue is implemented by a queue made of one queue per shard
-// (ShardQueues). Every shard needs a consumer in every process, so the
-// pipeline runs at least ShardCount consumers.
-type ShardedQueue interface {
-	ShardCount() int
-}
-
 // ShardQueues joins one queue per shard, all of one backend, into one
 // Queue: the reservation hands a voucher's orders to its shard's queue, and
 // consumer i of a process reads shard i mod the count. Stats add up over the
 // shards, duties run for each, held orders are asked of the voucher's shard
-// and dead letters of all. Each queue must be fed by the reservation with
-// the same command; one queue is returned as it is.
+// and dead letters of all; a capability any shard lacks, the join lacks.
+// Each queue must be fed by the reservation with the same command; one
+// queue is returned as it is.
 func ShardQueues(shards Shards, queues []Queue) (Queue, error) {
 	if len(queues) != shards.Count() || len(queues) == 0 {
 		return nil, fmt.Errorf("shard queues: %d queues for %d shards", len(queues), shards.Count())
@@ -79,48 +73,56 @@ func ShardQueues(shards Shards, queues []Queue) (Queue, error) {
 		return queues[0], nil
 	}
 	s := &sharded{shards: shards, queues: queues}
-	holders, readers := true, true
 	for i, q := range queues {
-		fed := CapabilitiesOf(q).Handoff
-		if fed == nil {
-			return nil, fmt.Errorf("shard queues: %s is not fed by the reservation: only such queues can be sharded", q.Name())
+		c := CapabilitiesOf(q)
+		if c.Handoff == nil {
+			return nil, fmt.Errorf("shard queues: %s is not fed by the reservation: only such queues can be sharded", c.Name)
 		}
-		h := fed.Handoff()
-		if err := h.Validate(); err != nil {
+		if err := c.Handoff.Validate(); err != nil {
 			return nil, fmt.Errorf("shard queues: shard %d: %w", i, err)
 		}
-		if i > 0 && (q.Name() != queues[0].Name() || !slices.Equal(h.Command, s.handoffs[0].Command) ||
-			h.CountsReceivers != s.handoffs[0].CountsReceivers) {
-			return nil, fmt.Errorf("shard queues: shard %d (%s) differs from shard 0 (%s)", i, q.Name(), queues[0].Name())
+		if i > 0 {
+			first := s.caps[0]
+			if c.Name != first.Name || c.Guarantees != first.Guarantees || !slices.Equal(c.Handoff.Command, first.Handoff.Command) ||
+				c.Handoff.CountsReceivers != first.Handoff.CountsReceivers {
+				return nil, fmt.Errorf("shard queues: shard %d (%s) differs from shard 0 (%s)", i, c.Name, first.Name)
+			}
 		}
-		s.handoffs = append(s.handoffs, h)
-		caps := CapabilitiesOf(q)
-		s.listers, s.readers = append(s.listers, caps.Lister), append(s.readers, caps.DeadLetters)
-		holders, readers = holders && caps.Lister != nil, readers && caps.DeadLetters != nil
-	}
-	switch {
-	case holders && readers:
-		return shardedHolderReader{s}, nil
-	case holders:
-		return shardedHolder{s}, nil
-	case readers:
-		return shardedReader{s}, nil
+		s.caps = append(s.caps, c)
 	}
 	return s, nil
 }
 
 type sharded struct {
-	shards   Shards
-	queues   []Queue
-	handoffs []Handoff
-	// listers and readers are each shard's (nil where it has none).
-	listers []OrderHolder
-	readers []DeadLetterReader
+	shards Shards
+	queues []Queue
+	// caps are each shard's, read once.
+	caps []Capabilities
 }
 
-func (s *sharded) Name() string           { return s.queues[0].Name() }
-func (s *sharded) Guarantees() Guarantees { return s.queues[0].Guarantees() }
-func (s *sharded) ShardCount() int        { return len(s.queues) }
+// Capabilities are shard 0's name, guarantees and command, with a Key that
+// routes each voucher to its shard, and each further capability only when
+// every shard has it.
+func (s *sharded) Capabilities() Capabilities {
+	h := *s.caps[0].Handoff
+	h.Key = func(voucherID int64) string { return s.caps[s.shards.Of(voucherID)].Handoff.Key(voucherID) }
+	c := Capabilities{Name: s.caps[0].Name, Guarantees: s.caps[0].Guarantees, Handoff: &h, Shards: len(s.queues)}
+	stats, lists, reads := true, true, true
+	for _, sc := range s.caps {
+		c.Duties = append(c.Duties, sc.Duties...)
+		stats, lists, reads = stats && sc.Stats != nil, lists && sc.Lister != nil, reads && sc.DeadLetters != nil
+	}
+	if stats {
+		c.Stats = statsFunc(s.stats)
+	}
+	if lists {
+		c.Lister = heldOrdersFunc(s.heldOrders)
+	}
+	if reads {
+		c.DeadLetters = deadLettersFunc(s.deadLetters)
+	}
+	return c
+}
 
 func (s *sharded) Consumer(ctx context.Context, index int) (Consumer, error) {
 	n := len(s.queues)
@@ -135,31 +137,13 @@ func (s *sharded) Close() error {
 	return errors.Join(errs...)
 }
 
-func (s *sharded) Handoff() Handoff {
-	h := s.handoffs[0]
-	h.Key = func(voucherID int64) string { return s.handoffs[s.shards.Of(voucherID)].Key(voucherID) }
-	return h
-}
-
-func (s *sharded) Duties() []Duty {
-	var all []Duty
-	for _, q := range s.queues {
-		all = append(all, CapabilitiesOf(q).Duties...)
-	}
-	return all
-}
-
-// Stats adds depths, pending and dead letters over the shards, and takes
+// stats adds depths, pending and dead letters over the shards, and takes
 // the worst lag and oldest pending. A field any shard cannot tell is
 // unknown.
-func (s *sharded) Stats(ctx context.Context) (QueueStats, error) {
+func (s *sharded) stats(ctx context.Context) (QueueStats, error) {
 	total := QueueStats{}
-	for _, q := range s.queues {
-		r := CapabilitiesOf(q).Stats
-		if r == nil {
-			return UnknownStats, nil
-		}
-		st, err := r.Stats(ctx)
+	for _, c := range s.caps {
+		st, err := c.Stats.Stats(ctx)
 		if err != nil {
 			return UnknownStats, err
 		}
@@ -187,14 +171,14 @@ func maxKnown[T ~int64](a, b T) T {
 }
 
 func (s *sharded) heldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return s.listers[s.shards.Of(voucherID)].HeldOrders(ctx, voucherID)
+	return s.caps[s.shards.Of(voucherID)].Lister.HeldOrders(ctx, voucherID)
 }
 
 // deadLetters takes up to max from each shard and keeps the oldest max.
 func (s *sharded) deadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
 	var all []DeadLetter
-	for _, r := range s.readers {
-		ds, err := r.DeadLetters(ctx, max)
+	for _, c := range s.caps {
+		ds, err := c.DeadLetters.DeadLetters(ctx, max)
 		if err != nil {
 			return nil, err
 		}
@@ -207,34 +191,18 @@ func (s *sharded) deadLetters(ctx context.Context, max int64) ([]DeadLetter, err
 	return all, nil
 }
 
-type shardedHolder struct{ *sharded }
-
-func (s shardedHolder) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return s.heldOrders(ctx, voucherID)
-}
-
-type shardedReader struct{ *sharded }
-
-func (s shardedReader) DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
-	return s.deadLetters(ctx, max)
-}
-
-type shardedHolderReader struct{ *sharded }
-
-func (s shardedHolderReader) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return s.heldOrders(ctx, voucherID)
-}
-
-func (s shardedHolderReader) DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
-	return s.deadLetters(ctx, max)
-}
-
-var (
-	_ Queue            = (*sharded)(nil)
-	_ FedByReservation = (*sharded)(nil)
-	_ MaintainedQueue  = (*sharded)(nil)
-	_ StatsReporter    = (*sharded)(nil)
-	_ ShardedQueue     = (*sharded)(nil)
-	_ OrderHolder      = shardedHolderReader{}
-	_ DeadLetterReader = shardedHolderReader{}
+// The join's capabilities are its own methods, as the interfaces
+// Capabilities holds (http.HandlerFunc's way).
+type (
+	statsFunc       func(ctx context.Context) (QueueStats, error)
+	heldOrdersFunc  func(ctx context.Context, voucherID int64) ([]Order, error)
+	deadLettersFunc func(ctx context.Context, max int64) ([]DeadLetter, error)
 )
+
+func (f statsFunc) Stats(ctx context.Context) (QueueStats, error) { return f(ctx) }
+func (f heldOrdersFunc) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
+	return f(ctx, voucherID)
+}
+func (f deadLettersFunc) DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
+	return f(ctx, max)
+}

@@ -27,9 +27,17 @@ func newShardFake(key string) *shardFake {
 	return &shardFake{fakeQueue: newFakeQueue(), key: key, held: map[int64][]core.Order{}}
 }
 
-func (q *shardFake) Handoff() core.Handoff {
-	return core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+func (q *shardFake) handoff() *core.Handoff {
+	return &core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
 		Key: func(int64) string { return q.key }}
+}
+
+// Capabilities are every one a fed queue can have.
+func (q *shardFake) Capabilities() core.Capabilities {
+	c := q.fakeQueue.Capabilities()
+	c.Handoff, c.Stats, c.Lister, c.DeadLetters = q.handoff(), q, q, q
+	c.Duties = []core.Duty{{Name: "tick " + q.key, Every: time.Hour, Do: func(context.Context) error { return nil }}}
+	return c
 }
 
 func (q *shardFake) Consumer(ctx context.Context, index int) (core.Consumer, error) {
@@ -47,10 +55,6 @@ func (q *shardFake) HeldOrders(_ context.Context, voucherID int64) ([]core.Order
 
 func (q *shardFake) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
 	return q.dead[:min(int64(len(q.dead)), max)], nil
-}
-
-func (q *shardFake) Duties() []core.Duty {
-	return []core.Duty{{Name: "tick " + q.key, Every: time.Hour, Do: func(context.Context) error { return nil }}}
 }
 
 func threeShards(t *testing.T) (core.Shards, []*shardFake, core.Queue) {
@@ -91,7 +95,7 @@ func TestShardsMapVouchersInTurn(t *testing.T) {
 
 func TestShardedQueueHandsEachVoucherToItsShard(t *testing.T) {
 	_, _, q := threeShards(t)
-	h := q.(core.FedByReservation).Handoff()
+	h := core.CapabilitiesOf(q).Handoff
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +111,8 @@ func TestShardedQueueAddsUpAndRoutes(t *testing.T) {
 	fakes[0].stats = core.QueueStats{Depth: 1, Pending: 2, Lag: time.Second, OldestPending: 3 * time.Second, DeadLetters: 1}
 	fakes[1].stats = core.QueueStats{Depth: 10, Pending: 20, Lag: 5 * time.Second, OldestPending: time.Second, DeadLetters: 0}
 	fakes[2].stats = core.QueueStats{Depth: 100, Pending: 0, Lag: 0, OldestPending: 0, DeadLetters: -1}
-	st, err := q.(core.StatsReporter).Stats(context.Background())
+	caps := core.CapabilitiesOf(q)
+	st, err := caps.Stats.Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +123,7 @@ func TestShardedQueueAddsUpAndRoutes(t *testing.T) {
 
 	fakes[1].held[4] = []core.Order{{ID: 9, VoucherID: 4}}
 	fakes[0].held[4] = []core.Order{{ID: 99, VoucherID: 4}} // not voucher 4's shard
-	held, err := q.(core.OrderHolder).HeldOrders(context.Background(), 4)
+	held, err := caps.Lister.HeldOrders(context.Background(), 4)
 	if err != nil || len(held) != 1 || held[0].ID != 9 {
 		t.Fatalf("held orders of voucher 4 = %v, %v; want order 9 from shard 1", held, err)
 	}
@@ -126,14 +131,14 @@ func TestShardedQueueAddsUpAndRoutes(t *testing.T) {
 	at := time.Unix(1000, 0)
 	fakes[0].dead = []core.DeadLetter{{SourceID: "a1", At: at.Add(3 * time.Second)}}
 	fakes[2].dead = []core.DeadLetter{{SourceID: "c1", At: at.Add(time.Second)}, {SourceID: "c2", At: at.Add(5 * time.Second)}}
-	dead, err := q.(core.DeadLetterReader).DeadLetters(context.Background(), 2)
+	dead, err := caps.DeadLetters.DeadLetters(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := []string{dead[0].SourceID, dead[1].SourceID}; len(dead) != 2 || !slices.Equal(got, []string{"c1", "a1"}) {
 		t.Fatalf("dead letters %v, want the oldest two of all shards: c1, a1", dead)
 	}
-	if n := len(q.(core.MaintainedQueue).Duties()); n != 3 {
+	if n := len(caps.Duties); n != 3 {
 		t.Fatalf("%d duties, want each shard's one", n)
 	}
 }
@@ -145,11 +150,15 @@ func TestShardedQueueDeclaresOnlyWhatEveryShardDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := q.(core.OrderHolder); ok {
+	caps := core.CapabilitiesOf(q)
+	if caps.Lister != nil {
 		t.Error("a sharded queue claims to hold orders although shard 1 cannot tell")
 	}
-	if _, ok := q.(core.DeadLetterReader); ok {
+	if caps.DeadLetters != nil {
 		t.Error("a sharded queue claims to read dead letters although shard 1 cannot")
+	}
+	if caps.Stats == nil || caps.Shards != 2 {
+		t.Errorf("stats %v, shards %d: want what both shards have, and 2", caps.Stats, caps.Shards)
 	}
 	if _, err := core.ShardQueues(shards, []core.Queue{a, newFakeQueue()}); err == nil {
 		t.Error("a queue the reservation does not feed was sharded")
@@ -159,20 +168,22 @@ func TestShardedQueueDeclaresOnlyWhatEveryShardDoes(t *testing.T) {
 	}
 	one, _ := core.NewShards("a")
 	if q, _ := core.ShardQueues(one, []core.Queue{a}); q != core.Queue(a) {
-		t.Error("a single shard's queue is wrapped: type assertions on it would fail")
+		t.Error("a single shard's queue is wrapped: a program's own type assertions on it would fail")
 	}
 }
 
-// fedOnly is a fed queue that implements nothing optional.
+// fedOnly is a fed queue that declares only its stats beyond the hand-off.
 type fedOnly struct{ q *shardFake }
 
-func (f fedOnly) Name() string                { return f.q.Name() }
-func (f fedOnly) Guarantees() core.Guarantees { return f.q.Guarantees() }
+func (f fedOnly) Capabilities() core.Capabilities {
+	c := f.q.fakeQueue.Capabilities()
+	c.Handoff, c.Stats = f.q.handoff(), f.q
+	return c
+}
 func (f fedOnly) Consumer(ctx context.Context, i int) (core.Consumer, error) {
 	return f.q.Consumer(ctx, i)
 }
-func (f fedOnly) Close() error          { return nil }
-func (f fedOnly) Handoff() core.Handoff { return f.q.Handoff() }
+func (f fedOnly) Close() error { return nil }
 
 // One consumer configured, three shards: the pipeline still reads every
 // shard, or orders of two thirds of the vouchers would never be persisted.

@@ -97,28 +97,30 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) *Queue {
 	return &Queue{rdb: rdb, cfg: cfg, log: log, stop: make(chan struct{}), live: map[string]bool{}}
 }
 
-func (q *Queue) Name() string { return Name }
-
-// Handoff is how the reservation script feeds the list: LPUSH, consumed
-// from the right, so the oldest order is taken first.
-func (q *Queue) Handoff() core.Handoff {
-	return core.Handoff{
-		Command: []string{"LPUSH", core.HandoffKey, core.HandoffBody},
-		Key:     func(int64) string { return q.cfg.Key },
+// Capabilities: the reservation script feeds the list with LPUSH, consumed
+// from the right, so the oldest order is taken first. Reliable mode keeps
+// each delivery in the consumer's processing list until it is acked, so
+// what it holds is complete and survives a consumer's crash; plain mode
+// holds what it popped only in memory.
+func (q *Queue) Capabilities() core.Capabilities {
+	return core.Capabilities{
+		Name: Name,
+		Guarantees: core.Guarantees{
+			DurableAcrossConsumerCrash: q.cfg.Reliable,
+			Acknowledged:               q.cfg.Reliable,
+			CompetingConsumers:         true,
+			RetainsWithoutConsumer:     true,
+		},
+		Handoff: &core.Handoff{
+			Command: []string{"LPUSH", core.HandoffKey, core.HandoffBody},
+			Key:     func(int64) string { return q.cfg.Key },
+		},
+		Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
 	}
 }
 
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }
-
-func (q *Queue) Guarantees() core.Guarantees {
-	return core.Guarantees{
-		DurableAcrossConsumerCrash: q.cfg.Reliable,
-		Acknowledged:               q.cfg.Reliable,
-		CompetingConsumers:         true,
-		RetainsWithoutConsumer:     true,
-	}
-}
 
 func (q *Queue) processingKey(name string) string { return q.cfg.Key + ":processing:" + name }
 func (q *Queue) aliveKey(name string) string      { return q.cfg.Key + ":alive:" + name }
@@ -164,10 +166,10 @@ func (q *Queue) reclaim(ctx context.Context, name string, force bool) (int64, er
 	return n, nil
 }
 
-// Duties are the reliable mode's: the heartbeat of this process's live
+// duties are the reliable mode's: the heartbeat of this process's live
 // consumers, and the reaper of dead ones' processing lists. Plain mode has
 // none.
-func (q *Queue) Duties() []core.Duty {
+func (q *Queue) duties() []core.Duty {
 	if !q.cfg.Reliable {
 		return nil
 	}
@@ -510,12 +512,9 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-var (
-	_ core.Queue           = (*Queue)(nil)
-	_ core.MaintainedQueue = (*Queue)(nil)
-)
+var _ core.Queue = (*Queue)(nil)
 
-// Stats implements core.StatsReporter. Pending (reliable mode) sums the
+// Stats is the queue's core.StatsReporter. Pending (reliable mode) sums the
 // processing lists of the registered consumers.
 func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	s := core.UnknownStats
@@ -550,8 +549,6 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	return s, nil
 }
 
-var _ core.FedByReservation = (*Queue)(nil)
-
 // HeldOrders reports the voucher's orders still in the list and, in
 // reliable mode, in the consumers' processing lists. A plain-mode consumer
 // holds what it popped only in its memory: those are not reported.
@@ -577,11 +574,7 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
-var _ core.OrderHolder = (*Queue)(nil)
-
 // DeadLetters reads the dead-letter stream, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
 	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }
-
-var _ core.DeadLetterReader = (*Queue)(nil)

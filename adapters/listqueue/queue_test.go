@@ -62,7 +62,7 @@ func TestReclaimedMessagesCountTheirDeliveries(t *testing.T) {
 			var ds []core.Delivery
 			deadline := time.Now().Add(5 * time.Second)
 			for len(ds) == 0 && time.Now().Before(deadline) {
-				q.(core.MaintainedQueue).(*listqueue.Queue).Reap(context.Background())
+				q.(*listqueue.Queue).Reap(context.Background())
 				ds, _ = c.Fetch(context.Background(), 10)
 			}
 			if len(ds) != 1 || ds[0].Attempt != attempt {

@@ -35,7 +35,7 @@ type Config struct {
 	DeadLetters int
 }
 
-// Queue implements core.Queue, core.Publisher and core.DrainingQueue.
+// Queue implements core.Queue; it is its own Publisher.
 type Queue struct {
 	cfg    Config
 	log    *slog.Logger
@@ -70,10 +70,12 @@ func New(cfg Config, log *slog.Logger) *Queue {
 		closed: make(chan struct{})}
 }
 
-func (q *Queue) Name() string { return Name }
-
-func (q *Queue) Guarantees() core.Guarantees {
-	return core.Guarantees{RetainsWithoutConsumer: true}
+// Capabilities: orders are published after the reservation, and held in
+// this process's memory only, so the pipeline drains the queue at a stop;
+// a crash loses them.
+func (q *Queue) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: Name, Guarantees: core.Guarantees{RetainsWithoutConsumer: true},
+		Publisher: q, Drains: true, Stats: q, DeadLetters: q}
 }
 
 // ErrClosed: the queue was closed.
@@ -96,9 +98,6 @@ func (q *Queue) Publish(_ context.Context, body []byte) error {
 
 // Depth is the number of messages waiting.
 func (q *Queue) Depth() int { return len(q.ch) }
-
-// DrainOnStop marks this queue as one the pipeline must empty on stop.
-func (q *Queue) DrainOnStop() {}
 
 // DeadLetters returns the dead-lettered messages kept.
 func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
@@ -164,14 +163,9 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-var (
-	_ core.Queue            = (*Queue)(nil)
-	_ core.Publisher        = (*Queue)(nil)
-	_ core.DrainingQueue    = (*Queue)(nil)
-	_ core.DeadLetterReader = (*Queue)(nil)
-)
+var _ core.Queue = (*Queue)(nil)
 
-// Stats implements core.StatsReporter.
+// Stats is the queue's core.StatsReporter.
 func (q *Queue) Stats(context.Context) (core.QueueStats, error) {
 	s := core.UnknownStats
 	s.Depth = int64(len(q.ch))

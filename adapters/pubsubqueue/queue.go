@@ -94,24 +94,24 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 	return q, nil
 }
 
-func (q *Queue) Name() string { return Name }
-
-// Handoff is how the reservation script feeds the channel: PUBLISH, whose
-// reply counts the subscribers that heard the order (0: it is lost).
-func (q *Queue) Handoff() core.Handoff {
-	return core.Handoff{
-		Command:         []string{"PUBLISH", core.HandoffKey, core.HandoffBody},
-		Key:             func(int64) string { return q.cfg.Channel },
-		CountsReceivers: true,
+// Capabilities: the reservation script feeds the channel with PUBLISH,
+// whose reply counts the subscribers that heard the order (0: it is lost).
+// No guarantees: Pub/Sub is fire-and-forget and every subscribed process
+// receives every message.
+func (q *Queue) Capabilities() core.Capabilities {
+	return core.Capabilities{
+		Name: Name,
+		Handoff: &core.Handoff{
+			Command:         []string{"PUBLISH", core.HandoffKey, core.HandoffBody},
+			Key:             func(int64) string { return q.cfg.Channel },
+			CountsReceivers: true,
+		},
+		Stats: q, DeadLetters: q,
 	}
 }
 
 // Buffered is the number of received messages waiting for a consumer.
 func (q *Queue) Buffered() int { return len(q.msgs) }
-
-// Guarantees: none. Pub/Sub is fire-and-forget and every subscribed process
-// receives every message.
-func (q *Queue) Guarantees() core.Guarantees { return core.Guarantees{} }
 
 func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	return &consumer{q: q, name: consumername.Of(q.process, index), closed: make(chan struct{})}, nil
@@ -168,7 +168,7 @@ func (c *consumer) Close() error {
 
 var _ core.Queue = (*Queue)(nil)
 
-// Stats implements core.StatsReporter: what this process has received and
+// Stats is the queue's core.StatsReporter: what this process has received and
 // not yet handed to a consumer, and the dead letters.
 func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	s := core.UnknownStats
@@ -181,11 +181,7 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	return s, nil
 }
 
-var _ core.FedByReservation = (*Queue)(nil)
-
 // DeadLetters reads the dead-letter stream, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
 	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }
-
-var _ core.DeadLetterReader = (*Queue)(nil)

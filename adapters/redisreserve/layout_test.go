@@ -128,8 +128,7 @@ func TestInvalidHandoffsAreRefused(t *testing.T) {
 // bareQueue can be fed neither by the script nor by a publisher.
 type bareQueue struct{}
 
-func (bareQueue) Name() string                                         { return "bare" }
-func (bareQueue) Guarantees() core.Guarantees                          { return core.Guarantees{} }
+func (bareQueue) Capabilities() core.Capabilities                      { return core.Capabilities{Name: "bare"} }
 func (bareQueue) Consumer(context.Context, int) (core.Consumer, error) { return nil, nil }
 func (bareQueue) Close() error                                         { return nil }
 

@@ -27,8 +27,8 @@ type Config struct {
 	// carry the same tag (Keys.ShardKey). Default one shard.
 	Shards core.Shards
 	// Handoff is what the script does with a reserved order: the queue's
-	// own (core.FedByReservation). The zero Handoff hands nothing off: the
-	// caller publishes the order (core.Publisher).
+	// own (core.Capabilities.Handoff). The zero Handoff hands nothing off:
+	// the caller publishes the order (core.Capabilities.Publisher).
 	Handoff core.Handoff
 	// OnReceivers, if set and the Handoff counts receivers, is told how
 	// many consumers received each order (0: nobody will persist it).
@@ -98,23 +98,24 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 }
 
 // ForQueue builds the reservation that feeds q: the script runs q's
-// hand-off when q is fed by the reservation (core.FedByReservation);
-// otherwise q must be a core.Publisher, returned for the caller to publish
+// hand-off when q declares one (core.Capabilities.Handoff); otherwise q
+// must declare a Publisher, returned for the caller to publish
 // each reserved order to (core.Seckill does, releasing the reservation if
 // the queue refuses). cfg.Handoff is set from q.
 func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, core.Publisher, error) {
 	var publisher core.Publisher
-	switch caps := core.CapabilitiesOf(q); {
+	caps := core.CapabilitiesOf(q)
+	switch {
 	case caps.Handoff != nil:
-		cfg.Handoff = caps.Handoff.Handoff()
+		cfg.Handoff = *caps.Handoff
 	case caps.Publisher != nil:
 		cfg.Handoff, publisher = core.Handoff{}, caps.Publisher
 	default:
-		return nil, nil, fmt.Errorf("redisreserve: queue %s implements neither core.FedByReservation nor core.Publisher: nothing could feed it", q.Name())
+		return nil, nil, fmt.Errorf("redisreserve: queue %s declares neither a Handoff nor a Publisher: nothing could feed it", caps.Name)
 	}
 	r, err := New(rdb, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("redisreserve: queue %s: %w", q.Name(), err)
+		return nil, nil, fmt.Errorf("redisreserve: queue %s: %w", caps.Name, err)
 	}
 	return r, publisher, nil
 }

@@ -139,25 +139,27 @@ func (q *Queue) vanished(ctx context.Context) error {
 	return q.ensureGroup(ctx)
 }
 
-func (q *Queue) Name() string { return Name }
-
 // Stream is the key the reservation script XADDs to.
 func (q *Queue) Stream() string { return q.cfg.Stream }
-
-// Handoff is how the reservation script feeds the stream: one XADD of the
-// order under BodyField, the layout Fetch reads.
-func (q *Queue) Handoff() core.Handoff { return streamentry.Handoff(q.cfg.Stream) }
 
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }
 
-func (q *Queue) Guarantees() core.Guarantees {
-	return core.Guarantees{
-		DurableAcrossConsumerCrash: true,
-		Acknowledged:               true,
-		Replayable:                 true,
-		CompetingConsumers:         true,
-		RetainsWithoutConsumer:     true,
+// Capabilities: the reservation script feeds the stream with one XADD of
+// the order under BodyField, the layout Fetch reads; the group keeps every
+// delivery pending until it is acknowledged.
+func (q *Queue) Capabilities() core.Capabilities {
+	h := streamentry.Handoff(q.cfg.Stream)
+	return core.Capabilities{
+		Name: Name,
+		Guarantees: core.Guarantees{
+			DurableAcrossConsumerCrash: true,
+			Acknowledged:               true,
+			Replayable:                 true,
+			CompetingConsumers:         true,
+			RetainsWithoutConsumer:     true,
+		},
+		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
 	}
 }
 
@@ -168,10 +170,11 @@ func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	return c, nil
 }
 
-// Duties are the group's background work, each in a file of its own: the
+// duties are the group's background work, each in a file of its own: the
 // claimer takes over what dead consumers left pending (claim.go), the
-// trimmer drops what every group has acknowledged (trim.go).
-func (q *Queue) Duties() []core.Duty {
+// keeper renews what this process holds (held.go), the trimmer drops what
+// every group has acknowledged (trim.go).
+func (q *Queue) duties() []core.Duty {
 	return []core.Duty{
 		{Name: "claim", Every: q.cfg.ClaimInterval, Do: q.claim},
 		{Name: "keep-held", Every: q.keepHeldInterval(), Do: q.keepHeld},
@@ -373,11 +376,7 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-var (
-	_ core.Queue           = (*Queue)(nil)
-	_ core.MaintainedQueue = (*Queue)(nil)
-)
-var _ core.FedByReservation = (*Queue)(nil)
+var _ core.Queue = (*Queue)(nil)
 
 // HeldOrders reports the voucher's orders the group still owes: entries
 // never delivered (after the group's last-delivered id) and entries
@@ -450,8 +449,6 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
-var _ core.OrderHolder = (*Queue)(nil)
-
 // isMissing: the stream (no such key) or its group (NOGROUP) is gone.
 func isMissing(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "no such key") || strings.HasPrefix(err.Error(), "NOGROUP"))
@@ -461,5 +458,3 @@ func isMissing(err error) bool {
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
 	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }
-
-var _ core.DeadLetterReader = (*Queue)(nil)

@@ -55,7 +55,7 @@ func (q *Queue) Trim(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Stats implements core.StatsReporter for the group: Depth is the group's
+// Stats is the group's core.StatsReporter: Depth is the group's
 // lag in entries (Redis 7), Pending its pending entries, OldestPending the
 // age of the oldest of them, Lag the time between the newest entry and the
 // last one delivered to the group.

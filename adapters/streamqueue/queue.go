@@ -107,14 +107,8 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 
 func (q *Queue) cursorsKey() string { return q.cfg.Stream + ":cursors" }
 
-func (q *Queue) Name() string { return Name }
-
 // Stream is the key the reservation script XADDs to.
 func (q *Queue) Stream() string { return q.cfg.Stream }
-
-// Handoff is how the reservation script feeds the stream: one XADD of the
-// order under BodyField, the layout Fetch reads.
-func (q *Queue) Handoff() core.Handoff { return streamentry.Handoff(q.cfg.Stream) }
 
 // Cursor is the id up to which this reader has persisted everything.
 func (q *Queue) Cursor() string {
@@ -123,12 +117,20 @@ func (q *Queue) Cursor() string {
 	return q.saved
 }
 
-func (q *Queue) Guarantees() core.Guarantees {
-	return core.Guarantees{
-		DurableAcrossConsumerCrash: true, // a restart re-reads from the saved cursor
-		Acknowledged:               true, // the saved cursor is the acknowledgement
-		Replayable:                 true,
-		RetainsWithoutConsumer:     true,
+// Capabilities: the reservation script feeds the stream with one XADD of
+// the order under BodyField, the layout Fetch reads; the trimmer is its
+// duty.
+func (q *Queue) Capabilities() core.Capabilities {
+	h := streamentry.Handoff(q.cfg.Stream)
+	return core.Capabilities{
+		Name: Name,
+		Guarantees: core.Guarantees{
+			DurableAcrossConsumerCrash: true, // a restart re-reads from the saved cursor
+			Acknowledged:               true, // the saved cursor is the acknowledgement
+			Replayable:                 true,
+			RetainsWithoutConsumer:     true,
+		},
+		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
 	}
 }
 
@@ -201,8 +203,7 @@ func (q *Queue) settle(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// Duties: the trimmer.
-func (q *Queue) Duties() []core.Duty {
+func (q *Queue) duties() []core.Duty {
 	return []core.Duty{{Name: "trim", Every: q.cfg.TrimInterval, Do: func(ctx context.Context) error {
 		_, err := q.Trim(ctx)
 		return err
@@ -275,12 +276,9 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-var (
-	_ core.Queue           = (*Queue)(nil)
-	_ core.MaintainedQueue = (*Queue)(nil)
-)
+var _ core.Queue = (*Queue)(nil)
 
-// Stats implements core.StatsReporter. Lag is the time between the newest
+// Stats is the queue's core.StatsReporter. Lag is the time between the newest
 // entry and this reader's cursor; Pending is what the process holds; Depth
 // the entries after the saved cursor that it does not hold, counted up to
 // depthCountCap.
@@ -317,8 +315,6 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 // depthCountCap bounds the entries Stats counts for Depth.
 const depthCountCap = 10000
 
-var _ core.FedByReservation = (*Queue)(nil)
-
 // HeldOrders reports the voucher's orders past this reader's saved cursor:
 // queued, or read and not yet persisted. Those at or before it are in the
 // database.
@@ -340,11 +336,7 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
-var _ core.OrderHolder = (*Queue)(nil)
-
 // DeadLetters reads the dead-letter stream, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
 	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }
-
-var _ core.DeadLetterReader = (*Queue)(nil)

@@ -23,11 +23,11 @@ type Backend struct {
 	// backend is, for the docs and the help text.
 	Iteration string
 	// Open opens the queue, creating its structures if missing. How a
-	// reservation feeds it follows from what the queue implements:
-	// core.FedByReservation (the reservation script runs the queue's
-	// Handoff in its own atomic step) or core.Publisher (the order is
-	// published after the reservation, which is released if the queue
-	// refuses it). Nil only for a backend with a Sale of its own.
+	// reservation feeds it follows from what the queue declares
+	// (core.Capabilities): a Handoff (the reservation script runs it in its
+	// own atomic step) or a Publisher (the order is published after the
+	// reservation, which is released if the queue refuses it). Nil only for
+	// a backend with a Sale of its own.
 	Open func(ctx context.Context, d Deps) (core.Queue, error)
 	// Sale, if set, replaces the shared Redis reservation with the
 	// backend's own: the sync baseline's database transaction.

@@ -371,7 +371,7 @@ func TestAConsumerProcessKilledMidDrainOnTheCluster(t *testing.T) {
 				}
 			}
 			if queue == "streamgroup" {
-				if st, err := h.srv.queue.(core.StatsReporter).Stats(ctx); err != nil || st.Pending == 0 {
+				if st, err := core.CapabilitiesOf(h.srv.queue).Stats.Stats(ctx); err != nil || st.Pending == 0 {
 					t.Fatalf("nothing pending after the kill (%+v, %v): the process held no batch", st, err)
 				}
 			}

@@ -24,28 +24,29 @@ import (
 // rpushQueue is a backend of a program of its own, written against the
 // exported API only: the reservation RPUSHes each order to a list none of
 // the built-in backends uses, and consumers LPOP it from the left. It
-// promises nothing but keeping what nobody consumed yet.
+// promises nothing but keeping what nobody consumed yet. Three methods
+// make the queue: what it is, as data, and its consumers.
 type rpushQueue struct {
 	rdb redis.UniversalClient
 	key string
 }
 
-func (q *rpushQueue) Name() string { return "rpush-ext" }
-func (q *rpushQueue) Guarantees() core.Guarantees {
-	return core.Guarantees{RetainsWithoutConsumer: true}
+// Capabilities declare the hand-off the reservation script runs: the
+// adapter's own command.
+func (q *rpushQueue) Capabilities() core.Capabilities {
+	return core.Capabilities{
+		Name:       "rpush-ext",
+		Guarantees: core.Guarantees{RetainsWithoutConsumer: true},
+		Handoff: &core.Handoff{
+			Command: []string{"RPUSH", core.HandoffKey, core.HandoffBody},
+			Key:     func(int64) string { return q.key },
+		},
+	}
 }
-func (q *rpushQueue) Close() error { return nil }
 func (q *rpushQueue) Consumer(context.Context, int) (core.Consumer, error) {
 	return rpushConsumer{q}, nil
 }
-
-// Handoff is what the reservation script runs: the adapter's own command.
-func (q *rpushQueue) Handoff() core.Handoff {
-	return core.Handoff{
-		Command: []string{"RPUSH", core.HandoffKey, core.HandoffBody},
-		Key:     func(int64) string { return q.key },
-	}
-}
+func (q *rpushQueue) Close() error { return nil }
 
 type rpushConsumer struct{ q *rpushQueue }
 

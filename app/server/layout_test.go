@@ -171,7 +171,7 @@ func drain(t *testing.T, h *harness) {
 	defer func() { stop(); <-done }()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if st, err := h.srv.queue.(core.StatsReporter).Stats(ctx); err == nil && st.Depth == 0 && st.Pending == 0 {
+		if st, err := core.CapabilitiesOf(h.srv.queue).Stats.Stats(ctx); err == nil && st.Depth == 0 && st.Pending == 0 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

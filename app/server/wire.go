@@ -203,7 +203,7 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	a.queueStats = queueStats(s.queue)
 	if s.queue != nil {
-		g := s.queue.Guarantees()
+		g := core.CapabilitiesOf(s.queue).Guarantees
 		a.guarantees = &g
 	}
 	a.dashboard = &dashboard{api: a, now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}
@@ -295,7 +295,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 		return sale{}, err
 	}
 	return sale{reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.HolderOf(q)}, nil
+		live: reserver, holder: core.CapabilitiesOf(q).Holder}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in

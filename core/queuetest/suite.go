@@ -27,8 +27,8 @@ type Backend struct {
 	// restart. Each test uses a namespace of its own.
 	Open func(t *testing.T, ns string) core.Queue
 	// Sell hands one order to queue ns through the sale's real path: the
-	// reservation with the queue's own hand-off (core.FedByReservation),
-	// or the reservation and then core.Publisher; saletest.Sell is
+	// reservation with the queue's own hand-off (Capabilities.Handoff),
+	// or the reservation and then its Publisher; saletest.Sell is
 	// that path on Redis. A full queue's refusal is core.ErrBusy (or
 	// core.ErrQueueFull). q is the queue of the
 	// publishing process; Redis backends may ignore it.
@@ -257,12 +257,12 @@ func offlineConsumers(t *testing.T, b scope) {
 	defer closeQueue(t, q)
 	s := newTally()
 	want := n
-	if !q.Guarantees().RetainsWithoutConsumer {
+	if !core.CapabilitiesOf(q).Guarantees.RetainsWithoutConsumer {
 		want = 0
 	}
 	consume(t, q, 1, s, want, 300*time.Millisecond+b.RedeliveryWait, 10*time.Second)
 	distinct, _, _ := s.snapshot()
-	if q.Guarantees().RetainsWithoutConsumer {
+	if core.CapabilitiesOf(q).Guarantees.RetainsWithoutConsumer {
 		if distinct != n {
 			t.Fatalf("%d of %d messages published while no consumer ran were delivered later; the backend declares it retains them", distinct, n)
 		}
@@ -283,7 +283,7 @@ func twoProcesses(t *testing.T, b scope) {
 	defer closeQueue(t, q2)
 	const n = 200
 	s1, s2 := newTally(), newTally()
-	competing := q1.Guarantees().CompetingConsumers
+	competing := core.CapabilitiesOf(q1).Guarantees.CompetingConsumers
 	want1, want2 := 1, 1
 	if !competing {
 		want1, want2 = n, n
@@ -337,7 +337,7 @@ func killedMidBatch(t *testing.T, b scope) {
 	survivor := b.open(t)
 	defer closeQueue(t, survivor)
 	s := newTally()
-	durable := survivor.Guarantees().DurableAcrossConsumerCrash
+	durable := core.CapabilitiesOf(survivor).Guarantees.DurableAcrossConsumerCrash
 	want := n
 	if !durable {
 		want = n - len(held)
@@ -390,7 +390,7 @@ func ackedAndOwed(t *testing.T, b scope) {
 	defer closeQueue(t, next)
 	s := newTally()
 	want := 0 // nothing comes back: wait for a quiet spell
-	if q.Guarantees().Acknowledged {
+	if core.CapabilitiesOf(q).Guarantees.Acknowledged {
 		want = 10 - len(acked)
 	}
 	consume(t, next, 1, s, want, 500*time.Millisecond+2*b.RedeliveryWait, 10*time.Second+10*b.RedeliveryWait)
@@ -405,10 +405,10 @@ func ackedAndOwed(t *testing.T, b scope) {
 			back++
 		}
 	}
-	if q.Guarantees().Acknowledged && back != len(owed) {
+	if core.CapabilitiesOf(q).Guarantees.Acknowledged && back != len(owed) {
 		t.Fatalf("%d of the %d unacked orders came back; the backend declares them owed until acked", back, len(owed))
 	}
-	if !q.Guarantees().Acknowledged && back != 0 {
+	if !core.CapabilitiesOf(q).Guarantees.Acknowledged && back != 0 {
 		t.Fatalf("%d unacked orders came back, yet the backend declares no acknowledgement", back)
 	}
 }
@@ -546,7 +546,7 @@ func deadLettered(t *testing.T, b scope) {
 		t.Fatal(err)
 	}
 	if r := core.CapabilitiesOf(q).DeadLetters; r != nil {
-		checkDeadLetterRecord(t, q.Name(), r, ds[0])
+		checkDeadLetterRecord(t, core.CapabilitiesOf(q).Name, r, ds[0])
 	}
 	closeQueue(t, q)
 	again := b.open(t)
@@ -598,7 +598,7 @@ func replay(t *testing.T, b scope) {
 	defer closeQueue(t, q)
 	const n = 30
 	consumeWhilePublishing(t, b, q, 1, 1, n, 300*time.Millisecond, 10*time.Second)
-	if !q.Guarantees().Replayable {
+	if !core.CapabilitiesOf(q).Guarantees.Replayable {
 		if b.Replay != nil {
 			t.Fatal("the backend offers Replay but does not declare Replayable")
 		}
@@ -624,7 +624,7 @@ func stats(t *testing.T, b scope) {
 	defer closeQueue(t, q)
 	r := core.CapabilitiesOf(q).Stats
 	if r == nil {
-		t.Skipf("%s does not report its stats (optional: core.StatsReporter)", q.Name())
+		t.Skipf("%s does not report its stats (optional: core.StatsReporter)", core.CapabilitiesOf(q).Name)
 	}
 	publishRange(t, b, q, 1, 5)
 	read := func() core.QueueStats {
@@ -689,7 +689,7 @@ func heldOrders(t *testing.T, b scope) {
 	defer closeQueue(t, q)
 	holder := core.CapabilitiesOf(q).Lister
 	if holder == nil {
-		t.Skipf("%s does not report the orders it holds", q.Name())
+		t.Skipf("%s does not report the orders it holds", core.CapabilitiesOf(q).Name)
 	}
 	const voucher, other = 1, 2
 	publishRange(t, b, q, 1, 10) // voucher 1
@@ -714,7 +714,7 @@ func heldOrders(t *testing.T, b scope) {
 	for _, d := range acked {
 		gone[mustDecode(t, d).ID] = true
 	}
-	if !q.Guarantees().Acknowledged {
+	if !core.CapabilitiesOf(q).Guarantees.Acknowledged {
 		for _, d := range held {
 			gone[mustDecode(t, d).ID] = true
 		}
@@ -809,7 +809,7 @@ func neverRefetchesHeld(t *testing.T, b scope) {
 		t.Fatalf("%d deliveries of %d orders: orders %v were fetched again while this process held them unacked",
 			total, distinct, again)
 	}
-	if q.Guarantees().RetainsWithoutConsumer && int64(distinct) != n {
+	if core.CapabilitiesOf(q).Guarantees.RetainsWithoutConsumer && int64(distinct) != n {
 		t.Fatalf("fetched %d of %d orders", distinct, n)
 	}
 }
@@ -861,7 +861,7 @@ func restartUnderSameName(t *testing.T, b scope) {
 		t.Fatalf("after the restart %d deliveries of %d orders, want each of the %d once", total, distinct, 2*batch+5)
 	}
 	for id := range held {
-		if q := again.Guarantees(); q.Acknowledged && attempts[id] != 2 {
+		if q := core.CapabilitiesOf(again).Guarantees; q.Acknowledged && attempts[id] != 2 {
 			t.Fatalf("order %d, held by the process that died, came back as attempt %d, want 2", id, attempts[id])
 		}
 	}

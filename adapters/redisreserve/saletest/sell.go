@@ -16,7 +16,7 @@ import (
 
 // Sell sells orders to a queue through the sale's real path on r:
 // core.Seckill over the Lua reservation, which runs the queue's own
-// hand-off (core.FedByReservation) or is followed by core.Publisher, and
+// hand-off (core.Capabilities.Handoff) or is followed by its Publisher, and
 // released if the queue refuses. It is queuetest.Backend.Sell for every
 // backend, so the conformance suite never feeds a queue by a hand-copied
 // command. Each namespace has its own keys and an open voucher of
