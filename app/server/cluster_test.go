@@ -250,13 +250,13 @@ func TestAnotherShardCountOnTheClusterKeepsTheRecordedOne(t *testing.T) {
 	h := startWith(t, cfg)
 	h.openVoucher(5)
 	b, _ := lookupBackend("streamgroup")
-	_, err := sameRedis(h, func(c *Config) { c.Shards = 6 }).resolveShards(context.Background(), b)
+	_, err := sameRedis(h, func(c *Config) { c.Shards = 6 }).startLayout(context.Background(), b)
 	var refusal *layoutError
 	if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "cannot move keys between slots") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("start with SECKILL_SHARDS=%d", defaultClusterShards)) {
 		t.Fatalf("6 shards on a cluster holding a 12-shard voucher: %v, want a refusal naming 12", err)
 	}
-	shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).resolveShards(context.Background(), b)
+	shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).startLayout(context.Background(), b)
 	if err != nil || !shards.Equal(h.srv.Shards()) {
 		t.Fatalf("unset: %d shards, %v; want the recorded layout", shards.Count(), err)
 	}

@@ -43,27 +43,38 @@ type layoutError struct{ msg string }
 
 func (e *layoutError) Error() string { return e.msg }
 
-// resolveShards decides the shards this server runs with — SECKILL_SHARDS,
+// layoutPlan is the key layout a server runs with, and what bringing Redis
+// to it takes: planned at New, carried out by MigrateLayout.
+type layoutPlan struct {
+	keys redisreserve.Keys
+	// recorded is the shard count Redis recorded (0: none).
+	recorded int
+	// moves are the vouchers whose keys are in another layout.
+	moves  []redisreserve.VoucherMove
+	legacy bool
+}
+
+// planLayout decides the shards this server runs with — SECKILL_SHARDS,
 // else the count recorded in Redis, else the default for the topology —
-// and brings Redis to that layout before anything is served:
+// and what bringing Redis to that layout takes, changing nothing:
 //
 //   - vouchers whose keys are in another layout (another count, or the
-//     layout before shards) are moved, each in one script, on one Redis; a
-//     cluster cannot move keys between slots atomically, so there the
-//     server refuses to start instead;
+//     layout before shards) are to be moved, each in one script, on one
+//     Redis; a cluster cannot move keys between slots atomically, so there
+//     the server refuses to start instead;
 //   - it refuses to start while the queues of the layout it leaves still
 //     hold orders: those would never be read again. The message says how
 //     to drain them.
 //
 // Changing the layout is for a deployment whose instances are all stopped:
 // an instance still running keeps writing the old layout.
-func (s *Server) resolveShards(ctx context.Context, b Backend) (core.Shards, error) {
+func (s *Server) planLayout(ctx context.Context, b Backend) (layoutPlan, error) {
 	keys := redisreserve.Keys{Prefix: s.cfg.KeyPrefix}
 	recorded, err := s.rdb.HGet(ctx, keys.Layout(), "shards").Int()
 	if errors.Is(err, redis.Nil) {
 		recorded = 0
 	} else if err != nil {
-		return core.Shards{}, fmt.Errorf("read the key layout (%s): %w", keys.Layout(), err)
+		return layoutPlan{}, fmt.Errorf("read the key layout (%s): %w", keys.Layout(), err)
 	}
 	n := s.cfg.Shards
 	if n == 0 {
@@ -73,56 +84,64 @@ func (s *Server) resolveShards(ctx context.Context, b Backend) (core.Shards, err
 		n = map[bool]int{true: defaultClusterShards, false: 1}[s.clustered]
 	}
 	keys.Shards = redisreserve.SpreadShards(n)
-	moves, err := redisreserve.FindMoves(ctx, s.rdb, keys)
-	if err != nil {
-		return core.Shards{}, err
+	plan := layoutPlan{keys: keys, recorded: recorded}
+	if plan.moves, err = redisreserve.FindMoves(ctx, s.rdb, keys); err != nil {
+		return layoutPlan{}, err
 	}
-	legacy := false
-	for _, m := range moves {
-		legacy = legacy || m.Legacy()
+	for _, m := range plan.moves {
+		plan.legacy = plan.legacy || m.Legacy()
 	}
 	if b.Open != nil {
 		if recorded != 0 && recorded != n {
 			if err := s.refuseIfQueuesHold(ctx, b, Deps{Shards: redisreserve.SpreadShards(recorded)}, recorded,
 				fmt.Sprintf("SECKILL_SHARDS=%d, but this Redis records %d shards", n, recorded),
 				fmt.Sprintf("start with SECKILL_SHARDS=%d (or unset)", recorded)); err != nil {
-				return core.Shards{}, err
+				return layoutPlan{}, err
 			}
 		}
-		if legacy {
+		if plan.legacy {
 			if err := s.refuseIfQueuesHold(ctx, b, Deps{legacy: true}, 1,
 				"this Redis holds a sale in the key layout before shards",
 				"start the previous version of the server"); err != nil {
-				return core.Shards{}, err
+				return layoutPlan{}, err
 			}
 		}
 	}
-	if len(moves) > 0 {
-		if s.clustered {
-			return core.Shards{}, &layoutError{fmt.Sprintf(
-				"%d vouchers' keys are in another key layout (e.g. %s; %d shards wanted, %d recorded) and a Redis Cluster cannot move keys between slots atomically: "+
-					"start with SECKILL_SHARDS=%d (or unset) to keep the recorded layout, or let those sales end and delete their keys first",
-				len(moves), moves[0].From.Stock, n, recorded, max(recorded, 1))}
-		}
+	if len(plan.moves) > 0 && s.clustered {
+		return layoutPlan{}, &layoutError{fmt.Sprintf(
+			"%d vouchers' keys are in another key layout (e.g. %s; %d shards wanted, %d recorded) and a Redis Cluster cannot move keys between slots atomically: "+
+				"start with SECKILL_SHARDS=%d (or unset) to keep the recorded layout, or let those sales end and delete their keys first",
+			len(plan.moves), plan.moves[0].From.Stock, n, recorded, max(recorded, 1))}
+	}
+	return plan, nil
+}
+
+// migrateLayout brings Redis to the planned layout: it moves each voucher
+// whose keys are in another one (one script each: stock, window and buyers
+// together) and records the shard count. Serve runs it before any of its
+// services starts, so nothing is served from a layout half moved.
+func (s *Server) migrateLayout(ctx context.Context, plan layoutPlan) error {
+	n := plan.keys.Shards.Count()
+	if len(plan.moves) > 0 {
 		moved := 0
-		for _, m := range moves {
+		for _, m := range plan.moves {
 			ok, err := redisreserve.MoveVoucher(ctx, s.rdb, m)
 			if err != nil {
-				return core.Shards{}, err
+				return err
 			}
 			if ok {
 				moved++
 			}
 		}
 		s.log.Warn("moved vouchers' keys to the current key layout", "vouchers", moved, "shards", n,
-			"recorded_shards", recorded, "from_layout_before_shards", legacy)
+			"recorded_shards", plan.recorded, "from_layout_before_shards", plan.legacy)
 	}
-	if recorded != n {
-		if err := s.rdb.HSet(ctx, keys.Layout(), "shards", strconv.Itoa(n)).Err(); err != nil {
-			return core.Shards{}, fmt.Errorf("record the key layout: %w", err)
+	if plan.recorded != n {
+		if err := s.rdb.HSet(ctx, plan.keys.Layout(), "shards", strconv.Itoa(n)).Err(); err != nil {
+			return fmt.Errorf("record the key layout: %w", err)
 		}
 	}
-	return keys.Shards, nil
+	return nil
 }
 
 // refuseIfQueuesHold opens b's queues in an earlier layout and refuses to

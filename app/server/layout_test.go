@@ -23,6 +23,16 @@ func sameRedis(h *harness, mutate func(*Config)) *Server {
 	return &Server{cfg: cfg, log: h.srv.log, rdb: h.srv.rdb, clustered: h.srv.clustered, store: h.srv.store, metrics: newMetrics(cfg.Queue)}
 }
 
+// startLayout is what a start does to the key layout: New plans it, Serve
+// carries it out before it serves.
+func (s *Server) startLayout(ctx context.Context, b Backend) (core.Shards, error) {
+	plan, err := s.planLayout(ctx, b)
+	if err != nil {
+		return core.Shards{}, err
+	}
+	return plan.keys.Shards, s.migrateLayout(ctx, plan)
+}
+
 func streamgroupBackend(t *testing.T) Backend {
 	b, ok := lookupBackend("streamgroup")
 	if !ok {
@@ -75,7 +85,7 @@ func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := sameRedis(h, func(*Config) {})
-		_, err := next.resolveShards(ctx, streamgroupBackend(t))
+		_, err := next.startLayout(ctx, streamgroupBackend(t))
 		var refusal *layoutError
 		if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "before shards") || !strings.Contains(err.Error(), "still hold 1 orders") ||
 			!strings.Contains(err.Error(), "seckill_queue_depth") {
@@ -92,7 +102,15 @@ func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
 			t.Fatalf("read the old stream: %v %v", read, err)
 		}
 		h.srv.rdb.XAck(ctx, legacyStream, "seckill-persisters", read[0].Messages[0].ID)
-		shards, err := next.resolveShards(ctx, streamgroupBackend(t))
+		// Planning (New) moves nothing; the migration (Serve) does.
+		plan, err := next.planLayout(ctx, streamgroupBackend(t))
+		if err != nil || len(plan.moves) != 1 {
+			t.Fatalf("plan after the drain: %d moves, %v; want the one voucher", len(plan.moves), err)
+		}
+		if h.srv.rdb.Exists(ctx, old.Stock).Val() != 1 {
+			t.Fatal("planning the layout moved keys: New changed Redis")
+		}
+		shards, err := next.startLayout(ctx, streamgroupBackend(t))
 		if err != nil {
 			t.Fatalf("start after the drain: %v", err)
 		}
@@ -133,7 +151,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 			t.Fatalf("buy: %d %v", status, body)
 		}
 		four := sameRedis(h, func(c *Config) { c.Shards = 4 })
-		_, err := four.resolveShards(ctx, streamgroupBackend(t))
+		_, err := four.startLayout(ctx, streamgroupBackend(t))
 		if err == nil || !strings.Contains(err.Error(), "SECKILL_SHARDS=4, but this Redis records 1 shards") ||
 			!strings.Contains(err.Error(), "start with SECKILL_SHARDS=1") {
 			t.Fatalf("another shard count with an order queued: %v, want a refusal naming the recorded count", err)
@@ -141,7 +159,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 
 		// The order is persisted and acked: nothing is held any more.
 		drain(t, h)
-		shards, err := four.resolveShards(ctx, streamgroupBackend(t))
+		shards, err := four.startLayout(ctx, streamgroupBackend(t))
 		if err != nil {
 			t.Fatalf("another shard count once drained: %v", err)
 		}
@@ -153,7 +171,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 			t.Fatalf("recorded shards %q, want 4", got)
 		}
 		// Unset, the next start keeps what is recorded.
-		if shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).resolveShards(ctx, streamgroupBackend(t)); err != nil || shards.Count() != 4 {
+		if shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).startLayout(ctx, streamgroupBackend(t)); err != nil || shards.Count() != 4 {
 			t.Fatalf("SECKILL_SHARDS unset after the change: %d shards, %v; want the recorded 4", shards.Count(), err)
 		}
 	})
@@ -177,4 +195,48 @@ func drain(t *testing.T, h *harness) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the queue did not drain")
+}
+
+// TestARestartWithAnotherShardCountMovesTheSaleBeforeServing: the whole
+// start on a real Redis. New plans the new layout and changes no key (the
+// old ones are all there when it returns); Serve moves the sale before its
+// API answers, so the first request after the restart finds the buyer and
+// the stock where the new layout puts them.
+func TestARestartWithAnotherShardCountMovesTheSaleBeforeServing(t *testing.T) {
+	first := startServer(t, "real", func(c *Config) { c.Queue = "streamgroup" })
+	voucher := first.openVoucher(5)
+	if status, body := first.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", first.shopper(1), nil); status != 200 {
+		t.Fatalf("buy: %d %v", status, body)
+	}
+	first.waitForRows(voucher, 1, 10*time.Second)
+	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.Shards()}
+	first.shutdown()
+
+	cfg := first.cfg
+	cfg.Shards = 3
+	newKeys := redisreserve.Keys{Prefix: cfg.KeyPrefix, Shards: redisreserve.SpreadShards(3)}
+	ctx := context.Background()
+	h := startWith(t, cfg, func(s *Server) {
+		if s.rdb.Exists(ctx, oldKeys.Stock(voucher), oldKeys.Orders(voucher)).Val() != 2 || s.rdb.Exists(ctx, newKeys.Stock(voucher)).Val() != 0 {
+			t.Error("New moved the sale's keys: the layout must change only when Serve starts")
+		}
+		if got := s.rdb.HGet(ctx, oldKeys.Layout(), "shards").Val(); got != "1" {
+			t.Errorf("New recorded %q shards; the record changes with the move", got)
+		}
+	})
+	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 409 || errorCode(body) != "already_purchased" {
+		t.Fatalf("the first buyer after the restart: %d %v, want 409 already_purchased", status, body)
+	}
+	for u := int64(2); u <= 6; u++ {
+		status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+		if want := map[bool]int{true: 200, false: 409}[u <= 5]; status != want {
+			t.Fatalf("shopper %d after the restart: %d %v, want %d (4 left of 5)", u, status, body, want)
+		}
+	}
+	if n := h.waitForRows(voucher, 5, 10*time.Second); n != 5 {
+		t.Fatalf("%d rows, want 5", n)
+	}
+	if h.srv.rdb.Exists(ctx, oldKeys.Stock(voucher)).Val() != 0 || h.srv.rdb.HGet(ctx, newKeys.Layout(), "shards").Val() != "3" {
+		t.Fatal("after Serve started, the old layout's keys remain or the new count is not recorded")
+	}
 }

@@ -19,7 +19,8 @@ const shutdownBudget = 9 * time.Second
 // consumers get the rest of the budget.
 const httpDrain = 3 * time.Second
 
-// services are the server's background parts, in the order they start:
+// services are the server's background parts, in the order they start,
+// once Redis is in the planned key layout (migrateLayout, before any):
 //
 //  1. redis watchers — Redis's incarnation every second, its eviction
 //     policy and count every 5 s (duties, on one ticker each);
@@ -139,6 +140,12 @@ func (s *Server) evictionDuty() core.Duty {
 // done or one of them fails, then stops them in order within the
 // shutdown budget.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.layout != nil {
+		if err := s.migrateLayout(ctx, *s.layout); err != nil {
+			return fmt.Errorf("bring Redis to the key layout: %w", err)
+		}
+		s.layout = nil
+	}
 	ss := s.services(ln)
 	if err := ss.Start(ctx); err != nil {
 		return err

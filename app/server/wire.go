@@ -41,8 +41,11 @@ type Server struct {
 	// same nudges make it forget a voucher created on another instance.
 	unknown *core.UnknownVouchers
 	nudges  *redisreserve.StockNudges
-	// shards spread the sale's keys (resolveShards); zero under sync.
+	// shards spread the sale's keys (planLayout); zero under sync.
 	shards core.Shards
+	// layout is what Serve does to Redis's keys before it serves
+	// (migrateLayout); nil once done, and under sync.
+	layout *layoutPlan
 	store  *mysqlstore.Store
 	// orderStore is the consumers' own pool on the same database (real
 	// MySQL only; the embedded SQLite has one connection): nil uses store.
@@ -113,6 +116,10 @@ func (s *Server) wire(ctx context.Context) error {
 	sale, err := s.openSale(ctx)
 	if err != nil {
 		return err
+	}
+	s.queue, s.shards = sale.queue, sale.shards
+	if sale.layout.keys.Shards.Count() > 0 {
+		s.layout = &sale.layout
 	}
 	idCfg := redisreserve.IDWorkerConfig{Prefix: cfg.KeyPrefix, BlockSize: idBlockSize}
 	if sale.live != nil {
@@ -248,6 +255,12 @@ const idBlockSize = 1000
 
 // sale is what the chosen backend puts on the request path.
 type sale struct {
+	// queue is the backend's queue (nil for a backend without one), over
+	// shards in the planned layout (none without a Redis reservation).
+	queue  core.Queue
+	shards core.Shards
+	layout layoutPlan
+
 	reserver  core.Reserver
 	board     core.StockBoard
 	publisher core.Publisher // nil when the reservation script enqueues
@@ -259,9 +272,10 @@ type sale struct {
 	holder core.OrderHolder
 }
 
-// openSale opens the backend that SECKILL_QUEUE names (s.queue stays nil
-// for a backend without a queue) and the reservation that feeds it.
-func (s *Server) openSale(ctx context.Context) (sale, error) {
+// openSale opens the backend that SECKILL_QUEUE names and the reservation
+// that feeds it, and plans the key layout they use; it returns all it
+// builds and changes no key.
+func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	b, ok := lookupBackend(s.cfg.Queue)
 	if !ok {
 		return sale{}, &configError{"SECKILL_QUEUE", s.cfg.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
@@ -270,16 +284,20 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 		reserver, board := b.Sale(Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log})
 		return sale{reserver: reserver, board: board}, nil
 	}
-	shards, err := s.resolveShards(ctx, b)
+	layout, err := s.planLayout(ctx, b)
 	if err != nil {
 		return sale{}, err
 	}
-	s.shards = shards
+	shards := layout.keys.Shards
 	q, err := s.openQueues(ctx, b, Deps{Shards: shards}, shards.Count())
 	if err != nil {
 		return sale{}, fmt.Errorf("open queue %s: %w", b.Name, err)
 	}
-	s.queue = q
+	defer func() {
+		if err != nil {
+			q.Close()
+		}
+	}()
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce,
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate})
@@ -294,7 +312,7 @@ func (s *Server) openSale(ctx context.Context) (sale, error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
-	return sale{reserver: reserver, board: reserver, publisher: publisher,
+	return sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
 		live: reserver, holder: core.CapabilitiesOf(q).Holder}, nil
 }
 
