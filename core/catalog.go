@@ -18,7 +18,7 @@ type Catalog struct {
 	cache sync.Map // int64 -> Voucher
 	// recovery, if set, verifies a voucher's live state before its stock
 	// is read, and rebuilds what the live store forgot.
-	recovery *Recovery
+	recovery LiveGuard
 	// unknown answers ids the repository was just found without; nudger
 	// tells the other instances when one is created (both may be nil).
 	unknown *UnknownVouchers
@@ -83,8 +83,8 @@ type CatalogConfig struct {
 	// id is created (either may be nil).
 	Unknown *UnknownVouchers
 	Nudger  StockNudger
-	// Recovery verifies live stock before it is read (nil: never).
-	Recovery *Recovery
+	// Recovery verifies live stock before it is read (nil: NoRecovery).
+	Recovery LiveGuard
 }
 
 // NewCatalog builds the catalog, whole: it panics without Vouchers or a
@@ -94,7 +94,7 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 		panic("core: NewCatalog needs Vouchers and a Board")
 	}
 	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, lister: cfg.Lister, unknown: cfg.Unknown,
-		nudger: cfg.Nudger, recovery: cfg.Recovery, now: time.Now}
+		nudger: cfg.Nudger, recovery: guardOr(cfg.Recovery), now: time.Now}
 }
 
 // Create validates, stores and loads a voucher; v.ID is set on success.
@@ -112,9 +112,7 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 		return Wrap("load voucher", CodeUnavailable, errors.Join(err, derr))
 	}
 	c.cache.Store(v.ID, *v)
-	if c.recovery != nil {
-		c.recovery.Verified(ctx, v.ID)
-	}
+	c.recovery.Verified(ctx, v.ID)
 	c.unknown.Forget(v.ID)
 	if c.nudger != nil {
 		// Best effort: the others' entries lapse within a second anyway.
@@ -136,13 +134,11 @@ func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 		v = found
 		c.cache.Store(id, v)
 	}
-	if c.recovery != nil {
-		if err := c.recovery.Ensure(ctx, id); err != nil {
-			return Voucher{}, err
-		}
+	if err := c.recovery.Ensure(ctx, id); err != nil {
+		return Voucher{}, err
 	}
 	stock, err := c.board.RemainingStock(ctx, id)
-	if errors.Is(err, ErrVoucherNotFound) && c.recovery != nil {
+	if errors.Is(err, ErrVoucherNotFound) {
 		// In the database, verified, yet gone from the live store (its keys
 		// deleted, or a rebuild's fence holds it).
 		if err := c.recovery.Lost(ctx, id); err != nil {

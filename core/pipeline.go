@@ -12,10 +12,10 @@ import (
 
 // PipelineConfig tunes the order pipeline. Zero values take the defaults.
 type PipelineConfig struct {
-	// Recovery, if set, is told of orders read from the queue in an
-	// incarnation of the live store that has since ended, once they are
-	// persisted and before they are acked (Recovery.RepairAfter).
-	Recovery *Recovery
+	// Recovery is told of orders read from the queue in an incarnation of
+	// the live store that has since ended, once they are persisted and
+	// before they are acked (LiveGuard.RepairAfter; nil: NoRecovery).
+	Recovery LiveGuard
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
@@ -96,17 +96,14 @@ type Pipeline struct {
 	cfg   PipelineConfig
 	log   *slog.Logger
 	obs   PipelineObserver
-	// recovery, if set, repairs the live store after orders read before
-	// it forgot the sale are persisted (Recovery.RepairAfter).
-	recovery *Recovery
+	// recovery repairs the live store after orders read before it forgot
+	// the sale are persisted (LiveGuard.RepairAfter).
+	recovery LiveGuard
 }
 
-// incarnation is the live store's incarnation as a batch is read ("" without
-// recovery).
+// incarnation is the live store's incarnation as a batch is read ("" for
+// NoRecovery).
 func (p *Pipeline) incarnation(ctx context.Context) string {
-	if p.recovery == nil {
-		return ""
-	}
 	inc, _ := p.recovery.Incarnation(ctx)
 	return inc
 }
@@ -120,7 +117,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs, recovery: cfg.Recovery}
+	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs, recovery: guardOr(cfg.Recovery)}
 }
 
 // Run starts the consumers and blocks until ctx is cancelled and every
@@ -362,15 +359,13 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 	if len(ack) == 0 {
 		return
 	}
-	if p.recovery != nil {
-		// Before the ack: should this fail or the process die, the batch
-		// comes back, is found persisted, and is repaired then.
-		if err := p.recovery.RepairAfter(work, r.readIn, persisted); err != nil {
-			p.obs.QueueFailed("repair", err)
-			p.log.Error("could not tell Redis of orders persisted across its loss; left unacked to repair on redelivery",
-				"queue", p.caps.Name, "orders", len(persisted), "err", err)
-			return
-		}
+	// Before the ack: should this fail or the process die, the batch
+	// comes back, is found persisted, and is repaired then.
+	if err := p.recovery.RepairAfter(work, r.readIn, persisted); err != nil {
+		p.obs.QueueFailed("repair", err)
+		p.log.Error("could not tell Redis of orders persisted across its loss; left unacked to repair on redelivery",
+			"queue", p.caps.Name, "orders", len(persisted), "err", err)
+		return
 	}
 	actx, cancel := context.WithTimeout(work, p.cfg.AttemptTimeout)
 	defer cancel()

@@ -16,9 +16,9 @@ type Seckill struct {
 	// publisher is nil when the reservation itself enqueues the order.
 	publisher Publisher
 	orders    OrderReader
-	// recovery, if set, verifies each voucher's live state before it is
-	// used, and rebuilds what the live store forgot.
-	recovery *Recovery
+	// recovery verifies each voucher's live state before it is used, and
+	// rebuilds what the live store forgot.
+	recovery LiveGuard
 	// memo answers the refusals that cannot change for a while without
 	// the live store (one that remembers nothing when none is given).
 	memo *AnswerMemo
@@ -36,8 +36,8 @@ type SeckillConfig struct {
 	// Orders reads persisted orders (the order endpoints).
 	Orders OrderReader
 	// Recovery verifies each voucher's live state before it is used (nil:
-	// never, as under sync, whose live state is the database).
-	Recovery *Recovery
+	// NoRecovery, as under sync, whose live state is the database).
+	Recovery LiveGuard
 	// Memo answers remembered refusals and is told when stock comes back
 	// (nil: a memo that remembers nothing).
 	Memo *AnswerMemo
@@ -53,28 +53,22 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: cfg.Recovery, memo: cfg.Memo, now: time.Now}
+		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id.
 func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
-	var (
-		incarnation string
-		generation  uint64
-	)
-	if s.recovery != nil {
-		// Cached by the live store's adapter: no round trip.
-		incarnation, _ = s.recovery.Incarnation(ctx)
-	}
+	// Cached by the live store's adapter: no round trip.
+	incarnation, _ := s.recovery.Incarnation(ctx)
 	if r, ok := s.memo.Answer(voucherID, incarnation); ok {
 		return 0, r.Err()
 	}
-	generation = s.memo.Generation()
+	generation := s.memo.Generation()
 	// A voucher verified in this incarnation needs nothing more (Trusted
 	// is Ensure's fast path). Otherwise Ensure may look it up (Redis, then
 	// the database): the shopper's limit comes first, or made-up ids would
 	// skip it, since only the reservation script counts it otherwise.
-	if s.recovery != nil && !s.recovery.Trusted(ctx, voucherID) {
+	if !s.recovery.Trusted(ctx, voucherID) {
 		if limit := ShopperLimitOf(s.reserver); limit != nil {
 			r, err := limit.Admit(ctx, userID, voucherID)
 			if err != nil {
@@ -98,7 +92,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	if err != nil {
 		return 0, Wrap("seckill: reserve", CodeUnavailable, err)
 	}
-	if r.Result == VoucherMissing && s.recovery != nil {
+	if r.Result == VoucherMissing {
 		// Verified, yet gone: its keys were deleted under a running Redis.
 		if err := s.recovery.Lost(ctx, voucherID); err != nil {
 			return 0, err
@@ -140,25 +134,23 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 // OrderOf returns the order a user holds for a voucher and whether it is
 // still queued or already persisted.
 func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
-	if s.recovery != nil {
-		// A rebuild under way (here or on another instance) is waited for
-		// briefly; past that, the database answers for the orders it has,
-		// and the rebuild goes on without this read.
-		ectx, cancel := context.WithTimeout(ctx, orderReadWait)
-		err := s.recovery.Ensure(ectx, voucherID)
-		waited := ectx.Err() != nil && ctx.Err() == nil
-		cancel()
-		switch {
-		case errors.Is(err, ErrVoucherNotFound):
-			return 0, "", ErrOrderNotFound
-		case errors.Is(err, ErrBusy) || (err != nil && waited):
-			return s.persistedOrderOf(ctx, userID, voucherID, ErrBusy)
-		case err != nil:
-			return 0, "", err
-		}
+	// A rebuild under way (here or on another instance) is waited for
+	// briefly; past that, the database answers for the orders it has,
+	// and the rebuild goes on without this read.
+	ectx, cancel := context.WithTimeout(ctx, orderReadWait)
+	err := s.recovery.Ensure(ectx, voucherID)
+	waited := ectx.Err() != nil && ctx.Err() == nil
+	cancel()
+	switch {
+	case errors.Is(err, ErrVoucherNotFound):
+		return 0, "", ErrOrderNotFound
+	case errors.Is(err, ErrBusy) || (err != nil && waited):
+		return s.persistedOrderOf(ctx, userID, voucherID, ErrBusy)
+	case err != nil:
+		return 0, "", err
 	}
 	id, ok, err := s.reserver.ReservedOrder(ctx, userID, voucherID)
-	if err == nil && !ok && s.recovery != nil {
+	if err == nil && !ok {
 		// No buyer, or no state at all: a live store that forgot the sale
 		// since it was verified answers the same. Ask again after the
 		// rebuild, if it was that.

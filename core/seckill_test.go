@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -110,3 +111,40 @@ func TestGetUnknownVoucherIsNotFound(t *testing.T) {
 		t.Fatalf("err = %v, want ErrVoucherNotFound", err)
 	}
 }
+
+// TestASaleWithoutRecoveryRunsOnTheStandIn: a use case given no recovery
+// (nil, or a nil *Recovery as a wiring that has none passes it) runs on
+// NoRecovery: every voucher trusted, nothing rebuilt, a voucher without
+// live state not found, never a nil dereference.
+func TestASaleWithoutRecoveryRunsOnTheStandIn(t *testing.T) {
+	var none *core.Recovery
+	for name, guard := range map[string]core.LiveGuard{"nil": nil, "nil *Recovery": none, "NoRecovery": core.NoRecovery} {
+		r := &fakeReserver{}
+		s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: r, Recovery: guard})
+		if id, err := s.Buy(context.Background(), 1, 7); err != nil || id != 1 || len(r.reserved) != 1 {
+			t.Errorf("%s: buy = %d, %v (%d reserved); want order 1 reserved", name, id, err, len(r.reserved))
+		}
+		r.result = core.VoucherMissing
+		if _, err := s.Buy(context.Background(), 2, 8); !errors.Is(err, core.ErrVoucherNotFound) {
+			t.Errorf("%s: a voucher without live state: %v, want not found", name, err)
+		}
+		c := core.NewCatalog(core.CatalogConfig{Vouchers: nopVouchers{}, Board: nopBoard{}, Recovery: guard})
+		if err := c.Create(context.Background(), &core.Voucher{Title: "t", PayValue: 1, ActualValue: 2, Stock: 1,
+			BeginAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), EndAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}); err != nil {
+			t.Errorf("%s: create: %v", name, err)
+		}
+	}
+}
+
+type nopVouchers struct{}
+
+func (nopVouchers) CreateVoucher(_ context.Context, v *core.Voucher) error { v.ID = 1; return nil }
+func (nopVouchers) DeleteVoucher(context.Context, int64) error             { return nil }
+func (nopVouchers) FindVoucher(context.Context, int64) (core.Voucher, error) {
+	return core.Voucher{}, core.ErrVoucherNotFound
+}
+
+type nopBoard struct{}
+
+func (nopBoard) LoadVoucher(context.Context, core.Voucher) error      { return nil }
+func (nopBoard) RemainingStock(context.Context, int64) (int64, error) { return 0, nil }
