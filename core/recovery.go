@@ -98,9 +98,6 @@ type Recovery struct {
 	fenceTTL, wait time.Duration
 
 	verified sync.Map // voucher id -> incarnation it was verified in
-	// forgotten are vouchers to rebuild before their next use whatever
-	// their state says (ForgetAll).
-	forgotten sync.Map // voucher id -> struct{}
 	// memo forgets each rebuilt voucher.
 	memo *AnswerMemo
 	// unknown, if set, answers ids the database lacks from memory.
@@ -190,9 +187,6 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 	if r.unknown.Unknown(voucherID) {
 		return ErrVoucherNotFound
 	}
-	if _, forgotten := r.forgotten.LoadAndDelete(voucherID); forgotten {
-		return r.Rebuild(ctx, voucherID)
-	}
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return Wrap("recovery: incarnation", CodeUnavailable, err)
@@ -231,21 +225,6 @@ func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, 
 	}
 	r.verified.Delete(voucherID)
 	return true, r.Rebuild(ctx, voucherID)
-}
-
-// ForgetAll is what a queue reports when part of the live store vanished
-// under an unchanged incarnation — its stream or consumer group gone, as an
-// evicting Redis does: the orders it held are gone with it, yet their
-// buyers still hold their units in a state that looks whole. Every voucher
-// this process has verified is rebuilt before its next use, from the
-// database and what the queue holds now, so those units go on sale again.
-// The orders themselves no rebuild brings back.
-func (r *Recovery) ForgetAll() {
-	r.verified.Range(func(k, _ any) bool {
-		r.forgotten.Store(k, struct{}{})
-		r.verified.Delete(k)
-		return true
-	})
 }
 
 // Lost is what the request path calls when the live store answered that it

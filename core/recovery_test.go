@@ -150,31 +150,6 @@ func TestEnsureRebuildsOncePerIncarnation(t *testing.T) {
 	}
 }
 
-// TestForgetAllRebuildsEveryVerifiedVoucherOnce: a queue whose stream
-// vanished under an unchanged Redis reports it; every voucher verified so
-// far is rebuilt before its next use — although its state looks whole and
-// its incarnation is the same — once, and then trusted again.
-func TestForgetAllRebuildsEveryVerifiedVoucherOnce(t *testing.T) {
-	live := newFakeLive("run-1")
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}})
-	ctx := context.Background()
-	if err := r.Ensure(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
-	if n := live.restores.Load(); n != 1 {
-		t.Fatalf("%d rebuilds of a voucher first seen, want 1", n)
-	}
-	r.ForgetAll()
-	for range 3 {
-		if err := r.Ensure(ctx, 7); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := live.restores.Load(); n != 2 {
-		t.Fatalf("%d rebuilds after ForgetAll and three uses, want 2 (one more)", n)
-	}
-}
-
 // fakeOrders is the database's orders, by buyer.
 type fakeOrders map[int64]core.Order
 

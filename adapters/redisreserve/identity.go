@@ -2,6 +2,7 @@ package redisreserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,10 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Identity tells which incarnation of Redis the sale runs on: the run_id of
-// each master, which changes on every restart and failover, whether the new
-// server came up empty or from an old snapshot. Both look the same to the
-// keys; only the run_id tells them apart from a server that never went away.
+// Identity tells which incarnation of Redis the sale runs on, and is the
+// one owner of that answer: everything that must notice a Redis that may
+// have forgotten the sale (recovery, the answer memo, the consumers' repair,
+// the ID worker's floor) compares incarnations it got here.
+//
+// An incarnation is the run_id of each master, which changes on every
+// restart and failover, whether the new server came up empty or from an
+// old snapshot (both look the same to the keys; only the run_id tells them
+// apart from a server that never went away), and the count of forgettings:
+// signals that part of the sale's state vanished under an unchanged run_id
+// (a queue's stream or group gone, keys evicted). Forget counts one, in
+// Redis, so every instance sees the new incarnation at its next Refresh.
 //
 // A restart or failover always means new connections, and OnConnect (a
 // go-redis hook) reads each new connection's run_id before the connection
@@ -24,6 +33,8 @@ import (
 // the identity "".
 type Identity struct {
 	rdb redis.UniversalClient
+	// forgets is the key counting forgettings.
+	forgets string
 
 	stale   atomic.Bool
 	mu      sync.Mutex
@@ -31,10 +42,10 @@ type Identity struct {
 	current atomic.Pointer[string]
 }
 
-// NewIdentity returns an identity to attach to a client (Attach) after the
-// client is built with OnConnect as its hook.
-func NewIdentity() *Identity {
-	i := &Identity{known: map[string]bool{}}
+// NewIdentity returns the identity of the sale under prefix, to attach to
+// a client (Attach) after the client is built with OnConnect as its hook.
+func NewIdentity(prefix string) *Identity {
+	i := &Identity{known: map[string]bool{}, forgets: Keys{Prefix: prefix}.Forgets()}
 	i.stale.Store(true)
 	return i
 }
@@ -63,7 +74,19 @@ func (i *Identity) Current(ctx context.Context) (string, error) {
 	return i.Refresh(ctx)
 }
 
-// Refresh asks every master for its run_id now.
+// Forget records that part of the sale's state vanished under this
+// incarnation: the incarnation changes, here at once and on every other
+// instance at its next Refresh, so every voucher is verified again (and
+// rebuilt) before its next use. It returns the new incarnation.
+func (i *Identity) Forget(ctx context.Context) (string, error) {
+	if err := i.rdb.Incr(ctx, i.forgets).Err(); err != nil {
+		return "", fmt.Errorf("redisreserve: identity: forget: %w", err)
+	}
+	return i.Refresh(ctx)
+}
+
+// Refresh asks every master for its run_id, and Redis for the count of
+// forgettings, now.
 func (i *Identity) Refresh(ctx context.Context) (string, error) {
 	i.stale.Store(false)
 	var (
@@ -90,8 +113,16 @@ func (i *Identity) Refresh(ctx context.Context) (string, error) {
 		i.stale.Store(true)
 		return "", fmt.Errorf("redisreserve: identity: %w", err)
 	}
+	forgets, err := i.rdb.Get(ctx, i.forgets).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		i.stale.Store(true)
+		return "", fmt.Errorf("redisreserve: identity: forgettings: %w", err)
+	}
 	slices.Sort(ids)
 	cur := strings.Join(ids, ",")
+	if forgets != "" {
+		cur += "/" + forgets
+	}
 	i.current.Store(&cur)
 	return cur, nil
 }

@@ -18,7 +18,7 @@ func TestTheCounterRisesPastTheDatabaseAfterRedisForgets(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	identity := NewIdentity()
+	identity := NewIdentity("t:")
 	identity.Attach(rdb)
 	persisted := int64(0) // highest sequence "in the database"
 	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: identity,
@@ -53,5 +53,50 @@ func TestTheCounterRisesPastTheDatabaseAfterRedisForgets(t *testing.T) {
 	take(5)
 	if persisted <= first+FloorMargin {
 		t.Fatalf("after the loss the sequence went on at %d, want past %d", persisted, first+FloorMargin)
+	}
+}
+
+// TestAForgettingIsANewIncarnationOnEveryInstance: part of the sale's state
+// vanishing under an unchanged run_id (the day's counter evicted, say) is
+// reported once, with Forget, on one instance. That instance's ID worker
+// rises past the database at once, and another instance's identity on the
+// same Redis tells the new incarnation at its next Refresh.
+func TestAForgettingIsANewIncarnationOnEveryInstance(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	here, there := NewIdentity("t:"), NewIdentity("t:")
+	here.Attach(rdb)
+	there.Attach(rdb)
+	ctx := context.Background()
+	before, err := there.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	persisted := int64(0)
+	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: here,
+		Floor: func(context.Context, time.Time) (int64, error) { return persisted, nil }})
+	first, err := w.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	persisted = first & (1<<32 - 1)
+	mr.Del(Keys{Prefix: "t:"}.IDCounter(time.Now()))
+	if _, err := here.Forget(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := w.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := next & (1<<32 - 1); seq <= persisted+FloorMargin {
+		t.Fatalf("after the forgetting the sequence went on at %d, want past %d", seq, persisted+FloorMargin)
+	}
+	if cached, _ := there.Current(ctx); cached != before {
+		t.Fatalf("the other instance's cached incarnation moved without a Refresh: %q", cached)
+	}
+	after, err := there.Refresh(ctx)
+	if err != nil || after == before {
+		t.Fatalf("the other instance's incarnation after Refresh: %q (%v), want other than %q", after, err, before)
 	}
 }

@@ -68,6 +68,10 @@ func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().
 // Layout is the key recording the layout of the sale's keys (the shards).
 func (k Keys) Layout() string { return k.Prefix + "layout" }
 
+// Forgets counts the times part of the sale's state vanished under an
+// unchanged Redis (Identity.Forget): a part of the incarnation.
+func (k Keys) Forgets() string { return k.Prefix + "forgets" }
+
 // StockPattern matches the stock key of every voucher, in any layout this
 // package has used (for SCAN).
 func (k Keys) StockPattern() string { return k.Prefix + "stock:{*" }

@@ -55,7 +55,8 @@ type Config struct {
 	// Forgotten, if set, is told when the stream or its group has vanished
 	// under the consumers (NOGROUP: deleted, or evicted by a Redis that
 	// evicts keys): the entries it held are gone, and the sale's state
-	// must be rebuilt (core.Recovery.ForgetAll).
+	// must be rebuilt (the server makes it a new incarnation:
+	// redisreserve.Identity.Forget).
 	Forgotten func()
 	// TrimInterval is how often acknowledged entries are trimmed; entries
 	// younger than TrimRetention are kept, for inspection. Defaults 10s and
@@ -280,6 +281,11 @@ func (c *consumer) readOwnPending(ctx context.Context, max int) ([]core.Delivery
 		}).Result()
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
+		}
+		if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+			// Gone with whatever this name had pending: nothing to re-read.
+			c.ownDrained = true
+			return nil, c.q.vanished(ctx)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("streamgroup: read own pending: %w", err)

@@ -58,8 +58,9 @@ type Deps struct {
 	Shards core.Shards
 	Shard  int
 	// Forgotten is for a queue to call when its Redis state vanished under
-	// an unchanged Redis (a stream or group gone): the server then
-	// rebuilds every voucher before its next use.
+	// an unchanged Redis (a stream or group gone): Redis becomes another
+	// incarnation, on every instance, and every voucher is rebuilt before
+	// its next use.
 	Forgotten func()
 	// legacy: the key layout before shards (only to check old queues).
 	legacy bool

@@ -428,3 +428,64 @@ func TestAnEvictedBuyersHashNeverSellsItsBuyersAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestAQueueThatLostItsStreamPutsItsOrdersUnitsBackOnEveryInstance: the
+// stream of a voucher's shard vanishes under an unchanged Redis (deleted,
+// or evicted) with two orders nobody persisted yet. The consumer that meets
+// the missing group says so, and Redis becomes another incarnation: the
+// instance that heard it, and (on the real stack) another instance that
+// had verified the voucher before, rebuild it before its next use, so the
+// two lost orders' units are on sale again and their shoppers may buy
+// again. Before, only the instance whose consumer noticed rebuilt.
+func TestAQueueThatLostItsStreamPutsItsOrdersUnitsBackOnEveryInstance(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup"; c.Consumers = 0 }, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		const stock = 5
+		voucher := h.openVoucher(stock)
+		for u := int64(1); u <= 2; u++ {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+				t.Fatalf("shopper %d: %d %v", u, status, body)
+			}
+		}
+		var other *harness
+		if h.cfg.RedisURL != "" {
+			other = startWith(t, h.cfg)
+			if status, body := other.do("GET", "/api/vouchers/"+idString(voucher), "", nil); status != 200 || body["stock"] != float64(stock-2) {
+				t.Fatalf("the other instance before the loss: %d %v, want stock %d", status, body, stock-2)
+			}
+		}
+		if err := h.srv.rdb.Del(ctx, h.queueKey("orders", voucher)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// What the pipeline's consumer does next: its read meets NOGROUP.
+		c, err := h.srv.queue.Consumer(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c.Fetch(fctx, 10)
+		cancel()
+		c.Close()
+		// The other instance first: nothing on the one that heard it has
+		// rebuilt the voucher yet.
+		for _, inst := range []*harness{other, h} {
+			if inst == nil {
+				continue
+			}
+			deadline := time.Now().Add(3 * time.Second) // the other instance looks again every second
+			var body map[string]any
+			for time.Now().Before(deadline) {
+				if _, body = inst.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] == float64(stock) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if body["stock"] != float64(stock) {
+				t.Fatalf("stock after the stream vanished: %v, want %d (both lost orders' units back)", body["stock"], stock)
+			}
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+			t.Fatalf("a shopper whose order was lost buys again: %d %v, want 200", status, body)
+		}
+	})
+}

@@ -338,7 +338,7 @@ func (s *Server) connectRedis(ctx context.Context) error {
 		}
 		// Without it miniredis never expires keys on its own.
 		s.mini.ClockTTL(true)
-		s.identity = redisreserve.NewIdentity()
+		s.identity = redisreserve.NewIdentity(s.cfg.KeyPrefix)
 		s.rdb = redis.NewClient(&redis.Options{Addr: s.mini.Addr(), PoolSize: poolSize(s.cfg), OnConnect: s.identity.OnConnect})
 		s.identity.Attach(s.rdb)
 		return nil
@@ -347,7 +347,7 @@ func (s *Server) connectRedis(ctx context.Context) error {
 	if err != nil {
 		return &configError{"SECKILL_REDIS_URL", redactURL(s.cfg.RedisURL), err.Error()}
 	}
-	s.identity = redisreserve.NewIdentity()
+	s.identity = redisreserve.NewIdentity(s.cfg.KeyPrefix)
 	s.rdb, s.clustered, err = dialRedis(ctx, target, poolSize(s.cfg), s.identity.OnConnect)
 	if err == nil {
 		s.identity.Attach(s.rdb)
@@ -362,13 +362,23 @@ func (s *Server) connectRedis(ctx context.Context) error {
 }
 
 // forgotten is what a queue calls when its Redis state vanished under an
-// unchanged Redis (Deps.Forgotten): every voucher is rebuilt before its
-// next use. The recovery is wired after the queues are opened; a queue
-// reports only once its consumers run.
+// unchanged Redis (Deps.Forgotten): the incarnation changes, on every
+// instance, so every voucher is rebuilt before its next use.
 func (s *Server) forgotten() {
-	if s.recovery != nil {
-		s.recovery.ForgetAll()
+	s.forget("a queue's stream or group vanished")
+}
+
+// forget tells the incarnation's owner that part of the sale's state
+// vanished under an unchanged run_id.
+func (s *Server) forget(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	inc, err := s.identity.Forget(ctx)
+	if err != nil {
+		s.log.Error("could not record that Redis forgot part of the sale; vouchers are verified again at Redis's next incarnation only", "why", why, "err", err)
+		return
 	}
+	s.log.Warn("Redis forgot part of the sale: every voucher is verified again, and rebuilt, before its next use", "why", why, "incarnation", inc)
 }
 
 // checkEviction refuses a Redis that may evict the sale's keys, unless the
