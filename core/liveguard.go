@@ -53,3 +53,16 @@ func guardOr(g LiveGuard) LiveGuard {
 	}
 	return g
 }
+
+type withoutWaitingKey struct{}
+
+// WithoutWaiting marks a request that must not wait for a rebuild of the
+// voucher (an order read, which the database can answer meanwhile): a
+// guard starts the rebuild it needs, and answers ErrBusy at once while one
+// runs, here or on another instance.
+func WithoutWaiting(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutWaitingKey{}, true)
+}
+
+// waits reports whether ctx may wait for a rebuild.
+func waits(ctx context.Context) bool { return ctx.Value(withoutWaitingKey{}) == nil }

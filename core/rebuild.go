@@ -62,7 +62,9 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 		b = &rebuild{done: make(chan struct{})}
 		r.running[voucherID] = b
 		go func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.fenceTTL/2)
+			// Not the caller's values either: a rebuild waits for another
+			// instance's as long as the fence allows, whoever started it.
+			rctx, cancel := context.WithTimeout(context.Background(), r.fenceTTL/2)
 			defer cancel()
 			b.report, b.err = r.rebuild(rctx, voucherID, operator)
 			r.mu.Lock()
@@ -72,6 +74,16 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 		}()
 	}
 	r.mu.Unlock()
+	var gaveUp <-chan struct{} = ctx.Done()
+	if !waits(ctx) {
+		// A rebuild already done still answers (a select picks at random
+		// among ready cases).
+		select {
+		case <-b.done:
+		default:
+			gaveUp = closed
+		}
+	}
 	select {
 	case <-b.done:
 		err := b.err
@@ -85,10 +97,16 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 			return RebuildReport{VoucherID: voucherID}, err
 		}
 		return b.report, err
-	case <-ctx.Done():
+	case <-gaveUp:
+		if ctx.Err() == nil {
+			return RebuildReport{VoucherID: voucherID}, ErrBusy // not waiting (WithoutWaiting)
+		}
 		return RebuildReport{VoucherID: voucherID}, Wrap("recovery: waiting for the rebuild", CodeUnavailable, ctx.Err())
 	}
 }
+
+// closed is a channel that is always ready.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
 	start := time.Now()

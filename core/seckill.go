@@ -134,17 +134,14 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 // OrderOf returns the order a user holds for a voucher and whether it is
 // still queued or already persisted.
 func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
-	// A rebuild under way (here or on another instance) is waited for
-	// briefly; past that, the database answers for the orders it has,
-	// and the rebuild goes on without this read.
-	ectx, cancel := context.WithTimeout(ctx, orderReadWait)
-	err := s.recovery.Ensure(ectx, voucherID)
-	waited := ectx.Err() != nil && ctx.Err() == nil
-	cancel()
-	switch {
+	// A rebuild under way (here or on another instance, or one this read
+	// starts) is not waited for: the database answers for the orders it
+	// has at once, and the rebuild goes on without this read.
+	ctx = WithoutWaiting(ctx)
+	switch err := s.recovery.Ensure(ctx, voucherID); {
 	case errors.Is(err, ErrVoucherNotFound):
 		return 0, "", ErrOrderNotFound
-	case errors.Is(err, ErrBusy) || (err != nil && waited):
+	case errors.Is(err, ErrBusy):
 		return s.persistedOrderOf(ctx, userID, voucherID, ErrBusy)
 	case err != nil:
 		return 0, "", err
@@ -181,10 +178,6 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 	}
 	return 0, "", Wrap("order status: store", CodeUnavailable, err)
 }
-
-// orderReadWait is how long an order read waits for a rebuild of the
-// voucher before it asks the database instead.
-const orderReadWait = time.Second
 
 // persistedOrderOf answers an order read while a rebuild holds the
 // voucher (busy is its error): the database tells a persisted order; an
