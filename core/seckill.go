@@ -133,16 +133,20 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 
 // OrderOf returns the order a user holds for a voucher and whether it is
 // still queued or already persisted.
+//
+// A rebuild of the voucher under way (here or on another instance, or one
+// this read starts) is not waited for when the database has the order: it
+// answers at once, while the rebuild goes on. Only an order the database
+// lacks — queued, or none, which only the rebuilt state tells apart — waits
+// for the rebuild, at most orderReadWait, and is busy after that.
 func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
-	// A rebuild under way (here or on another instance, or one this read
-	// starts) is not waited for: the database answers for the orders it
-	// has at once, and the rebuild goes on without this read.
-	ctx = WithoutWaiting(ctx)
-	switch err := s.recovery.Ensure(ctx, voucherID); {
+	switch err := s.recovery.Ensure(WithoutWaiting(ctx), voucherID); {
 	case errors.Is(err, ErrVoucherNotFound):
 		return 0, "", ErrOrderNotFound
 	case errors.Is(err, ErrBusy):
-		return s.persistedOrderOf(ctx, userID, voucherID, ErrBusy)
+		if id, st, done, err := s.duringRebuild(ctx, userID, voucherID); done || err != nil {
+			return id, st, err
+		}
 	case err != nil:
 		return 0, "", err
 	}
@@ -152,11 +156,14 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		// since it was verified answers the same. Ask again after the
 		// rebuild, if it was that.
 		var rebuilt bool
-		switch rebuilt, err = s.recovery.Recheck(ctx, voucherID); {
+		switch rebuilt, err = s.recovery.Recheck(WithoutWaiting(ctx), voucherID); {
 		case errors.Is(err, ErrVoucherNotFound):
 			return 0, "", ErrOrderNotFound
 		case errors.Is(err, ErrBusy):
-			return s.persistedOrderOf(ctx, userID, voucherID, err)
+			if id, st, done, err := s.duringRebuild(ctx, userID, voucherID); done || err != nil {
+				return id, st, err
+			}
+			id, ok, err = s.reserver.ReservedOrder(ctx, userID, voucherID)
 		case err != nil:
 			return 0, "", err
 		case rebuilt:
@@ -179,16 +186,27 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 	return 0, "", Wrap("order status: store", CodeUnavailable, err)
 }
 
-// persistedOrderOf answers an order read while a rebuild holds the
-// voucher (busy is its error): the database tells a persisted order; an
-// order still queued, or none, cannot be told apart until the rebuild is
-// done, so the shopper gets busy and asks again.
-func (s *Seckill) persistedOrderOf(ctx context.Context, userID, voucherID int64, busy error) (int64, OrderStatus, error) {
-	o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID)
-	if err != nil {
-		return 0, "", busy
+// orderReadWait is how long an order read the database cannot answer
+// waits for a rebuild of the voucher before it is busy.
+const orderReadWait = time.Second
+
+// duringRebuild answers an order read while a rebuild holds the voucher:
+// the database tells a persisted order at once (done); otherwise the read
+// waits for the rebuild, at most orderReadWait, and goes on to the live
+// state (not done) or is busy.
+func (s *Seckill) duringRebuild(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, bool, error) {
+	if o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID); err == nil {
+		return o.ID, StatusCreated, true, nil
 	}
-	return o.ID, StatusCreated, nil
+	wctx, cancel := context.WithTimeout(ctx, orderReadWait)
+	defer cancel()
+	switch err := s.recovery.Ensure(wctx, voucherID); {
+	case err == nil:
+		return 0, "", false, nil
+	case errors.Is(err, ErrVoucherNotFound):
+		return 0, "", true, ErrOrderNotFound
+	}
+	return 0, "", true, ErrBusy
 }
 
 // Order returns a persisted order if userID owns it. Another user's order is
