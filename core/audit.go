@@ -15,7 +15,7 @@ type Audit struct {
 	Incarnation string
 	Live        LiveState
 	// DatabaseStock is the stock column, DatabaseOrders the persisted
-	// orders.
+	// live orders (created or paid: a cancelled one holds no unit).
 	DatabaseStock  int64
 	DatabaseOrders int
 	// QueueHolds: the queue can tell what it holds (OrderHolder); Held is
@@ -55,13 +55,18 @@ func (r *Recovery) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 	if a.Live, err = r.live.LiveState(ctx, voucherID); err != nil {
 		return a, Wrap("audit: live state", CodeUnavailable, err)
 	}
-	a.DatabaseStock, a.DatabaseOrders, a.Held = v.Stock, len(persisted), len(held)
+	a.DatabaseStock, a.Held = v.Stock, len(held)
 	want := make(map[int64]int64, len(persisted)+len(held))
+	known := make(map[int64]bool, len(persisted))
 	for _, o := range persisted {
-		want[o.UserID] = o.ID
+		known[o.ID] = true
+		if o.Live() {
+			want[o.UserID] = o.ID
+			a.DatabaseOrders++
+		}
 	}
 	for _, o := range held {
-		if _, ok := want[o.UserID]; !ok {
+		if _, ok := want[o.UserID]; !ok && !known[o.ID] {
 			want[o.UserID] = o.ID
 			a.HeldUnpersisted++
 		}

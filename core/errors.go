@@ -29,6 +29,9 @@ const (
 	// CodeNotReconcilable: an operator's reconcile refused, because the
 	// backend cannot list the orders it holds while it holds some.
 	CodeNotReconcilable Code = "not_reconcilable"
+	// CodeNotCancellable: the order is paid, cancelled already, or still
+	// queued.
+	CodeNotCancellable Code = "not_cancellable"
 	// CodeUnavailable is a dependency (Redis, the database) that failed.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal is a bug; its message is never shown to a client.
@@ -39,7 +42,7 @@ const (
 var Codes = []Code{
 	CodeBadRequest, CodeUnauthorized, CodeBadCode, CodeRateLimited, CodeVoucherNotFound,
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
-	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeUnavailable, CodeInternal,
+	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable, CodeUnavailable, CodeInternal,
 }
 
 // Error carries a Code, a message fit for a client, the operation that
@@ -128,6 +131,9 @@ var (
 	ErrAlreadyPurchased = E(CodeAlreadyPurchased, "you already have an order for this voucher")
 	ErrOrderNotFound    = E(CodeOrderNotFound, "order not found")
 	ErrBusy             = E(CodeBusy, "too many orders in flight, retry shortly")
+	// ErrNotCancellable: the order is paid or cancelled already, or still
+	// being recorded (queued).
+	ErrNotCancellable = E(CodeNotCancellable, "the order can no longer be cancelled (paid or cancelled already), or is still being recorded: look at its status")
 	// ErrDeadlinePassed: the request's deadline passed before its
 	// reservation ran; nothing was reserved.
 	ErrDeadlinePassed = E(CodeUnavailable, "the request's deadline passed before the reservation ran; nothing was reserved, try again")

@@ -15,17 +15,46 @@ type Order struct {
 	ID        int64
 	UserID    int64
 	VoucherID int64
+	// CreatedAt is the reservation's time.
 	CreatedAt time.Time
+
+	// The lifecycle, as the database tells it (zero on the queue, where
+	// every order is live): the status, the deadline to pay (zero: none,
+	// for orders from before payments), and why a cancelled order was.
+	Status       OrderStatus
+	PayBy        time.Time
+	CancelReason CancelReason
 }
 
-// OrderStatus is where an order is on its way to the database.
+// Live reports whether the order holds its unit: queued, created or paid
+// (an order whose status is not known yet is).
+func (o Order) Live() bool { return o.Status != StatusCancelled && o.Status != StatusRefunded }
+
+// OrderStatus is where an order is in its lifecycle.
 type OrderStatus string
 
 const (
 	// StatusQueued: reserved in Redis, not yet persisted.
 	StatusQueued OrderStatus = "queued"
-	// StatusCreated: the row is in the database.
+	// StatusCreated: the row is in the database, unpaid (until PayBy).
 	StatusCreated OrderStatus = "created"
+	// StatusPaid: paid; the unit is the shopper's.
+	StatusPaid OrderStatus = "paid"
+	// StatusCancelled: cancelled (CancelReason says why); its unit went
+	// back on sale.
+	StatusCancelled OrderStatus = "cancelled"
+	// StatusRefunded: paid after it was cancelled; the money went back.
+	StatusRefunded OrderStatus = "refunded"
+)
+
+// CancelReason is why an order was cancelled.
+type CancelReason string
+
+const (
+	// CancelExpired: unpaid past its deadline.
+	CancelExpired CancelReason = "expired"
+	// CancelShopper: the shopper cancelled it.
+	CancelShopper CancelReason = "shopper"
 )
 
 // orderMessage is the wire form of an Order on every queue. The order id is a

@@ -38,6 +38,10 @@ type PipelineConfig struct {
 	// Linger more time from reservation to row. A full batch (a backlog)
 	// never waits. Default 0: no wait.
 	Linger time.Duration
+	// PayWindow is how long an order may stay unpaid after its
+	// reservation: each order is persisted with that deadline (PayBy).
+	// 0: orders never expire.
+	PayWindow time.Duration
 }
 
 func (c *PipelineConfig) setDefaults() {
@@ -308,6 +312,9 @@ func (p *Pipeline) prepare(ctx context.Context, c Consumer, ds []Delivery) batch
 		if err != nil {
 			p.deadLetter(work, c, d, DeadLetterPoison, err.Error())
 			continue
+		}
+		if p.cfg.PayWindow > 0 {
+			o.PayBy = o.CreatedAt.Add(p.cfg.PayWindow)
 		}
 		if _, seen := b.deliveriesOf[o.ID]; !seen {
 			b.orders = append(b.orders, o)

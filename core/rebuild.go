@@ -172,9 +172,16 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: sale snapshot", CodeUnavailable, err))
 	}
 	buyers := make(map[int64]int64, len(persisted)+len(held))
+	// ids are every order the database has, live or not: a held order
+	// the database holds as cancelled is no buyer, whatever the queue says.
 	ids := make(map[int64]bool, len(persisted))
+	live := 0
 	for _, o := range persisted {
-		buyers[o.UserID], ids[o.ID] = o.ID, true
+		ids[o.ID] = true
+		if o.Live() {
+			buyers[o.UserID] = o.ID
+			live++
+		}
 	}
 	heldOnly := 0
 	for _, o := range held {
@@ -196,7 +203,7 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 	// the fence — those orders' buyers kept — so the sale goes on as if
 	// the request path had rebuilt it.
 	refuse := operator && r.holder == nil && heldOnly > 0
-	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: len(persisted),
+	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: live,
 		Held: len(held), HeldOnly: heldOnly, StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
 	if before.Present {
 		report.StockBefore = before.Stock

@@ -70,10 +70,14 @@ type RestoredSale struct {
 // consistent snapshot.
 type SaleLedger interface {
 	// SaleSnapshot returns the voucher (Stock: the stock column, initial
-	// stock minus persisted orders) and its persisted orders.
+	// stock minus the live orders) and its persisted orders, each with
+	// its Status: cancelled ones too, which hold no unit.
 	SaleSnapshot(ctx context.Context, voucherID int64) (Voucher, []Order, error)
 	// FindVoucher returns ErrVoucherNotFound when there is none.
 	FindVoucher(ctx context.Context, voucherID int64) (Voucher, error)
+	// OrderStatuses tells the status of each of these orders the database
+	// has (an order it lacks is not in the map).
+	OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]OrderStatus, error)
 }
 
 // RecoveryObserver is told of every rebuild, for metrics.

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,15 @@ func (f fakeLedger) SaleSnapshot(_ context.Context, id int64) (core.Voucher, []c
 	}
 	return f.voucher, f.orders, nil
 }
+func (f fakeLedger) OrderStatuses(_ context.Context, ids []int64) (map[int64]core.OrderStatus, error) {
+	out := map[int64]core.OrderStatus{}
+	for _, o := range f.orders {
+		if slices.Contains(ids, o.ID) {
+			out[o.ID] = o.Status
+		}
+	}
+	return out, nil
+}
 func (f fakeLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	v, _, err := f.SaleSnapshot(ctx, id)
 	return v, err
@@ -194,5 +204,30 @@ func TestOrderReadsDuringAnotherRebuildAskTheDatabase(t *testing.T) {
 	}
 	if _, _, err := s.OrderOf(ctx, 2, 7); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("an order the database lacks during another rebuild: %v, want busy", err)
+	}
+}
+
+// TestARebuildCountsOnlyLiveOrders: the database holds one created order
+// and one cancelled (its unit back in the stock column), whose message the
+// queue still holds unacknowledged. The rebuild marks the live order's
+// buyer only and sells the stock column as it is: the cancelled order's
+// unit is not taken again, and its buyer may buy again.
+func TestARebuildCountsOnlyLiveOrders(t *testing.T) {
+	live := newFakeLive("run-1")
+	cancelled := core.Order{ID: 12, UserID: 2, VoucherID: 7, Status: core.StatusCancelled}
+	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 9}, orders: []core.Order{
+		{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated}, cancelled,
+	}}
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: fakeHolder{{ID: 12, UserID: 2, VoucherID: 7}}})
+	report, err := r.Reconcile(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := live.state[7]
+	if _, marked := s.Buyers[2]; marked || s.Buyers[1] != 11 || s.Stock != 9 {
+		t.Fatalf("after the rebuild: stock %d, buyers %v; want 9 and the live order's buyer only", s.Stock, s.Buyers)
+	}
+	if report.Persisted != 1 || report.HeldOnly != 0 {
+		t.Fatalf("report: %d persisted, %d held only; want 1 live and none", report.Persisted, report.HeldOnly)
 	}
 }

@@ -27,8 +27,27 @@ func (r *Recovery) RepairAfter(ctx context.Context, readIn string, orders []Orde
 	if now == readIn {
 		return nil
 	}
+	// An order cancelled since (expired while its message waited for the
+	// ack, say) gave its unit back already: repairing it would take the
+	// unit again.
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
+	}
+	statuses, err := r.ledger.OrderStatuses(ctx, ids)
+	if err != nil {
+		return Wrap("repair: order statuses", CodeUnavailable, err)
+	}
+	var todo []Order
+	for _, o := range orders {
+		if st, ok := statuses[o.ID]; !ok || (Order{Status: st}).Live() {
+			todo = append(todo, o)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
 	deadline := time.Now().Add(repairTimeout)
-	todo := orders
 	for {
 		vouchers := map[int64]bool{}
 		for _, o := range todo {

@@ -131,8 +131,8 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	return r.OrderID, nil
 }
 
-// OrderOf returns the order a user holds for a voucher and whether it is
-// still queued or already persisted.
+// OrderOf returns the order a user holds for a voucher and where it is in
+// its lifecycle (queued: reserved, not yet persisted).
 //
 // A rebuild of the voucher under way (here or on another instance, or one
 // this read starts) is not waited for when the database has the order: it
@@ -174,12 +174,20 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		return 0, "", Wrap("order status: reservation", CodeUnavailable, err)
 	}
 	if !ok {
-		return 0, "", ErrOrderNotFound
+		// No live order: the shopper's last one, cancelled, if any.
+		o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID)
+		switch {
+		case errors.Is(err, ErrOrderNotFound):
+			return 0, "", ErrOrderNotFound
+		case err != nil:
+			return 0, "", Wrap("order status: store", CodeUnavailable, err)
+		}
+		return o.ID, statusOf(o), nil
 	}
-	_, err = s.orders.FindOrder(ctx, id)
+	o, err := s.orders.FindOrder(ctx, id)
 	switch {
 	case err == nil:
-		return id, StatusCreated, nil
+		return id, statusOf(o), nil
 	case errors.Is(err, ErrOrderNotFound):
 		return id, StatusQueued, nil
 	}
@@ -191,12 +199,12 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 const orderReadWait = time.Second
 
 // duringRebuild answers an order read while a rebuild holds the voucher:
-// the database tells a persisted order at once (done); otherwise the read
+// the database tells a persisted live order at once (done); otherwise the read
 // waits for the rebuild, at most orderReadWait, and goes on to the live
 // state (not done) or is busy.
 func (s *Seckill) duringRebuild(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, bool, error) {
-	if o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID); err == nil {
-		return o.ID, StatusCreated, true, nil
+	if o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID); err == nil && o.Live() {
+		return o.ID, statusOf(o), true, nil // a cancelled one may have a queued successor
 	}
 	wctx, cancel := context.WithTimeout(ctx, orderReadWait)
 	defer cancel()
@@ -207,6 +215,15 @@ func (s *Seckill) duringRebuild(ctx context.Context, userID, voucherID int64) (i
 		return 0, "", true, ErrOrderNotFound
 	}
 	return 0, "", true, ErrBusy
+}
+
+// statusOf is a persisted order's status (created where the store did not
+// say).
+func statusOf(o Order) OrderStatus {
+	if o.Status == "" {
+		return StatusCreated
+	}
+	return o.Status
 }
 
 // Order returns a persisted order if userID owns it. Another user's order is

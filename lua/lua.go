@@ -14,6 +14,11 @@ var Seckill string
 //go:embed release.lua
 var Release string
 
+// ReturnUnit gives a cancelled order's unit back to the sale, once.
+//
+//go:embed return_unit.lua
+var ReturnUnit string
+
 // NextID takes a block of the ID worker's per-day counter.
 //
 //go:embed nextid.lua

@@ -16,8 +16,9 @@ import (
 // transaction that inserted it.
 
 // SaleSnapshot implements core.SaleLedger: the voucher with its stock
-// column, and its persisted orders, read in one transaction so the two
-// agree (InnoDB's repeatable read: one snapshot for both reads).
+// column, and its persisted orders with their statuses, read in one
+// transaction so the two agree (InnoDB's repeatable read: one snapshot for
+// both reads).
 func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error) {
 	var (
 		v      core.Voucher
@@ -29,13 +30,13 @@ func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher
 			return err
 		}
 		var rows []orderRow
-		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "create_time").
+		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "create_time").
 			Where("voucher_id = ?", voucherID).Scan(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: orders of voucher %d: %w", voucherID, err)
 		}
 		orders = make([]core.Order, len(rows))
 		for i, r := range rows {
-			orders[i] = core.Order{ID: r.ID, UserID: r.UserID, VoucherID: r.VoucherID, CreatedAt: r.CreateTime.UTC()}
+			orders[i] = r.order()
 		}
 		return nil
 	})
@@ -54,6 +55,22 @@ func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time) (i
 		return 0, fmt.Errorf("mysqlstore: max order sequence: %w", err)
 	}
 	return seq.Int64, nil
+}
+
+// OrderStatuses implements core.SaleLedger.
+func (s *Store) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error) {
+	out := make(map[int64]core.OrderStatus, len(orderIDs))
+	if len(orderIDs) == 0 {
+		return out, nil
+	}
+	var rows []orderRow
+	if err := s.db.NewSelect().Model(&rows).Column("id", "status").Where("id IN (?)", bun.List(orderIDs)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("mysqlstore: order statuses: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ID] = r.order().Status
+	}
+	return out, nil
 }
 
 var _ core.SaleLedger = (*Store)(nil)

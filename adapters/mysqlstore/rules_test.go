@@ -14,7 +14,7 @@ import (
 // as the Lua reservation, on SQLite and MariaDB.
 func TestRules(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
-		sale := s.SyncSale()
+		sale := s.SyncSale(15 * time.Minute)
 		reservationtest.Run(t, reservationtest.Subject{
 			Reserver: sale,
 			Board:    sale,

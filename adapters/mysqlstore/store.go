@@ -176,19 +176,51 @@ type seckillVoucherRow struct {
 
 type orderRow struct {
 	bun.BaseModel `bun:"table:tb_voucher_order"`
-	ID            int64     `bun:"id,pk"`
-	UserID        int64     `bun:"user_id"`
-	VoucherID     int64     `bun:"voucher_id"`
-	Status        int       `bun:"status"`
-	CreateTime    time.Time `bun:"create_time"`
-	UpdateTime    time.Time `bun:"update_time"`
+	ID            int64          `bun:"id,pk"`
+	UserID        int64          `bun:"user_id"`
+	VoucherID     int64          `bun:"voucher_id"`
+	Status        int            `bun:"status"`
+	PayBy         bun.NullTime   `bun:"pay_by"`
+	CancelReason  sql.NullString `bun:"cancel_reason"`
+	CreateTime    time.Time      `bun:"create_time"`
+	UpdateTime    time.Time      `bun:"update_time"`
+}
+
+// order is the row as the domain's order.
+func (r orderRow) order() core.Order {
+	o := core.Order{ID: r.ID, UserID: r.UserID, VoucherID: r.VoucherID, CreatedAt: r.CreateTime.UTC(),
+		Status: orderStatuses[r.Status], CancelReason: core.CancelReason(r.CancelReason.String)}
+	if o.Status == "" {
+		o.Status = core.StatusCreated
+	}
+	if !r.PayBy.IsZero() {
+		o.PayBy = r.PayBy.UTC()
+	}
+	return o
 }
 
 const (
 	voucherTypeSeckill  = 1
 	voucherStatusOnSale = 1
-	orderStatusCreated  = 1
+	// The classic codes of tb_voucher_order.status.
+	orderStatusCreated   = 1
+	orderStatusPaid      = 2
+	orderStatusUsed      = 3
+	orderStatusCancelled = 4
+	orderStatusRefunding = 5
+	orderStatusRefunded  = 6
 )
+
+// orderStatuses reads the classic codes as the lifecycle's statuses: a
+// voucher used is one paid for, and a refund under way shows as refunded
+// (the shopper's money is on its way back).
+var orderStatuses = map[int]core.OrderStatus{
+	orderStatusCreated: core.StatusCreated, orderStatusPaid: core.StatusPaid, orderStatusUsed: core.StatusPaid,
+	orderStatusCancelled: core.StatusCancelled, orderStatusRefunding: core.StatusRefunded, orderStatusRefunded: core.StatusRefunded,
+}
+
+// liveStatuses are the codes of orders that hold their unit.
+var liveStatuses = []int{orderStatusCreated, orderStatusPaid}
 
 // errStockAnomaly aborts a batch transaction whose stock update would go
 // below zero.
@@ -256,7 +288,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 	for _, o := range orders {
 		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], orderRow{
 			ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
-			CreateTime: o.CreatedAt.UTC(), UpdateTime: now,
+			PayBy: nullTime(o.PayBy), CreateTime: o.CreatedAt.UTC(), UpdateTime: now,
 		})
 	}
 	// Vouchers in a fixed order, so two batches never lock stock rows in
@@ -272,7 +304,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 		res = core.SaveResult{}
 		for _, v := range vouchers {
 			rows := byVoucher[v]
-			r, err := tx.NewInsert().Model(&rows).Column("id", "user_id", "voucher_id", "create_time").Ignore().Returning("").Exec(ctx)
+			r, err := tx.NewInsert().Model(&rows).Column("id", "user_id", "voucher_id", "pay_by", "create_time").Ignore().Returning("").Exec(ctx)
 			if err != nil {
 				return fmt.Errorf("insert orders: %w", err)
 			}
@@ -365,20 +397,22 @@ func (s *Store) FindOrder(ctx context.Context, orderID int64) (core.Order, error
 	if err != nil {
 		return core.Order{}, fmt.Errorf("mysqlstore: find order: %w", err)
 	}
-	return core.Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, CreatedAt: row.CreateTime.UTC()}, nil
+	return row.order(), nil
 }
 
-// OrderOfBuyer implements core.OrderReader.
+// OrderOfBuyer implements core.OrderReader: the buyer's live order of the
+// voucher, else their latest.
 func (s *Store) OrderOfBuyer(ctx context.Context, userID, voucherID int64) (core.Order, error) {
 	var row orderRow
-	err := s.db.NewSelect().Model(&row).Where("user_id = ? AND voucher_id = ?", userID, voucherID).Limit(1).Scan(ctx)
+	err := s.db.NewSelect().Model(&row).Where("user_id = ? AND voucher_id = ?", userID, voucherID).
+		OrderExpr("CASE WHEN status IN (?) THEN 0 ELSE 1 END, id DESC", bun.List(liveStatuses)).Limit(1).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Order{}, core.ErrOrderNotFound
 	}
 	if err != nil {
 		return core.Order{}, fmt.Errorf("mysqlstore: order of buyer: %w", err)
 	}
-	return core.Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, CreatedAt: row.CreateTime.UTC()}, nil
+	return row.order(), nil
 }
 
 // CreateVoucher implements core.VoucherRepository.
@@ -473,4 +507,12 @@ func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) (
 			Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC()}
 	}
 	return out, nil
+}
+
+// nullTime is t, or NULL for the zero time.
+func nullTime(t time.Time) bun.NullTime {
+	if t.IsZero() {
+		return bun.NullTime{}
+	}
+	return bun.NullTime{Time: t.UTC()}
 }

@@ -20,10 +20,15 @@ import (
 type SyncSale struct {
 	s   *Store
 	now func() time.Time
+	// payWindow is how long an order may stay unpaid (its pay_by).
+	payWindow time.Duration
 }
 
-// SyncSale returns the synchronous sale over this store.
-func (s *Store) SyncSale() *SyncSale { return &SyncSale{s: s, now: time.Now} }
+// SyncSale returns the synchronous sale over this store, whose orders are
+// to be paid within payWindow (0: they never expire).
+func (s *Store) SyncSale(payWindow time.Duration) *SyncSale {
+	return &SyncSale{s: s, now: time.Now, payWindow: payWindow}
+}
 
 // Reserve runs the whole sale in one transaction. Like the script it is
 // replay-safe: the same order id again is reported as Reserved.
@@ -91,6 +96,9 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 		}
 		row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
 			CreateTime: o.CreatedAt.UTC(), UpdateTime: now.UTC()}
+		if ss.payWindow > 0 {
+			row.PayBy = nullTime(o.CreatedAt.Add(ss.payWindow))
+		}
 		if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
 			return err
 		}
@@ -117,7 +125,7 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 func heldOrder(ctx context.Context, db bun.IDB, userID, voucherID int64) (int64, error) {
 	var id int64
 	err := db.NewSelect().Model((*orderRow)(nil)).Column("id").
-		Where("user_id = ? AND voucher_id = ?", userID, voucherID).Scan(ctx, &id)
+		Where("user_id = ? AND voucher_id = ?", userID, voucherID).Where("status IN (?)", bun.List(liveStatuses)).Scan(ctx, &id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/core"
@@ -15,7 +16,7 @@ func TestSyncSaleUnderContention(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
 		const stock, buyers = 50, 200
 		v := newVoucher(t, s, stock)
-		sale := s.SyncSale()
+		sale := s.SyncSale(15 * time.Minute)
 		var mu sync.Mutex
 		results := map[core.ReservationResult]int{}
 		var wg sync.WaitGroup

@@ -69,8 +69,9 @@ type Reserver struct {
 }
 
 var (
-	seckillScript = redis.NewScript(lua.Seckill)
-	releaseScript = redis.NewScript(lua.Release)
+	seckillScript    = redis.NewScript(lua.Seckill)
+	releaseScript    = redis.NewScript(lua.Release)
+	returnUnitScript = redis.NewScript(lua.ReturnUnit)
 )
 
 // New validates cfg and builds a Reserver. Call Load once at start.
@@ -157,7 +158,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, r.release, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
+	for _, s := range []*redis.Script{r.seckill, r.release, returnUnitScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -335,6 +336,24 @@ func (r *Reserver) Release(ctx context.Context, o core.Order) error {
 	return nil
 }
 
+// ReturnUnit runs return_unit.lua (core.UnitReturner): a cancelled
+// order's unit back on sale, and its buyer free to buy again, if the
+// buyer's mark still names it.
+func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnResult, error) {
+	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}
+	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID).Int()
+	if err != nil {
+		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
+	}
+	switch n {
+	case 1:
+		return core.UnitReturned, nil
+	case 0:
+		return core.NothingToReturn, nil
+	}
+	return core.ReturnLater, nil
+}
+
 // ReservedOrder returns the order the user holds for the voucher.
 func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error) {
 	v, err := r.rdb.HGet(ctx, r.keys.Orders(voucherID), strconv.FormatInt(userID, 10)).Int64()
@@ -397,4 +416,5 @@ var (
 	_ core.Reserver     = (*Reserver)(nil)
 	_ core.StockBoard   = (*Reserver)(nil)
 	_ core.ShopperLimit = (*Reserver)(nil)
+	_ core.UnitReturner = (*Reserver)(nil)
 )

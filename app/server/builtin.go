@@ -19,7 +19,7 @@ func init() {
 		Name:      "sync",
 		Iteration: "the synchronous original: no queue, the request runs the MySQL transaction (the baseline)",
 		Sale: func(d Deps) (core.Reserver, core.StockBoard) {
-			s := d.Store.SyncSale()
+			s := d.Store.SyncSale(d.Config.PayWindow)
 			return s, s
 		},
 	})

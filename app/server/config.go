@@ -41,6 +41,10 @@ type Config struct {
 	// does not answer within it gives 503 unavailable with Retry-After, and
 	// a reservation that reaches Redis after it reserves nothing.
 	RequestTimeout time.Duration // SECKILL_REQUEST_TIMEOUT
+	// PayWindow is how long an order may stay unpaid after its
+	// reservation; then it is cancelled (expired) and its unit goes back
+	// on sale.
+	PayWindow time.Duration // SECKILL_PAY_WINDOW
 	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
 	// the shard count (lingerFor).
 	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
@@ -211,6 +215,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.RequestTimeout, err = durationVar(lookup, "SECKILL_REQUEST_TIMEOUT", DefaultRequestTimeout); err != nil {
 		return c, err
+	}
+	if c.PayWindow, err = durationVar(lookup, "SECKILL_PAY_WINDOW", DefaultPayWindow); err != nil {
+		return c, err
+	}
+	if c.PayWindow < time.Second {
+		return c, &configError{"SECKILL_PAY_WINDOW", c.PayWindow.String(), "want at least 1s, e.g. 15m"}
 	}
 	c.ConsumerLinger = -1
 	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {
@@ -397,6 +407,10 @@ func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (i
 
 // DefaultRequestTimeout is the contract's default deadline of a request.
 const DefaultRequestTimeout = 2 * time.Second
+
+// DefaultPayWindow is SECKILL_PAY_WINDOW's default: the contract's 15
+// minutes, the classic shops' (mall's and gomall's order timeouts).
+const DefaultPayWindow = 15 * time.Minute
 
 // DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
 // on every instance even when the nudge that announces it is lost.

@@ -25,10 +25,11 @@ import (
 
 // api holds what the handlers need; it is built by wire.
 type api struct {
-	log     *slog.Logger
-	seckill *core.Seckill
-	catalog *core.Catalog
-	users   core.UserRepository
+	log       *slog.Logger
+	seckill   *core.Seckill
+	lifecycle *core.Lifecycle
+	catalog   *core.Catalog
+	users     core.UserRepository
 	// userAdmin reports what the admin decides on.
 	userAdmin interface {
 		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
@@ -128,6 +129,7 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
 	app.Get("/api/orders/:orderId", a.tokens.requireShopper, a.getOrder)
+	app.Post("/api/orders/:orderId/cancel", a.tokens.requireShopper, a.cancelOrder)
 	return app
 }
 
@@ -166,7 +168,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound:
 		return fiber.StatusNotFound
-	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable:
+	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests
@@ -503,10 +505,40 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{
+	return c.JSON(orderJSON(o))
+}
+
+// orderJSON is an order as the API shows it: payBy while it can be paid,
+// cancelReason once cancelled.
+func orderJSON(o core.Order) fiber.Map {
+	status := o.Status
+	if status == "" {
+		status = core.StatusCreated
+	}
+	out := fiber.Map{
 		"orderId":    strconv.FormatInt(o.ID, 10),
 		"voucherId":  o.VoucherID,
-		"status":     core.StatusCreated,
+		"status":     status,
 		"createTime": o.CreatedAt.UTC(),
-	})
+	}
+	if !o.PayBy.IsZero() && status == core.StatusCreated {
+		out["payBy"] = o.PayBy.UTC()
+	}
+	if o.CancelReason != "" {
+		out["cancelReason"] = o.CancelReason
+	}
+	return out
+}
+
+// cancelOrder is the shopper's cancellation of their unpaid order: its
+// unit goes back on sale at once.
+func (a *api) cancelOrder(c *fiber.Ctx) error {
+	id, err := pathID(c, "orderId")
+	if err != nil {
+		return err
+	}
+	if _, err := a.lifecycle.Cancel(c.UserContext(), shopperID(c), id); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"orderId": strconv.FormatInt(id, 10), "status": core.StatusCancelled})
 }

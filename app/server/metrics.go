@@ -41,6 +41,11 @@ type metrics struct {
 	codesSent *prometheus.CounterVec
 	// logins counts login attempts by verdict.
 	logins *prometheus.CounterVec
+	// cancelled counts orders cancelled, by reason; unitsReturned the
+	// units the live store got back (a unit a rebuild gave back instead is
+	// not counted: nothing was returned twice).
+	cancelled     *prometheus.CounterVec
+	unitsReturned prometheus.Counter
 }
 
 // handler serves the series in Prometheus's text format.
@@ -110,8 +115,20 @@ func newMetrics(queue string) *metrics {
 	m.rebuiltOrders = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_rebuilt_orders_total", Help: "Orders a rebuild counted, by where it found them (persisted, held_unpersisted: queued or in flight, not yet in the database).", ConstLabels: labels,
 	}, []string{"source"})).(*prometheus.CounterVec)
+	m.cancelled = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_orders_cancelled_total", Help: "Orders cancelled, by reason (expired: unpaid past payBy; shopper): each unit went back on sale.", ConstLabels: labels,
+	}, []string{"reason"})).(*prometheus.CounterVec)
+	m.unitsReturned = f(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_units_returned_total", Help: "Units of cancelled orders given back to Redis's stock.", ConstLabels: labels,
+	})).(prometheus.Counter)
 	return m
 }
+
+// The lifecycle's events, as core.LifecycleObserver.
+func (m *metrics) Cancelled(reason core.CancelReason) {
+	m.cancelled.WithLabelValues(string(reason)).Inc()
+}
+func (m *metrics) UnitReturned() { m.unitsReturned.Inc() }
 
 // Recovery's events, as core.RecoveryObserver.
 

@@ -27,7 +27,9 @@ const httpDrain = 3 * time.Second
 //  2. stock nudges — the pub/sub listener that tells this instance's
 //     memos of stock that came back on another;
 //  3. pipeline — the consumers, with the queue's own duties;
-//  4. http — the API, on ln.
+//  4. order lifecycle — the sweep that expires unpaid orders and re-drives
+//     interrupted releases of their units;
+//  5. http — the API, on ln.
 //
 // They stop in the reverse order: the API stops taking requests and
 // finishes those in flight, then the consumers finish and ack their
@@ -57,6 +59,10 @@ func (s *Server) services(ln net.Listener) core.Services {
 			return nil
 		}))
 	}
+	// Every instance sweeps: the database arbitrates between them.
+	ss = append(ss, core.DutiesService("order lifecycle", s.lifecycle.Duties(), func(d core.Duty, err error) {
+		s.log.Warn("order lifecycle", "duty", d.Name, "err", err)
+	}))
 	ss = append(ss, core.NewService("http", func(ctx context.Context) error {
 		failed := make(chan error, 1)
 		go func() { failed <- s.http.Listener(ln) }()

@@ -57,8 +57,10 @@ type Server struct {
 	board    core.StockBoard
 	catalog  *core.Catalog
 	pipeline *core.Pipeline
-	http     *fiber.App
-	metrics  *metrics
+	// lifecycle cancels and expires orders and puts their units back.
+	lifecycle *core.Lifecycle
+	http      *fiber.App
+	metrics   *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -165,8 +167,11 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
+			PayWindow: cfg.PayWindow,
 		}, log, s.metrics)
 	}
+	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store, Live: sale.returner, Memo: s.memo,
+		Guard: s.recovery, Log: log, Observer: s.metrics})
 
 	sender, err := s.openCodeSender()
 	if err != nil {
@@ -182,6 +187,7 @@ func (s *Server) wire(ctx context.Context) error {
 	a := &api{
 		log:         log,
 		seckill:     seckill,
+		lifecycle:   s.lifecycle,
 		catalog:     s.catalog,
 		users:       s.store,
 		userAdmin:   s.store,
@@ -270,6 +276,9 @@ type sale struct {
 	// of stock that comes back.
 	live   core.LiveSale
 	holder core.OrderHolder
+	// returner gives a cancelled order's unit back to the live store
+	// (nil: the database is the live state).
+	returner core.UnitReturner
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -313,7 +322,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		return sale{}, err
 	}
 	return sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.CapabilitiesOf(q).Holder}, nil
+		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in

@@ -1,0 +1,126 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// The database is the lifecycle's arbiter (core.LifecycleStore): every
+// transition is a conditional update of the order's status, so of pay,
+// cancel and expiry exactly one changes it, and the stock and the pending
+// release change in the same transaction as the status.
+
+type releaseRow struct {
+	bun.BaseModel `bun:"table:tb_order_release"`
+	OrderID       int64     `bun:"order_id,pk"`
+	VoucherID     int64     `bun:"voucher_id"`
+	UserID        int64     `bun:"user_id"`
+	CreateTime    time.Time `bun:"create_time"`
+}
+
+// CancelOrder implements core.LifecycleStore.
+func (s *Store) CancelOrder(ctx context.Context, orderID, owner int64, reason core.CancelReason, now time.Time) (core.Order, error) {
+	var out core.Order
+	err := retryConflicts(ctx, func() error {
+		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			q := tx.NewUpdate().Table("tb_voucher_order").
+				Set("status = ?", orderStatusCancelled).
+				Set("cancel_reason = ?", string(reason)).
+				Set("update_time = ?", now.UTC()).
+				Where("id = ?", orderID).
+				Where("status = ?", orderStatusCreated)
+			if owner != 0 {
+				q = q.Where("user_id = ?", owner)
+			}
+			if reason == core.CancelExpired {
+				q = q.Where("pay_by <= ?", now.UTC())
+			}
+			r, err := q.Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("cancel: %w", err)
+			}
+			won, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			var row orderRow
+			err = tx.NewSelect().Model(&row).Where("id = ?", orderID).Scan(ctx)
+			switch {
+			case errors.Is(err, sql.ErrNoRows), err == nil && owner != 0 && row.UserID != owner:
+				return core.ErrOrderNotFound
+			case err != nil:
+				return fmt.Errorf("cancel: read the order: %w", err)
+			case won == 0:
+				return core.ErrNotCancellable
+			}
+			u, err := tx.NewUpdate().Table("tb_seckill_voucher").
+				Set("stock = stock + 1").Set("update_time = ?", now.UTC()).
+				Where("voucher_id = ?", row.VoucherID).Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("cancel: give the unit back: %w", err)
+			}
+			if n, err := u.RowsAffected(); err != nil {
+				return err
+			} else if n != 1 {
+				return fmt.Errorf("cancel: voucher %d has no stock row", row.VoucherID)
+			}
+			rel := releaseRow{OrderID: row.ID, VoucherID: row.VoucherID, UserID: row.UserID, CreateTime: now.UTC()}
+			if _, err := tx.NewInsert().Model(&rel).Exec(ctx); err != nil {
+				return fmt.Errorf("cancel: record the release: %w", err)
+			}
+			out = row.order()
+			return nil
+		})
+	})
+	if err != nil {
+		if errors.Is(err, core.ErrOrderNotFound) || errors.Is(err, core.ErrNotCancellable) {
+			return core.Order{}, err
+		}
+		return core.Order{}, fmt.Errorf("mysqlstore: %w", err)
+	}
+	return out, nil
+}
+
+// DueOrders implements core.LifecycleStore (idx_order_status_pay_by).
+func (s *Store) DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error) {
+	var ids []int64
+	err := s.db.NewSelect().Table("tb_voucher_order").Column("id").
+		Where("status = ?", orderStatusCreated).Where("pay_by <= ?", now.UTC()).
+		OrderExpr("pay_by").Limit(int64(limit)).Scan(ctx, &ids)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: due orders: %w", err)
+	}
+	return ids, nil
+}
+
+// PendingReleases implements core.LifecycleStore.
+func (s *Store) PendingReleases(ctx context.Context, before time.Time, limit int) ([]core.Order, error) {
+	var rows []releaseRow
+	err := s.db.NewSelect().Model(&rows).Where("create_time <= ?", before.UTC()).
+		OrderExpr("create_time").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: pending releases: %w", err)
+	}
+	out := make([]core.Order, len(rows))
+	for i, r := range rows {
+		out[i] = core.Order{ID: r.OrderID, UserID: r.UserID, VoucherID: r.VoucherID, Status: core.StatusCancelled}
+	}
+	return out, nil
+}
+
+// Released implements core.LifecycleStore.
+func (s *Store) Released(ctx context.Context, orderID int64) error {
+	if _, err := s.db.NewDelete().Model((*releaseRow)(nil)).Where("order_id = ?", orderID).Exec(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: forget release: %w", err)
+	}
+	return nil
+}
+
+var _ core.LifecycleStore = (*Store)(nil)

@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// lifecycleBackends: the default queue, the in-process one (published
+// after the reservation) and the baseline (the database is the live state).
+var lifecycleBackends = []string{"streamgroup", "memory", "sync"}
+
+// TestAShopperCancelsAndTheUnitIsSoldAgain: the last unit's buyer cancels
+// their unpaid order; the order says so, a second cancel is refused, and
+// the unit is on sale again at once — to another shopper, whom the sold-out
+// answer had turned away a moment before.
+func TestAShopperCancelsAndTheUnitIsSoldAgain(t *testing.T) {
+	for _, queue := range lifecycleBackends {
+		t.Run(queue, func(t *testing.T) {
+			forEachStack(t, func(c *Config) { c.Queue = queue }, func(t *testing.T, h *harness) {
+				voucher := h.openVoucher(1)
+				status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil)
+				if status != 200 {
+					t.Fatalf("buy: %d %v", status, body)
+				}
+				order := body["orderId"].(string)
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 409 || errorCode(body) != "sold_out" {
+					t.Fatalf("the second shopper: %d %v, want sold_out", status, body)
+				}
+				h.waitForRows(voucher, 1, 10*time.Second)
+				status, body = h.do("GET", "/api/orders/"+order, h.shopper(1), nil)
+				if status != 200 || body["status"] != "created" || body["payBy"] == nil {
+					t.Fatalf("the order before: %d %v, want created with payBy", status, body)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(2), nil); status != 404 || errorCode(body) != "order_not_found" {
+					t.Fatalf("another shopper cancels it: %d %v, want 404", status, body)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(1), nil); status != 200 || body["status"] != "cancelled" {
+					t.Fatalf("cancel: %d %v, want 200 cancelled", status, body)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(1), nil); status != 409 || errorCode(body) != "not_cancellable" {
+					t.Fatalf("cancel again: %d %v, want 409 not_cancellable", status, body)
+				}
+				status, body = h.do("GET", "/api/orders/"+order, h.shopper(1), nil)
+				if status != 200 || body["status"] != "cancelled" || body["cancelReason"] != "shopper" || body["payBy"] != nil {
+					t.Fatalf("the order after: %d %v, want cancelled by the shopper", status, body)
+				}
+				if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(1), nil); status != 200 || body["status"] != "cancelled" {
+					t.Fatalf("the first shopper's order of the voucher: %d %v, want their cancelled one", status, body)
+				}
+				if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); status != 200 || body["stock"] != float64(1) {
+					t.Fatalf("the voucher after the cancel: %d %v, want stock 1", status, body)
+				}
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 200 {
+					t.Fatalf("the second shopper again: %d %v, want the unit that came back", status, body)
+				}
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 409 || errorCode(body) != "sold_out" {
+					t.Fatalf("the first shopper again: %d %v, want sold_out (they may buy, the unit is gone)", status, body)
+				}
+				if n := h.waitForRows(voucher, 2, 10*time.Second); n != 2 {
+					t.Fatalf("%d rows, want the cancelled one and the new one", n)
+				}
+				if _, stock := h.rows(voucher); stock != 0 {
+					t.Fatalf("database stock %d, want 0 (one live order of one unit)", stock)
+				}
+			})
+		})
+	}
+}
+
+// TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain: with a pay window of a
+// second, every unpaid order is cancelled as expired by the sweep within
+// a couple of seconds of its deadline, its unit is on sale again, and its
+// shopper may buy again.
+func TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain(t *testing.T) {
+	for _, queue := range lifecycleBackends {
+		t.Run(queue, func(t *testing.T) {
+			forEachStack(t, func(c *Config) { c.Queue = queue; c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+				const stock = 3
+				voucher := h.openVoucher(stock)
+				var orders []string
+				for u := int64(1); u <= stock; u++ {
+					status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+					if status != 200 {
+						t.Fatalf("buy: %d %v", status, body)
+					}
+					orders = append(orders, body["orderId"].(string))
+				}
+				deadline := time.Now().Add(5 * time.Second)
+				for _, o := range orders {
+					var body map[string]any
+					for time.Now().Before(deadline) {
+						if _, body = h.do("GET", "/api/orders/"+o, h.shopper(int64(1+indexOf(orders, o))), nil); body["status"] == "cancelled" {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					if body["status"] != "cancelled" || body["cancelReason"] != "expired" {
+						t.Fatalf("order %s five seconds on: %v, want cancelled as expired", o, body)
+					}
+				}
+				if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] != float64(stock) {
+					t.Fatalf("stock after the expiry: %d %v, want %d", status, body, stock)
+				}
+				for u := int64(1); u <= stock; u++ {
+					if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+						t.Fatalf("shopper %d buys again: %d %v", u, status, body)
+					}
+				}
+				if got := testutil.ToFloat64(h.srv.metrics.cancelled.WithLabelValues("expired")); got < stock {
+					t.Fatalf("seckill_orders_cancelled_total{reason=expired} = %v, want at least %d", got, stock)
+				}
+			})
+		})
+	}
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestEachCancelledUnitComesBackOnce races, for 200 orders, the shoppers'
+// cancels against the expiry sweep at the deadline — on two instances on
+// the real stack, each sweeping. Every order ends cancelled exactly once:
+// the database's stock and Redis's are the whole stock again, the
+// instances together gave back as many units as orders were cancelled, and
+// every cancel either won (200) or found the order cancelled (409).
+func TestEachCancelledUnitComesBackOnce(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+		const n = 200
+		instances := []*harness{h}
+		if h.cfg.RedisURL != "" {
+			instances = append(instances, startWith(t, h.cfg))
+		}
+		voucher := h.openVoucher(n)
+		orders := make([]string, n+1)
+		for u := int64(1); u <= n; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+			if status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			orders[u] = body["orderId"].(string)
+		}
+		if rows := h.waitForRows(voucher, n, 15*time.Second); rows != n {
+			t.Fatalf("%d rows, want %d", rows, n)
+		}
+		// Cancels from the shoppers, spread over the instances, around the
+		// deadline the sweeps work to.
+		var won, refused atomic.Int64
+		var wg sync.WaitGroup
+		for u := int64(1); u <= n; u++ {
+			wg.Go(func() {
+				time.Sleep(time.Duration(u%50) * 50 * time.Millisecond) // 0 to 2.5 s: before, at and after the sweeps
+				status, body := instances[u%int64(len(instances))].do("POST", "/api/orders/"+orders[u]+"/cancel", h.shopper(u), nil)
+				switch {
+				case status == 200:
+					won.Add(1)
+				case status == 409 && errorCode(body) == "not_cancellable":
+					refused.Add(1)
+				default:
+					t.Errorf("cancel of order %d: %d %v", u, status, body)
+				}
+			})
+		}
+		wg.Wait()
+		ctx := context.Background()
+		deadline := time.Now().Add(10 * time.Second)
+		var cancelled, returned float64
+		for time.Now().Before(deadline) {
+			cancelled, returned = 0, 0
+			for _, inst := range instances {
+				cancelled += testutil.ToFloat64(inst.srv.metrics.cancelled.WithLabelValues("expired")) +
+					testutil.ToFloat64(inst.srv.metrics.cancelled.WithLabelValues("shopper"))
+				returned += testutil.ToFloat64(inst.srv.metrics.unitsReturned)
+			}
+			live, _ := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ? AND status IN (1, 2)", voucher).Count(ctx)
+			pending, _ := h.srv.store.DB().NewSelect().Table("tb_order_release").Where("voucher_id = ?", voucher).Count(ctx)
+			if live == 0 && pending == 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if won.Load()+refused.Load() != n || float64(won.Load()) > cancelled {
+			t.Fatalf("cancels: %d won, %d refused of %d; %v cancellations counted", won.Load(), refused.Load(), n, cancelled)
+		}
+		if cancelled != n {
+			t.Fatalf("%v cancellations counted over the instances, want exactly %d (one per order)", cancelled, n)
+		}
+		if queue := h.cfg.Queue; queue != "sync" && returned != n {
+			t.Fatalf("%v units given back to Redis, want exactly %d", returned, n)
+		}
+		if _, stock := h.rows(voucher); stock != n {
+			t.Fatalf("database stock %d, want %d: every unit back once", stock, n)
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] != float64(n) {
+			t.Fatalf("Redis stock %d %v, want %d", status, body, n)
+		}
+		fmt.Fprintf(testWriter{t}, "%d cancels won by shoppers, %d lost to the expiry sweep\n", won.Load(), refused.Load())
+	})
+}
+
+// testWriter logs through t.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

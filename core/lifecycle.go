@@ -1,0 +1,216 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// After the reservation: an unpaid order is cancelled by its shopper or
+// expires at its deadline, and its unit goes back on sale exactly once.
+//
+// The database is the one arbiter of every transition: a cancellation is a
+// conditional update of the order's status, in the transaction that also
+// gives the unit back to the stock column and records a pending release;
+// so of pay, cancel and expiry exactly one wins, whatever races. The live
+// store gets the unit back after the commit (the buyer's mark removed only
+// if it still names this order, so never twice), and the sweep re-drives a
+// release a crash or a rebuild interrupted.
+
+// LifecycleStore is the database's side of the lifecycle.
+type LifecycleStore interface {
+	// CancelOrder cancels an unpaid order, in one transaction that also
+	// gives its unit back to the stock column and records a pending
+	// release. owner, if not 0, must be the order's user (else
+	// ErrOrderNotFound); an expiry cancels only an order past its
+	// deadline at now. ErrOrderNotFound: no such order in the database;
+	// ErrNotCancellable: paid, cancelled already, or not yet due.
+	CancelOrder(ctx context.Context, orderID, owner int64, reason CancelReason, now time.Time) (Order, error)
+	// DueOrders lists unpaid orders whose deadline is at or before now,
+	// the earliest first.
+	DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error)
+	// PendingReleases lists cancelled orders whose unit the live store
+	// has not had back, recorded at or before `before`, oldest first.
+	PendingReleases(ctx context.Context, before time.Time, limit int) ([]Order, error)
+	// Released forgets a pending release: the live store has the unit.
+	Released(ctx context.Context, orderID int64) error
+}
+
+// ReturnResult is what giving a unit back to the live store did.
+type ReturnResult int
+
+const (
+	// UnitReturned: the stock is one more and the buyer's mark is gone.
+	UnitReturned ReturnResult = iota
+	// NothingToReturn: the buyer's mark does not name this order (given
+	// back already, or a rebuild read the cancellation from the database).
+	NothingToReturn
+	// ReturnLater: the voucher's live state is fenced by a rebuild or not
+	// loaded; the sweep tries again.
+	ReturnLater
+)
+
+// UnitReturner gives a cancelled order's unit back to the live store.
+type UnitReturner interface {
+	ReturnUnit(ctx context.Context, o Order) (ReturnResult, error)
+}
+
+// LifecycleObserver is told of cancellations and units given back (the
+// server's metrics).
+type LifecycleObserver interface {
+	Cancelled(reason CancelReason)
+	UnitReturned()
+}
+
+// Lifecycle cancels and expires orders and puts their units back on sale.
+type Lifecycle struct {
+	store LifecycleStore
+	live  UnitReturner
+	guard LiveGuard
+	memo  *AnswerMemo
+	log   *slog.Logger
+	obs   LifecycleObserver
+	cfg   LifecycleConfig
+	now   func() time.Time
+}
+
+// LifecycleConfig is what the lifecycle is made of. Zero values take the
+// defaults.
+type LifecycleConfig struct {
+	// Store is the database's side; required.
+	Store LifecycleStore
+	// Live is the live store (nil: the database is the live state, as
+	// under sync: nothing to give back beyond the stock column).
+	Live UnitReturner
+	// Memo forgets a remembered sold out of the voucher, here and (by its
+	// nudger) on every instance, when a unit comes back.
+	Memo *AnswerMemo
+	// Guard rebuilds a voucher whose live state a pending release found
+	// missing, so the release is not retried for ever on a sale nobody
+	// visits (nil: NoRecovery).
+	Guard LiveGuard
+	// SweepEvery is how often due orders are expired and interrupted
+	// releases re-driven (default 1 s); SweepBatch bounds each (default
+	// 200).
+	SweepEvery time.Duration
+	SweepBatch int
+	Log        *slog.Logger
+	Observer   LifecycleObserver
+}
+
+// NewLifecycle builds the lifecycle, whole: it panics without a Store.
+func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
+	if cfg.Store == nil {
+		panic("core: NewLifecycle needs a Store")
+	}
+	if cfg.Live == nil {
+		cfg.Live = databaseLiveState{}
+	}
+	if cfg.Memo == nil {
+		cfg.Memo = NewAnswerMemo(0, nil)
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = time.Second
+	}
+	if cfg.SweepBatch <= 0 {
+		cfg.SweepBatch = 200
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopLifecycleObserver{}
+	}
+	return &Lifecycle{store: cfg.Store, live: cfg.Live, guard: guardOr(cfg.Guard), memo: cfg.Memo, log: cfg.Log, obs: cfg.Observer, cfg: cfg, now: time.Now}
+}
+
+// databaseLiveState stands in for the live store where the database is the
+// live state: the stock column got the unit back in the cancellation.
+type databaseLiveState struct{}
+
+func (databaseLiveState) ReturnUnit(context.Context, Order) (ReturnResult, error) {
+	return NothingToReturn, nil
+}
+
+// Cancel is the shopper's cancellation of their unpaid order.
+func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, error) {
+	return l.cancel(ctx, orderID, userID, CancelShopper)
+}
+
+func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason CancelReason) (Order, error) {
+	o, err := l.store.CancelOrder(ctx, orderID, owner, reason, l.now())
+	if err != nil {
+		if errors.Is(err, ErrOrderNotFound) || errors.Is(err, ErrNotCancellable) {
+			return Order{}, err
+		}
+		return Order{}, Wrap("cancel order", CodeUnavailable, err)
+	}
+	l.obs.Cancelled(reason)
+	// Won and committed: the unit is the stock column's again. Redis gets
+	// it now; should this fail, the sweep gives it later.
+	l.release(context.WithoutCancel(ctx), o)
+	return o, nil
+}
+
+// release gives o's unit back to the live store and forgets the pending
+// release once it is there; it reports whether the release is done.
+func (l *Lifecycle) release(ctx context.Context, o Order) bool {
+	r, err := l.live.ReturnUnit(ctx, o)
+	if err != nil {
+		l.log.Warn("order cancelled; its unit goes back on sale at the next sweep", "order", o.ID, "voucher", o.VoucherID, "err", err)
+		return false
+	}
+	if r == ReturnLater {
+		return false
+	}
+	if r == UnitReturned {
+		l.obs.UnitReturned()
+	}
+	if err := l.store.Released(ctx, o.ID); err != nil {
+		// The release is done; doing it again changes nothing.
+		l.log.Warn("could not forget a done release; the sweep repeats it harmlessly", "order", o.ID, "err", err)
+	}
+	// Best effort: a memo's lifetime bounds a lost nudge.
+	_ = l.memo.StockBack(ctx, o.VoucherID)
+	return true
+}
+
+// Sweep expires the orders due now and re-drives the releases a crash, a
+// failure or a rebuild interrupted (recorded at least a sweep ago, so the
+// cancellation's own release is not raced for nothing).
+func (l *Lifecycle) Sweep(ctx context.Context) error {
+	now := l.now()
+	due, err := l.store.DueOrders(ctx, now, l.cfg.SweepBatch)
+	if err != nil {
+		return Wrap("sweep: due orders", CodeUnavailable, err)
+	}
+	for _, id := range due {
+		if _, err := l.cancel(ctx, id, 0, CancelExpired); err != nil && !errors.Is(err, ErrNotCancellable) && !errors.Is(err, ErrOrderNotFound) {
+			return err // another instance winning is no error; the database failing is
+		}
+	}
+	pending, err := l.store.PendingReleases(ctx, now.Add(-l.cfg.SweepEvery), l.cfg.SweepBatch)
+	if err != nil {
+		return Wrap("sweep: pending releases", CodeUnavailable, err)
+	}
+	for _, o := range pending {
+		if !l.release(ctx, o) {
+			// The live state is fenced or gone: start its rebuild (which
+			// reads the cancellation from the database), not waiting.
+			_ = l.guard.Lost(WithoutWaiting(ctx), o.VoucherID)
+		}
+	}
+	return nil
+}
+
+// Duties is the sweep, to run on every instance (the database arbitrates
+// between them).
+func (l *Lifecycle) Duties() []Duty {
+	return []Duty{{Name: "order expiry sweep", Every: l.cfg.SweepEvery, Do: l.Sweep}}
+}
+
+type nopLifecycleObserver struct{}
+
+func (nopLifecycleObserver) Cancelled(CancelReason) {}
+func (nopLifecycleObserver) UnitReturned()          {}

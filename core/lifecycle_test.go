@@ -1,0 +1,139 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// fakeLifecycleStore is the arbiter in memory: one mutex, conditional
+// transitions, pending releases.
+type fakeLifecycleStore struct {
+	mu      sync.Mutex
+	orders  map[int64]*core.Order
+	stock   int64
+	pending map[int64]core.Order
+}
+
+func (s *fakeLifecycleStore) CancelOrder(_ context.Context, id, owner int64, reason core.CancelReason, now time.Time) (core.Order, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[id]
+	if !ok || (owner != 0 && o.UserID != owner) {
+		return core.Order{}, core.ErrOrderNotFound
+	}
+	if o.Status != core.StatusCreated || (reason == core.CancelExpired && o.PayBy.After(now)) {
+		return core.Order{}, core.ErrNotCancellable
+	}
+	o.Status, o.CancelReason = core.StatusCancelled, reason
+	s.stock++
+	s.pending[id] = *o
+	return *o, nil
+}
+func (s *fakeLifecycleStore) DueOrders(_ context.Context, now time.Time, _ int) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []int64
+	for id, o := range s.orders {
+		if o.Status == core.StatusCreated && !o.PayBy.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+func (s *fakeLifecycleStore) PendingReleases(context.Context, time.Time, int) ([]core.Order, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []core.Order
+	for _, o := range s.pending {
+		out = append(out, o)
+	}
+	return out, nil
+}
+func (s *fakeLifecycleStore) Released(_ context.Context, id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, id)
+	return nil
+}
+
+// fakeReturner answers later while fenced, then gives each unit back once.
+type fakeReturner struct {
+	mu       sync.Mutex
+	fenced   bool
+	returned map[int64]int
+}
+
+func (r *fakeReturner) ReturnUnit(_ context.Context, o core.Order) (core.ReturnResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fenced {
+		return core.ReturnLater, nil
+	}
+	if r.returned[o.ID] > 0 {
+		return core.NothingToReturn, nil
+	}
+	r.returned[o.ID]++
+	return core.UnitReturned, nil
+}
+
+// lostGuard counts the rebuilds the lifecycle asks for.
+type lostGuard struct {
+	core.LiveGuard
+	mu   sync.Mutex
+	lost []int64
+}
+
+func (g *lostGuard) Lost(ctx context.Context, v int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lost = append(g.lost, v)
+	return nil
+}
+
+// TestTheSweepExpiresDueOrdersAndRedrivesReleases: of two unpaid orders
+// one is due; the sweep cancels it as expired, not the other. Its unit
+// cannot go back while the voucher is fenced: the release stays pending,
+// the sweep asks for the voucher's rebuild, and gives the unit back once
+// the fence is gone — once, whatever further sweeps do.
+func TestTheSweepExpiresDueOrdersAndRedrivesReleases(t *testing.T) {
+	now := time.Now()
+	store := &fakeLifecycleStore{pending: map[int64]core.Order{}, orders: map[int64]*core.Order{
+		1: {ID: 1, UserID: 10, VoucherID: 7, Status: core.StatusCreated, PayBy: now.Add(-time.Second)},
+		2: {ID: 2, UserID: 20, VoucherID: 7, Status: core.StatusCreated, PayBy: now.Add(time.Hour)},
+	}}
+	live := &fakeReturner{fenced: true, returned: map[int64]int{}}
+	guard := &lostGuard{LiveGuard: core.NoRecovery}
+	l := core.NewLifecycle(core.LifecycleConfig{Store: store, Live: live, Guard: guard})
+	ctx := context.Background()
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if store.orders[1].Status != core.StatusCancelled || store.orders[1].CancelReason != core.CancelExpired || store.orders[2].Status != core.StatusCreated {
+		t.Fatalf("after the sweep: order 1 %s, order 2 %s; want the due one expired only", store.orders[1].Status, store.orders[2].Status)
+	}
+	if len(store.pending) != 1 || len(guard.lost) == 0 {
+		t.Fatalf("fenced: %d pending releases, %d rebuilds asked; want the release pending and a rebuild asked", len(store.pending), len(guard.lost))
+	}
+	live.mu.Lock()
+	live.fenced = false
+	live.mu.Unlock()
+	for range 3 {
+		if err := l.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(store.pending) != 0 || live.returned[1] != 1 || store.stock != 1 {
+		t.Fatalf("after the fence: %d pending, unit returned %d times, stock column +%d; want none, once, +1", len(store.pending), live.returned[1], store.stock)
+	}
+	if _, err := l.Cancel(ctx, 20, 1); !errors.Is(err, core.ErrOrderNotFound) {
+		t.Fatalf("another shopper cancels order 1: %v, want not found", err)
+	}
+	if _, err := l.Cancel(ctx, 10, 1); !errors.Is(err, core.ErrNotCancellable) {
+		t.Fatalf("its shopper cancels the expired order: %v, want not cancellable", err)
+	}
+}

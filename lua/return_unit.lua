@@ -1,0 +1,27 @@
+-- return_unit.lua: give a cancelled order's unit back to the sale, once.
+-- The database already cancelled the order and gave the unit back to its
+-- stock column; this does the same for the live state.
+--
+-- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
+-- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
+--
+-- ARGV[1] -> user id (decimal)
+-- ARGV[2] -> order id (decimal) of the cancelled order
+--
+-- Returns:
+--   1  returned: the stock is one more and the user may buy again
+--   0  nothing to return: the user's mark does not name this order (it was
+--      returned already, or a rebuild read the cancellation from the
+--      database), so a second return changes nothing
+--  -1  later: the voucher's stock is not loaded (a rebuild's fence holds
+--      it, or Redis forgot the sale); nothing changed
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('INCR', KEYS[1])
+return 1
