@@ -32,6 +32,12 @@ const (
 	// CodeNotCancellable: the order is paid, cancelled already, or still
 	// queued.
 	CodeNotCancellable Code = "not_cancellable"
+	// CodeNotPayable: the order is queued, paid or cancelled.
+	CodeNotPayable Code = "not_payable"
+	// CodePaymentsDisabled: no payment provider is configured.
+	CodePaymentsDisabled Code = "payments_disabled"
+	// CodeBadSignature: a payment notification that does not verify.
+	CodeBadSignature Code = "bad_signature"
 	// CodeUnavailable is a dependency (Redis, the database) that failed.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal is a bug; its message is never shown to a client.
@@ -42,7 +48,8 @@ const (
 var Codes = []Code{
 	CodeBadRequest, CodeUnauthorized, CodeBadCode, CodeRateLimited, CodeVoucherNotFound,
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
-	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable, CodeUnavailable, CodeInternal,
+	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
+	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

@@ -16,9 +16,6 @@ package codewebhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,11 +26,12 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/seckill-lab/seckill/adapters/internal/bodysig"
 	"github.com/seckill-lab/seckill/core"
 )
 
 // SignatureHeader carries the body's signature.
-const SignatureHeader = "X-Seckill-Signature"
+const SignatureHeader = bodysig.Header
 
 // Config configures the sender. URL and Secret are required.
 type Config struct {
@@ -90,12 +88,9 @@ type payload struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-// Sign is the signature header's value for body.
-func Sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
+// Sign is the signature header's value for body (for a receiver to
+// check against).
+func Sign(secret, body []byte) string { return bodysig.Sign(secret, body) }
 
 // Send implements core.CodeSender.
 func (s *Sender) Send(ctx context.Context, code core.LoginCode) error {

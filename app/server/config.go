@@ -65,6 +65,14 @@ type Config struct {
 	// CodeWebhookURL and CodeWebhookSecret configure the webhook sender.
 	CodeWebhookURL    string // SECKILL_CODE_WEBHOOK_URL
 	CodeWebhookSecret string // SECKILL_CODE_WEBHOOK_SECRET
+	// PayProvider names the registered payment provider
+	// (RegisterPayProvider); empty: payments disabled (orders still
+	// expire). PaySecret is the sandbox's signing secret.
+	PayProvider string // SECKILL_PAY_PROVIDER; default "sandbox" on the stand-ins
+	PaySecret   string // SECKILL_PAY_SECRET; random per start on the stand-ins
+	// PaySandboxOnRealServers: the sandbox was chosen with real servers,
+	// where it gives orders away (warned of at start and on the dashboard).
+	PaySandboxOnRealServers bool
 	// PhoneRegion reads numbers written without a country code.
 	PhoneRegion string // SECKILL_PHONE_REGION
 	// LoginRate: login attempts per client address per minute (0: no
@@ -239,6 +247,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		c.AnswerMemo = d
 	}
 	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
+	if err := c.loadPayments(lookup, embedded); err != nil {
+		return c, err
+	}
 	if err := c.loadLogin(lookup, embedded); err != nil {
 		return c, err
 	}
@@ -303,7 +314,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if !embedded {
 		for name, v := range map[string]string{"SECKILL_JWT_SECRET": string(c.JWTSecret), "SECKILL_ADMIN_TOKEN": c.AdminToken,
-			"SECKILL_CODE_WEBHOOK_SECRET": c.CodeWebhookSecret} {
+			"SECKILL_CODE_WEBHOOK_SECRET": c.CodeWebhookSecret, "SECKILL_PAY_SECRET": c.PaySecret} {
 			if v == "" {
 				continue
 			}
@@ -349,6 +360,31 @@ func isLoopback(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsLoopback()
+}
+
+// loadPayments reads the payment provider and the sandbox's secret.
+func (c *Config) loadPayments(lookup func(string) (string, bool), embedded bool) error {
+	v, set := lookup("SECKILL_PAY_PROVIDER")
+	c.PayProvider = strings.TrimSpace(v)
+	if !set && embedded {
+		c.PayProvider = SandboxProvider
+	}
+	if c.PayProvider != "" {
+		if _, ok := lookupPayProvider(c.PayProvider); !ok {
+			return &configError{"SECKILL_PAY_PROVIDER", c.PayProvider, "want one of " + strings.Join(PayProviderNames(), ", ") + ", or empty for no payments"}
+		}
+	}
+	c.PaySecret = strings.TrimSpace(func() string { v, _ := lookup("SECKILL_PAY_SECRET"); return v }())
+	if c.PayProvider == SandboxProvider {
+		switch {
+		case c.PaySecret == "" && embedded:
+			c.PaySecret = randomHex(32)
+		case c.PaySecret == "":
+			return &configError{"SECKILL_PAY_SECRET", "", "required by SECKILL_PAY_PROVIDER=sandbox with real servers: every instance must sign and check the sandbox's notifications alike"}
+		}
+		c.PaySandboxOnRealServers = !embedded
+	}
+	return nil
 }
 
 // loadLogin reads how shoppers log in: dev codes, the code sender, the

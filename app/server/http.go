@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -19,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
+	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/docs"
 )
@@ -28,8 +31,15 @@ type api struct {
 	log       *slog.Logger
 	seckill   *core.Seckill
 	lifecycle *core.Lifecycle
-	catalog   *core.Catalog
-	users     core.UserRepository
+	payments  *core.Payments
+	// paymentsDB finds recorded payments (the sandbox's page); sandbox is
+	// the provider when it is the built-in sandbox (nil otherwise).
+	paymentsDB interface {
+		FindPayment(ctx context.Context, id string) (core.Payment, error)
+	}
+	sandbox *paysandbox.Sandbox
+	catalog *core.Catalog
+	users   core.UserRepository
 	// userAdmin reports what the admin decides on.
 	userAdmin interface {
 		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
@@ -130,6 +140,13 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
 	app.Get("/api/orders/:orderId", a.tokens.requireShopper, a.getOrder)
 	app.Post("/api/orders/:orderId/cancel", a.tokens.requireShopper, a.cancelOrder)
+	app.Post("/api/orders/:orderId/pay", a.tokens.requireShopper, a.payOrder)
+	app.Post("/api/payments/:provider/notify", a.paymentNotify)
+	if a.sandbox != nil {
+		app.Get(paysandbox.PagePath+":paymentId", pageHeaders, pageFile("pay.html"))
+		app.Get("/api/payments/sandbox/:paymentId", a.sandboxPayment)
+		app.Post("/api/payments/sandbox/:paymentId/complete", requireJSON, a.sandboxComplete)
+	}
 	return app
 }
 
@@ -162,13 +179,14 @@ func statusOf(code core.Code) int {
 	switch code {
 	case core.CodeBadRequest:
 		return fiber.StatusBadRequest
-	case core.CodeUnauthorized, core.CodeBadCode:
+	case core.CodeUnauthorized, core.CodeBadCode, core.CodeBadSignature:
 		return fiber.StatusUnauthorized
 	case core.CodeNotStarted, core.CodeEnded:
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound:
 		return fiber.StatusNotFound
-	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable:
+	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable,
+		core.CodeNotPayable, core.CodePaymentsDisabled:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests
@@ -541,4 +559,82 @@ func (a *api) cancelOrder(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"orderId": strconv.FormatInt(id, 10), "status": core.StatusCancelled})
+}
+
+// payOrder starts the payment of the shopper's unpaid order.
+func (a *api) payOrder(c *fiber.Ctx) error {
+	id, err := pathID(c, "orderId")
+	if err != nil {
+		return err
+	}
+	p, url, err := a.payments.Pay(c.UserContext(), shopperID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"paymentId": p.ID, "payUrl": url, "amount": p.Amount})
+}
+
+// paymentNotify takes a provider's notification. The provider verifies
+// it; a 200 tells the provider it is recorded, anything else makes it
+// send the notification again.
+func (a *api) paymentNotify(c *fiber.Ctx) error {
+	res, err := a.payments.Notify(c.UserContext(), c.Params("provider"), c.Body(), func(h string) string { return c.Get(h) })
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"result": res})
+}
+
+// paymentIDPattern is what a payment id looks like (core.Payments makes
+// 24 hex digits): anything else is not looked up.
+var paymentIDPattern = regexp.MustCompile(`^[0-9a-f]{1,32}$`)
+
+// sandboxPayment is what the sandbox's pay page shows: the payment's order
+// and amount. Anyone with the payment id may see it, as on a provider's
+// own pay page.
+func (a *api) sandboxPayment(c *fiber.Ctx) error {
+	p, err := a.sandboxLookup(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"paymentId": p.ID, "orderId": strconv.FormatInt(p.OrderID, 10), "amount": p.Amount})
+}
+
+func (a *api) sandboxLookup(c *fiber.Ctx) (core.Payment, error) {
+	id := c.Params("paymentId")
+	if !paymentIDPattern.MatchString(id) {
+		return core.Payment{}, core.E(core.CodeBadRequest, "paymentId: want the id /pay answered")
+	}
+	p, err := a.paymentsDB.FindPayment(c.UserContext(), id)
+	if errors.Is(err, core.ErrPaymentUnknown) {
+		return core.Payment{}, core.E(core.CodeOrderNotFound, "no such payment")
+	}
+	return p, err
+}
+
+// sandboxComplete is the sandbox's pay page's button: the sandbox makes
+// its signed notification and the shop takes it through the path every
+// provider's takes (verify, record once, carry out).
+func (a *api) sandboxComplete(c *fiber.Ctx) error {
+	var in struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(c.Body(), &in); err != nil || (in.Status != "succeeded" && in.Status != "failed") {
+		return core.E(core.CodeBadRequest, `want {"status": "succeeded"} or {"status": "failed"}`)
+	}
+	p, err := a.sandboxLookup(c)
+	if err != nil {
+		return err
+	}
+	body, signature := a.sandbox.Notification(p, in.Status == "succeeded")
+	res, err := a.payments.Notify(c.UserContext(), paysandbox.Name, body, func(h string) string {
+		if strings.EqualFold(h, "X-Seckill-Signature") {
+			return signature
+		}
+		return ""
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"result": res})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/userlock"
 	"github.com/seckill-lab/seckill/core"
@@ -177,6 +178,10 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	provider, err := s.openPayProvider()
+	if err != nil {
+		return err
+	}
 	// The shopper's limit has one owner: the reservation, when it keeps
 	// one (the Redis script, at no round trip of its own); else the HTTP
 	// layer, with a limiter of its own in Redis (sync).
@@ -188,6 +193,8 @@ func (s *Server) wire(ctx context.Context) error {
 		log:         log,
 		seckill:     seckill,
 		lifecycle:   s.lifecycle,
+		payments:    core.NewPayments(cfg.PayProvider, provider, s.store),
+		paymentsDB:  s.store,
 		catalog:     s.catalog,
 		users:       s.store,
 		userAdmin:   s.store,
@@ -210,6 +217,12 @@ func (s *Server) wire(ctx context.Context) error {
 
 		requestTimeout:   cfg.RequestTimeout,
 		metricsElsewhere: cfg.MetricsAddr != "",
+	}
+	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
+		a.sandbox = sandbox
+	}
+	if cfg.PaySandboxOnRealServers {
+		a.warnings = append(a.warnings, "SECKILL_PAY_PROVIDER=sandbox on real servers: every order can be paid without money.")
 	}
 	if cfg.DevCodesForced {
 		a.warnings = append(a.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
@@ -251,6 +264,30 @@ func (s *Server) openCodeSender() (core.CodeSender, error) {
 	}
 	s.log.Info("login codes are delivered", "sender", sc.Name)
 	return sender, nil
+}
+
+// openPayProvider opens the provider SECKILL_PAY_PROVIDER names (nil:
+// payments disabled).
+func (s *Server) openPayProvider() (core.PaymentProvider, error) {
+	cfg := s.cfg
+	if cfg.PayProvider == "" {
+		s.log.Info("no payment provider (SECKILL_PAY_PROVIDER): orders cannot be paid, and expire after SECKILL_PAY_WINDOW", "pay_window", cfg.PayWindow)
+		return nil, nil
+	}
+	pp, ok := lookupPayProvider(cfg.PayProvider)
+	if !ok {
+		return nil, &configError{"SECKILL_PAY_PROVIDER", cfg.PayProvider, "want one of " + strings.Join(PayProviderNames(), ", ")}
+	}
+	provider, err := pp.Open(Deps{Config: cfg, Redis: s.rdb, Store: s.store, Log: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("payment provider %s: %w", pp.Name, err)
+	}
+	if cfg.PaySandboxOnRealServers {
+		s.log.Warn("SECKILL_PAY_PROVIDER=sandbox ON REAL SERVERS: its pay page pays any order without money, so every order can be had for free. " +
+			"Choose a real provider's adapter for a real sale.")
+	}
+	s.log.Info("orders are paid through", "provider", pp.Name, "pay_window", cfg.PayWindow)
+	return provider, nil
 }
 
 // idBlockSize is how many order ids a server takes from Redis at once. Each

@@ -9,7 +9,7 @@ import "embed"
 // Assets are the pages' files: index.html at the root, the rest under
 // assets/.
 //
-//go:embed index.html dashboard.html assets
+//go:embed index.html dashboard.html pay.html assets
 var Assets embed.FS
 
 // ContentSecurityPolicy allows the pages nothing but their own origin:

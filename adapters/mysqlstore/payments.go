@@ -1,0 +1,187 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Payments (core.PaymentStore): the payment attempts and the providers'
+// notices, each recorded once by its transaction id, carried out by the
+// same conditional update of the order's status that cancellations use.
+
+type paymentRow struct {
+	bun.BaseModel `bun:"table:tb_payment"`
+	ID            string    `bun:"id,pk"`
+	OrderID       int64     `bun:"order_id"`
+	Provider      string    `bun:"provider"`
+	Amount        int64     `bun:"amount"`
+	CreateTime    time.Time `bun:"create_time"`
+}
+
+type paymentTxnRow struct {
+	bun.BaseModel `bun:"table:tb_payment_txn"`
+	Provider      string       `bun:"provider,pk"`
+	TxnID         string       `bun:"txn_id,pk"`
+	PaymentID     string       `bun:"payment_id"`
+	OrderID       int64        `bun:"order_id"`
+	Amount        int64        `bun:"amount"`
+	Succeeded     bool         `bun:"succeeded"`
+	Result        string       `bun:"result"`
+	RefundedTime  bun.NullTime `bun:"refunded_time"`
+	CreateTime    time.Time    `bun:"create_time"`
+}
+
+// StartPayment implements core.PaymentStore.
+func (s *Store) StartPayment(ctx context.Context, p core.Payment, owner int64) (core.Payment, error) {
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var row orderRow
+		err := tx.NewSelect().Model(&row).Where("id = ?", p.OrderID).Scan(ctx)
+		switch {
+		case errors.Is(err, sql.ErrNoRows), err == nil && row.UserID != owner:
+			return core.ErrOrderNotFound
+		case err != nil:
+			return err
+		case row.Status != orderStatusCreated:
+			return core.ErrNotPayable
+		}
+		var v voucherRow
+		if err := tx.NewSelect().Model(&v).Column("pay_value").Where("id = ?", row.VoucherID).Scan(ctx); err != nil {
+			return fmt.Errorf("the order's voucher: %w", err)
+		}
+		p.Amount = v.PayValue
+		_, err = tx.NewInsert().Model(&paymentRow{ID: p.ID, OrderID: p.OrderID, Provider: p.Provider, Amount: p.Amount,
+			CreateTime: time.Now().UTC()}).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, core.ErrOrderNotFound) || errors.Is(err, core.ErrNotPayable) {
+			return core.Payment{}, err
+		}
+		return core.Payment{}, fmt.Errorf("mysqlstore: start payment: %w", err)
+	}
+	return p, nil
+}
+
+// FindPayment returns a recorded payment attempt (the sandbox's page reads
+// it); ErrPaymentUnknown when there is none.
+func (s *Store) FindPayment(ctx context.Context, id string) (core.Payment, error) {
+	var row paymentRow
+	err := s.db.NewSelect().Model(&row).Where("id = ?", id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Payment{}, core.ErrPaymentUnknown
+	}
+	if err != nil {
+		return core.Payment{}, fmt.Errorf("mysqlstore: find payment: %w", err)
+	}
+	return core.Payment{ID: row.ID, Provider: row.Provider, OrderID: row.OrderID, Amount: row.Amount}, nil
+}
+
+// errTxnRace: another request recorded the same transaction between this
+// one's read and its insert; the retry reads it.
+var errTxnRace = errors.New("transaction recorded concurrently")
+
+// RecordNotice implements core.PaymentStore.
+func (s *Store) RecordNotice(ctx context.Context, n core.PaymentNotice, now time.Time) (core.NoticeResult, error) {
+	var res core.NoticeResult
+	var err error
+	for range 3 {
+		err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			var err error
+			res, err = recordNotice(ctx, tx, n, now.UTC())
+			return err
+		})
+		if !errors.Is(err, errTxnRace) && !isTransientConflict(err) {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, core.ErrPaymentUnknown), core.CodeOf(err) == core.CodeBadRequest:
+		return "", err
+	}
+	return "", fmt.Errorf("mysqlstore: record payment notice: %w", err)
+}
+
+func recordNotice(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.Time) (core.NoticeResult, error) {
+	var seen paymentTxnRow
+	err := tx.NewSelect().Model(&seen).Where("provider = ? AND txn_id = ?", n.Provider, n.TxnID).Scan(ctx)
+	if err == nil {
+		if seen.Result == string(core.NoticeRefunded) && seen.RefundedTime.IsZero() {
+			return core.NoticeRefunded, nil // the refund is still owed: the caller makes it
+		}
+		return core.NoticeAlreadyRecorded, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", err
+	}
+	var pay paymentRow
+	err = tx.NewSelect().Model(&pay).Where("id = ?", n.PaymentID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", core.ErrPaymentUnknown
+	}
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case pay.OrderID != n.OrderID || pay.Provider != n.Provider:
+		return "", core.E(core.CodeBadRequest, "the notice's order is not the payment's")
+	case n.Succeeded && pay.Amount != n.Amount:
+		return "", core.E(core.CodeBadRequest, fmt.Sprintf("the amount paid, %d, is not the payment's, %d", n.Amount, pay.Amount))
+	}
+	res := core.NoticeFailed
+	if n.Succeeded {
+		r, err := tx.NewUpdate().Table("tb_voucher_order").
+			Set("status = ?", orderStatusPaid).Set("update_time = ?", now).
+			Where("id = ?", n.OrderID).Where("status = ?", orderStatusCreated).Exec(ctx)
+		if err != nil {
+			return "", err
+		}
+		if won, err := r.RowsAffected(); err != nil {
+			return "", err
+		} else if won == 1 {
+			res = core.NoticePaid
+		} else {
+			// Cancelled (or expired) first, or paid by another
+			// transaction: never paid twice, never paid after a cancel.
+			// A cancelled order is being refunded; its unit stays sold.
+			res = core.NoticeRefunded
+			if _, err := tx.NewUpdate().Table("tb_voucher_order").
+				Set("status = ?", orderStatusRefunding).Set("update_time = ?", now).
+				Where("id = ?", n.OrderID).Where("status = ?", orderStatusCancelled).Exec(ctx); err != nil {
+				return "", err
+			}
+		}
+	}
+	_, err = tx.NewInsert().Model(&paymentTxnRow{Provider: n.Provider, TxnID: n.TxnID, PaymentID: n.PaymentID, OrderID: n.OrderID,
+		Amount: n.Amount, Succeeded: n.Succeeded, Result: string(res), CreateTime: now}).Exec(ctx)
+	if isDuplicateKey(err) {
+		return "", errTxnRace
+	}
+	return res, err
+}
+
+// Refunded implements core.PaymentStore.
+func (s *Store) Refunded(ctx context.Context, n core.PaymentNotice) error {
+	now := time.Now().UTC()
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewUpdate().Table("tb_payment_txn").Set("refunded_time = ?", now).
+			Where("provider = ? AND txn_id = ?", n.Provider, n.TxnID).Where("refunded_time IS NULL").Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: record refund: %w", err)
+		}
+		if _, err := tx.NewUpdate().Table("tb_voucher_order").Set("status = ?", orderStatusRefunded).Set("update_time = ?", now).
+			Where("id = ?", n.OrderID).Where("status = ?", orderStatusRefunding).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: record refund: %w", err)
+		}
+		return nil
+	})
+}
+
+var _ core.PaymentStore = (*Store)(nil)

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/seckill-lab/seckill/adapters/paysandbox"
+)
+
+// boughtAndPersisted buys one unit of voucher for shopper u and waits for
+// its row: the order id.
+func boughtAndPersisted(t *testing.T, h *harness, voucher, u int64, rows int) string {
+	t.Helper()
+	status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+	if status != 200 {
+		t.Fatalf("buy: %d %v", status, body)
+	}
+	if n := h.waitForRows(voucher, rows, 10*time.Second); n < rows {
+		t.Fatalf("%d rows, want %d", n, rows)
+	}
+	return body["orderId"].(string)
+}
+
+// startPayment is the shopper's /pay: the payment id and amount.
+func startPayment(t *testing.T, h *harness, u int64, order string) (string, float64) {
+	t.Helper()
+	status, body := h.do("POST", "/api/orders/"+order+"/pay", h.shopper(u), nil)
+	if status != 200 || body["payUrl"] != paysandbox.PagePath+body["paymentId"].(string) {
+		t.Fatalf("pay: %d %v, want a payment and the sandbox's page", status, body)
+	}
+	return body["paymentId"].(string), body["amount"].(float64)
+}
+
+// notify sends a sandbox notification as the provider would: signed with
+// the sandbox's secret, unless sig is given.
+func notify(h *harness, body []byte, sig string) (int, map[string]any) {
+	if sig == "" {
+		sig = paysandbox.New([]byte(h.cfg.PaySecret)).Sign(body)
+	}
+	status, out, _ := h.request("POST", "/api/payments/sandbox/notify", "", string(body), http.Header{"X-Seckill-Signature": {sig}})
+	return status, out
+}
+
+func noticeBody(payment, order string, amount float64, status, txn string) []byte {
+	b, _ := json.Marshal(map[string]any{"paymentId": payment, "orderId": order, "amount": amount, "status": status, "txnId": txn})
+	return b
+}
+
+// TestAShopperPaysThroughTheSandbox: /pay answers the sandbox's page for
+// the voucher's payValue; the page's Pay makes the signed notification and
+// the order is paid: then it can be neither cancelled nor paid again, and
+// it never expires.
+func TestAShopperPaysThroughTheSandbox(t *testing.T) {
+	for _, queue := range []string{"streamgroup", "sync"} {
+		t.Run(queue, func(t *testing.T) {
+			forEachStack(t, func(c *Config) { c.Queue = queue }, func(t *testing.T, h *harness) {
+				voucher := h.openVoucher(2)
+				order := boughtAndPersisted(t, h, voucher, 1, 1)
+				payment, amount := startPayment(t, h, 1, order)
+				if amount != 100 {
+					t.Fatalf("amount %v, want the voucher's payValue, 100", amount)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/pay", h.shopper(2), nil); status != 404 {
+					t.Fatalf("another shopper pays it: %d %v, want 404", status, body)
+				}
+				resp, err := h.client.Get(h.base + paysandbox.PagePath + payment)
+				if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") == "" {
+					t.Fatalf("the pay page: %v %v", resp, err)
+				}
+				resp.Body.Close()
+				if status, body := h.do("GET", "/api/payments/sandbox/"+payment, "", nil); status != 200 || body["orderId"] != order || body["amount"] != float64(100) {
+					t.Fatalf("the page's payment: %d %v", status, body)
+				}
+				if status, body := h.do("POST", "/api/payments/sandbox/"+payment+"/complete", "", map[string]string{"status": "failed"}); status != 200 || body["result"] != "failed" {
+					t.Fatalf("a failed payment: %d %v", status, body)
+				}
+				if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "created" {
+					t.Fatalf("after a failed payment: %v, want still created", body)
+				}
+				if status, body := h.do("POST", "/api/payments/sandbox/"+payment+"/complete", "", map[string]string{"status": "succeeded"}); status != 200 || body["result"] != "paid" {
+					t.Fatalf("pay: %d %v", status, body)
+				}
+				if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "paid" || body["payBy"] != nil {
+					t.Fatalf("after paying: %v, want paid", body)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(1), nil); status != 409 || errorCode(body) != "not_cancellable" {
+					t.Fatalf("cancel a paid order: %d %v", status, body)
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/pay", h.shopper(1), nil); status != 409 || errorCode(body) != "not_payable" {
+					t.Fatalf("pay a paid order: %d %v", status, body)
+				}
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 409 || errorCode(body) != "already_purchased" {
+					t.Fatalf("the payer buys again: %d %v, want already_purchased", status, body)
+				}
+			})
+		})
+	}
+}
+
+// TestPaymentNotificationsAreVerifiedAndRecordedOnce: a bad signature is
+// 401, a body that does not parse 400, another amount 400, a payment the
+// shop does not know 503 (the provider retries); a replay of a recorded
+// transaction is answered 200 already_recorded and changes nothing; and a
+// payment arriving after the order was cancelled refunds it, the unit
+// staying on sale.
+func TestPaymentNotificationsAreVerifiedAndRecordedOnce(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(2)
+		order := boughtAndPersisted(t, h, voucher, 1, 1)
+		payment, amount := startPayment(t, h, 1, order)
+		good := noticeBody(payment, order, amount, "succeeded", "txn-1")
+		if status, body := notify(h, good, "sha256=00"); status != 401 || errorCode(body) != "bad_signature" {
+			t.Fatalf("bad signature: %d %v, want 401 bad_signature", status, body)
+		}
+		for name, b := range map[string][]byte{
+			"not JSON":      []byte("status=succeeded"),
+			"extra field":   []byte(`{"paymentId":"` + payment + `","orderId":"` + order + `","amount":100,"status":"succeeded","txnId":"t","x":1}`),
+			"bad status":    noticeBody(payment, order, amount, "ok", "txn-x"),
+			"no txn":        noticeBody(payment, order, amount, "succeeded", ""),
+			"another order": noticeBody(payment, "12345", amount, "succeeded", "txn-y"),
+			"another sum":   noticeBody(payment, order, amount+1, "succeeded", "txn-z"),
+		} {
+			if status, body := notify(h, b, ""); status != 400 {
+				t.Errorf("%s: %d %v, want 400", name, status, body)
+			}
+		}
+		if status, body := notify(h, noticeBody("ffff", order, amount, "succeeded", "txn-u"), ""); status != 503 {
+			t.Fatalf("an unknown payment: %d %v, want 503 so the provider retries", status, body)
+		}
+		if status, body := notify(h, good, ""); status != 200 || body["result"] != "paid" {
+			t.Fatalf("the payment: %d %v", status, body)
+		}
+		if status, body := notify(h, good, ""); status != 200 || body["result"] != "already_recorded" {
+			t.Fatalf("its replay: %d %v, want 200 already_recorded", status, body)
+		}
+		if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "paid" {
+			t.Fatalf("after the replay: %v", body)
+		}
+
+		// A late payment: the order is cancelled first.
+		late := boughtAndPersisted(t, h, voucher, 2, 2)
+		payment2, amount2 := startPayment(t, h, 2, late)
+		if status, body := h.do("POST", "/api/orders/"+late+"/cancel", h.shopper(2), nil); status != 200 {
+			t.Fatalf("cancel: %d %v", status, body)
+		}
+		if status, body := notify(h, noticeBody(payment2, late, amount2, "succeeded", "txn-2"), ""); status != 200 || body["result"] != "refunded" {
+			t.Fatalf("a payment after the cancel: %d %v, want refunded", status, body)
+		}
+		if _, body := h.do("GET", "/api/orders/"+late, h.shopper(2), nil); body["status"] != "refunded" {
+			t.Fatalf("the late-paid order: %v, want refunded", body)
+		}
+		if _, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] != float64(1) {
+			t.Fatalf("stock %v, want 1: the refunded order's unit stays on sale", body["stock"])
+		}
+		if status, body := notify(h, noticeBody(payment2, late, amount2, "succeeded", "txn-2"), ""); status != 200 || body["result"] != "already_recorded" {
+			t.Fatalf("the late payment's replay: %d %v", status, body)
+		}
+	})
+}
+
+// TestPaymentsRaceTheExpiry: 200 orders with a pay window of a second, each
+// paid by a notification sent around its deadline, while the instances'
+// sweeps expire what is due (two instances on the real stack). Every
+// order ends paid, cancelled (expired) or refunded (paid too late); the
+// database's stock is the initial stock less the paid orders; once the
+// sweeps are done, Redis's stock equals it; and the units given back are
+// exactly the cancelled orders.
+func TestPaymentsRaceTheExpiry(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+		const n = 200
+		instances := []*harness{h}
+		if h.cfg.RedisURL != "" {
+			instances = append(instances, startWith(t, h.cfg))
+		}
+		voucher := h.openVoucher(n)
+		orders, payments := make([]string, n+1), make([]string, n+1)
+		for u := int64(1); u <= n; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+			if status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			orders[u] = body["orderId"].(string)
+		}
+		h.waitForRows(voucher, n, 15*time.Second)
+		for u := int64(1); u <= n; u++ {
+			// Some are no longer payable by now: expired already.
+			if status, body := h.do("POST", "/api/orders/"+orders[u]+"/pay", h.shopper(u), nil); status == 200 {
+				payments[u] = body["paymentId"].(string)
+			}
+		}
+		results := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for u := int64(1); u <= n; u++ {
+			if payments[u] == "" {
+				continue
+			}
+			wg.Go(func() {
+				time.Sleep(time.Duration(u%50) * 40 * time.Millisecond)
+				inst := instances[u%int64(len(instances))]
+				status, body := notify(inst, noticeBody(payments[u], orders[u], 100, "succeeded", "race-"+strconv.FormatInt(u, 10)), "")
+				mu.Lock()
+				defer mu.Unlock()
+				if status != 200 {
+					t.Errorf("notification %d: %d %v", u, status, body)
+					return
+				}
+				results[body["result"].(string)]++
+			})
+		}
+		wg.Wait()
+		ctx := context.Background()
+		db := h.srv.store.DB()
+		deadline := time.Now().Add(10 * time.Second)
+		var unpaid, pending int64
+		for time.Now().Before(deadline) {
+			unpaid, _ = db.NewSelect().Table("tb_voucher_order").Where("voucher_id = ? AND status = 1", voucher).Count(ctx)
+			pending, _ = db.NewSelect().Table("tb_order_release").Where("voucher_id = ?", voucher).Count(ctx)
+			if unpaid == 0 && pending == 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		byStatus := map[int]int{}
+		var rows []struct {
+			Status int `bun:"status"`
+			N      int `bun:"n"`
+		}
+		if err := db.NewSelect().Table("tb_voucher_order").ColumnExpr("status, COUNT(*) AS n").Where("voucher_id = ?", voucher).
+			GroupExpr("status").Scan(ctx, &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			byStatus[r.Status] = r.N
+		}
+		paid, cancelled, refunded := byStatus[2], byStatus[4], byStatus[5]+byStatus[6]
+		if paid+cancelled+refunded != n || byStatus[1] != 0 {
+			t.Fatalf("orders by status %v: want every one paid, cancelled or refunded", byStatus)
+		}
+		if paid != results["paid"] || refunded != results["refunded"] {
+			t.Fatalf("%d paid and %d refunded orders, but the notifications said %v", paid, refunded, results)
+		}
+		_, stock := h.rows(voucher)
+		if stock != int64(n-paid) {
+			t.Fatalf("database stock %d, want %d (initial less the paid)", stock, n-paid)
+		}
+		if _, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] != float64(stock) {
+			t.Fatalf("Redis stock %v, want the database's %d", body["stock"], stock)
+		}
+		var returned, cancels float64
+		for _, inst := range instances {
+			returned += testutil.ToFloat64(inst.srv.metrics.unitsReturned)
+			cancels += testutil.ToFloat64(inst.srv.metrics.cancelled.WithLabelValues("expired"))
+		}
+		if int(cancels) != cancelled+refunded || int(returned) != cancelled+refunded {
+			t.Fatalf("%v cancellations counted and %v units returned, want %d each (cancelled and later refunded orders)", cancels, returned, cancelled+refunded)
+		}
+		t.Logf("%d paid, %d expired, %d paid too late and refunded", paid, cancelled, refunded)
+	})
+}

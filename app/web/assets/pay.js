@@ -1,0 +1,52 @@
+// The payment sandbox's pay page: shows the payment and makes the
+// sandbox's signed notification when a button is pressed. Every value
+// from the server is set as text (textContent), never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const paymentId = location.pathname.split("/").pop();
+
+const results = {
+  paid: "Paid. The order is yours.",
+  already_recorded: "This payment was recorded already.",
+  refunded: "The order was cancelled before the payment arrived: the money goes back (refunded).",
+  failed: "The payment failed; the order is still unpaid.",
+};
+
+async function call(method, path, body) {
+  const resp = await fetch(path, {
+    method,
+    headers: body === undefined ? {} : { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = {};
+  try { data = await resp.json(); } catch (_) { data = {}; }
+  return { status: resp.status, data };
+}
+
+async function complete(status) {
+  $("pay").disabled = $("fail").disabled = true;
+  const r = await call("POST", "/api/payments/sandbox/" + encodeURIComponent(paymentId) + "/complete", { status });
+  if (r.status === 200) {
+    $("result").textContent = results[r.data.result] || r.data.result;
+    if (r.data.result === "failed") $("pay").disabled = $("fail").disabled = false;
+  } else {
+    $("result").textContent = (r.data.error && r.data.error.message) || "The shop did not answer; try again.";
+    $("pay").disabled = $("fail").disabled = false;
+  }
+}
+
+async function load() {
+  const r = await call("GET", "/api/payments/sandbox/" + encodeURIComponent(paymentId));
+  if (r.status !== 200) {
+    $("result").textContent = "No such payment.";
+    return;
+  }
+  $("amount").textContent = "¥" + (r.data.amount / 100).toFixed(2);
+  $("order").textContent = r.data.orderId;
+  $("pay").disabled = $("fail").disabled = false;
+}
+
+$("pay").addEventListener("click", () => complete("succeeded"));
+$("fail").addEventListener("click", () => complete("failed"));
+load();

@@ -1,0 +1,166 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// Paying for an order: the shopper is sent to a payment provider, which
+// later tells the shop, asynchronously and possibly more than once, what
+// became of the payment. The database is the arbiter again: a succeeded
+// notice makes an unpaid order paid with a conditional update, so of pay,
+// cancel and expiry exactly one wins; one for an order cancelled meanwhile
+// never makes it paid (the money goes back: refunded); and every notice is
+// recorded once, by the provider's transaction id.
+
+// Payment is one attempt to pay an order.
+type Payment struct {
+	// ID is the shop's id of the attempt; Provider the provider's name.
+	ID       string
+	Provider string
+	OrderID  int64
+	// Amount in minor units, the voucher's payValue.
+	Amount int64
+}
+
+// PaymentNotice is what a provider reports of a payment.
+type PaymentNotice struct {
+	Provider  string
+	PaymentID string
+	OrderID   int64
+	Amount    int64
+	Succeeded bool
+	// TxnID is the provider's transaction id: notices are recorded once
+	// each.
+	TxnID string
+}
+
+// NoticeResult is what recording a notice did.
+type NoticeResult string
+
+const (
+	// NoticePaid: the order is paid.
+	NoticePaid NoticeResult = "paid"
+	// NoticeAlreadyRecorded: this transaction was recorded before.
+	NoticeAlreadyRecorded NoticeResult = "already_recorded"
+	// NoticeRefunded: the order was cancelled (or paid by another
+	// transaction) first; this payment's money goes back.
+	NoticeRefunded NoticeResult = "refunded"
+	// NoticeFailed: the payment failed; the order is as it was.
+	NoticeFailed NoticeResult = "failed"
+)
+
+// PaymentProvider is a payment service: it starts payments, verifies its
+// own notifications (each provider signs them in its own way) and refunds.
+type PaymentProvider interface {
+	// Start begins a payment and returns where to send the shopper.
+	Start(ctx context.Context, p Payment) (payURL string, err error)
+	// Verify reads a notification as the provider sent it: ErrBadSignature
+	// if it is not the provider's, a CodeBadRequest error if it does not
+	// parse.
+	Verify(ctx context.Context, body []byte, header func(string) string) (PaymentNotice, error)
+	// Refund gives a recorded payment's money back.
+	Refund(ctx context.Context, n PaymentNotice) error
+}
+
+// PaymentStore is the database's side of payments.
+type PaymentStore interface {
+	// StartPayment records a payment of an unpaid order of owner's, its
+	// amount the voucher's payValue. ErrOrderNotFound; ErrNotPayable.
+	StartPayment(ctx context.Context, p Payment, owner int64) (Payment, error)
+	// RecordNotice records a notice once by its TxnID and carries it out,
+	// in one transaction: a succeeded one makes the unpaid order paid, or
+	// marks it for a refund if it was cancelled (or paid) first. An
+	// amount other than the payment's is a CodeBadRequest error; a
+	// payment the database does not know, ErrPaymentUnknown.
+	RecordNotice(ctx context.Context, n PaymentNotice, now time.Time) (NoticeResult, error)
+	// Refunded records that the provider gave the money back.
+	Refunded(ctx context.Context, n PaymentNotice) error
+}
+
+var (
+	// ErrNotPayable: the order is queued, paid or cancelled.
+	ErrNotPayable = E(CodeNotPayable, "the order cannot be paid now (still being recorded, paid or cancelled): look at its status")
+	// ErrPaymentsDisabled: no payment provider is configured.
+	ErrPaymentsDisabled = E(CodePaymentsDisabled, "payments are not enabled on this shop")
+	// ErrBadSignature: a notification that is not the provider's.
+	ErrBadSignature = E(CodeBadSignature, "the notification's signature does not verify")
+	// ErrPaymentUnknown: a notice for a payment the shop has no record of
+	// (yet): the provider is answered so that it retries.
+	ErrPaymentUnknown = E(CodeUnavailable, "no such payment recorded yet; retry")
+)
+
+// Payments pays orders through one provider.
+type Payments struct {
+	name     string
+	provider PaymentProvider
+	store    PaymentStore
+	now      func() time.Time
+}
+
+// NewPayments builds the use case over provider, registered as name; a nil
+// provider means payments are disabled.
+func NewPayments(name string, provider PaymentProvider, store PaymentStore) *Payments {
+	return &Payments{name: name, provider: provider, store: store, now: time.Now}
+}
+
+// Provider is the name of the provider payments go through ("" when
+// disabled).
+func (p *Payments) Provider() string {
+	if p.provider == nil {
+		return ""
+	}
+	return p.name
+}
+
+// Pay starts the payment of userID's unpaid order.
+func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (Payment, string, error) {
+	if p.provider == nil {
+		return Payment{}, "", ErrPaymentsDisabled
+	}
+	id := make([]byte, 12)
+	rand.Read(id)
+	pay, err := p.store.StartPayment(ctx, Payment{ID: hex.EncodeToString(id), Provider: p.name, OrderID: orderID}, userID)
+	if err != nil {
+		if errors.Is(err, ErrOrderNotFound) || errors.Is(err, ErrNotPayable) {
+			return Payment{}, "", err
+		}
+		return Payment{}, "", Wrap("start payment", CodeUnavailable, err)
+	}
+	url, err := p.provider.Start(ctx, pay)
+	if err != nil {
+		return Payment{}, "", Wrap("start payment: provider", CodeUnavailable, err)
+	}
+	return pay, url, nil
+}
+
+// Notify verifies and records a provider's notification. A refund it
+// calls for is made before the answer, so a provider that gets no 200
+// asks again and the refund is retried; a refund done already is recorded
+// as such and not repeated.
+func (p *Payments) Notify(ctx context.Context, provider string, body []byte, header func(string) string) (NoticeResult, error) {
+	if p.provider == nil || provider != p.name {
+		return "", E(CodeBadRequest, "no such payment provider here")
+	}
+	n, err := p.provider.Verify(ctx, body, header)
+	if err != nil {
+		return "", err
+	}
+	n.Provider = p.name
+	res, err := p.store.RecordNotice(ctx, n, p.now())
+	if err != nil {
+		return "", err
+	}
+	if res == NoticeRefunded {
+		if err := p.provider.Refund(ctx, n); err != nil {
+			return "", Wrap("refund", CodeUnavailable, err)
+		}
+		if err := p.store.Refunded(ctx, n); err != nil {
+			return "", Wrap("refund: record", CodeUnavailable, err)
+		}
+	}
+	return res, nil
+}
