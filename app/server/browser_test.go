@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -272,4 +273,71 @@ func TestTheBrowserHarnessCatchesConsoleErrorsAndFailedRequests(t *testing.T) {
 	if got := strings.Join(b.seen(), "\n"); !strings.Contains(got, "request answered 404") || !strings.Contains(got, "nowhere.js") {
 		t.Fatalf("the harness missed the failed request; it saw:\n%s", got)
 	}
+}
+
+// TestAShopperPaysAndAnotherCancelsInABrowser: one shopper buys, sees the
+// time left to pay, presses Pay, pays on the sandbox's page and, back in
+// the shop, sees the order paid; another buys the last unit and cancels
+// it, and the unit is on sale again. Nothing on the pages logs an error or
+// fails a request.
+func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		b := newBrowser(t)
+		voucher := h.openVoucher(2)
+		card := `li[data-voucher="` + idString(voucher) + `"]`
+		logIn := func(p *rod.Page, phone string) {
+			b.open(p, "open /", h.base+"/")
+			b.waitJS(p, "the voucher is listed", `document.querySelector('`+card+` .title') !== null`)
+			b.input(p, "#phone", phone)
+			b.click(p, "#send-code")
+			b.waitJS(p, "the development code is shown", `!document.getElementById('dev-code').hidden`)
+			b.click(p, "#log-in")
+			b.waitJS(p, "logged in", `!document.querySelector('`+card+` .buy').disabled`)
+		}
+
+		payer := b.page()
+		logIn(payer, "13800000011")
+		b.click(payer, card+" .buy")
+		b.waitJS(payer, "the order is created and can be paid", `!document.querySelector('`+card+` .order-actions').hidden`)
+		if got := b.text(payer, card+" .payby"); !strings.HasPrefix(got, "Pay within 1") {
+			t.Fatalf("the time to pay shown: %q, want about 15 minutes", got)
+		}
+		b.screenshot(payer, "storefront-unpaid", 1280, 800, false)
+		b.click(payer, card+" .pay-order")
+		b.waitJS(payer, "the sandbox's pay page", `location.pathname.startsWith('/pay/sandbox/') && !document.getElementById('pay').disabled`)
+		if got := b.text(payer, "#amount"); got != "¥1.00" {
+			t.Fatalf("the pay page asks %q, want the payValue ¥1.00", got)
+		}
+		b.screenshot(payer, "pay-sandbox", 1280, 800, false)
+		b.click(payer, "#pay")
+		b.waitJS(payer, "paid", `document.getElementById('result').textContent.startsWith('Paid')`)
+		b.open(payer, "back to the shop", h.base+"/")
+		b.waitJS(payer, "the shop shows the order paid", `(document.querySelector('`+card+` .answer')?.textContent || '').endsWith(': paid')`)
+		b.waitJS(payer, "no Pay or Cancel for a paid order", `getComputedStyle(document.querySelector('`+card+` .order-actions')).display === 'none'`)
+
+		canceller := b.page()
+		logIn(canceller, "13800000012")
+		b.click(canceller, card+" .buy")
+		b.waitJS(canceller, "the order is created", `!document.querySelector('`+card+` .order-actions').hidden`)
+		b.waitJS(canceller, "sold out", `document.querySelector('`+card+` .stock').textContent === 'Sold out'`)
+		b.click(canceller, card+" .cancel-order")
+		b.waitJS(canceller, "cancelled, the unit back", `document.querySelector('`+card+` .answer').textContent.includes('cancelled (by you)') && document.querySelector('`+card+` .stock').textContent === '1 left'`)
+		b.waitJS(canceller, "no Pay or Cancel for a cancelled order", `getComputedStyle(document.querySelector('`+card+` .order-actions')).display === 'none'`)
+		b.screenshot(canceller, "storefront-cancelled", 1280, 800, false)
+		b.clean()
+		var paid, cancelled int
+		for _, st := range []struct {
+			status int
+			n      *int
+		}{{2, &paid}, {4, &cancelled}} {
+			n, err := h.srv.store.DB().NewSelect().Table("tb_voucher_order").Where("voucher_id = ? AND status = ?", voucher, st.status).Count(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			*st.n = int(n)
+		}
+		if paid != 1 || cancelled != 1 {
+			t.Fatalf("%d paid and %d cancelled orders in the database, want one each", paid, cancelled)
+		}
+	})
 }

@@ -81,11 +81,19 @@ async function logIn() {
   $("dev-code").hidden = true;
   $("login-message").textContent = "";
   showAccount();
+  for (const [id, card] of cards) { card.checked = true; showHeld(id); }
 }
 
 function logOut() {
   sessionStorage.removeItem(tokenKey);
   sessionStorage.removeItem(userKey);
+  for (const card of cards.values()) {
+    card.order = undefined;
+    card.checked = false;
+    card.li.querySelector(".answer").textContent = "";
+    card.li.querySelector(".payby").hidden = true;
+    card.li.querySelector(".order-actions").hidden = true;
+  }
   showAccount();
 }
 
@@ -116,6 +124,8 @@ function render(vouchers) {
       const li = $("voucher-card").content.firstElementChild.cloneNode(true);
       li.dataset.voucher = String(v.id);
       li.querySelector(".buy").addEventListener("click", () => buy(v.id));
+      li.querySelector(".pay-order").addEventListener("click", () => payOrder(v.id));
+      li.querySelector(".cancel-order").addEventListener("click", () => cancelOrder(v.id));
       card = { li };
       cards.set(v.id, card);
       list.appendChild(li);
@@ -131,11 +141,80 @@ function render(vouchers) {
   }
   tick();
   showAccount();
+  if (sessionStorage.getItem(tokenKey)) {
+    // A shopper back from the pay page, or after a reload: their orders.
+    for (const [id, card] of cards) {
+      if (!card.checked) { card.checked = true; showHeld(id); }
+    }
+  }
 }
 
 function tick() {
   const now = Date.now();
-  for (const card of cards.values()) card.li.querySelector(".window").textContent = windowText(card.voucher, now);
+  for (const card of cards.values()) {
+    card.li.querySelector(".window").textContent = windowText(card.voucher, now);
+    const o = card.order;
+    if (o && o.status === "created" && o.payBy) {
+      const left = Date.parse(o.payBy) - now;
+      card.li.querySelector(".payby").textContent = left > 0 ? "Pay within " + duration(left) : "The time to pay has passed.";
+      if (left < -1500 && !card.rechecking) {
+        // The server cancels it within a second or two: show what it did.
+        card.rechecking = true;
+        showOrder(card.voucher.id, o.orderId).finally(() => { card.rechecking = false; });
+      }
+    }
+  }
+}
+
+const orderWords = { created: "created", paid: "paid", refunded: "refunded (paid after it was cancelled: the money goes back)" };
+
+// showOrder reads the shopper's order and shows where it is: unpaid with
+// the time left and its Pay and Cancel buttons, paid, or cancelled.
+async function showOrder(id, orderId) {
+  const card = cards.get(id);
+  if (!card) return;
+  const r = await api("GET", "/api/orders/" + orderId, undefined, true);
+  if (r.status !== 200) return;
+  card.order = r.data;
+  const o = r.data;
+  const unpaid = o.status === "created";
+  if (o.status === "cancelled") {
+    answer(id, "Order " + o.orderId + ": cancelled (" + (o.cancelReason === "expired" ? "not paid in time" : "by you") + ")", false);
+  } else {
+    answer(id, "Order " + o.orderId + ": " + (orderWords[o.status] || o.status), o.status !== "refunded");
+  }
+  card.li.querySelector(".payby").hidden = !unpaid || !o.payBy;
+  card.li.querySelector(".order-actions").hidden = !unpaid;
+  tick();
+}
+
+// showHeld shows the shopper's order of the voucher, if they have one.
+async function showHeld(id) {
+  const r = await api("GET", "/api/vouchers/" + id + "/order", undefined, true);
+  if (r.status !== 200) return;
+  if (r.data.status === "queued") await follow(id, r.data.orderId);
+  else await showOrder(id, r.data.orderId);
+}
+
+async function payOrder(id) {
+  const card = cards.get(id);
+  if (!card || !card.order) return;
+  const r = await api("POST", "/api/orders/" + card.order.orderId + "/pay", undefined, true);
+  if (r.status === 200) {
+    location.href = r.data.payUrl; // the provider's page; it brings the shopper back here
+    return;
+  }
+  answer(id, (r.data.error && r.data.error.message) || "Could not start the payment.", false);
+  await showOrder(id, card.order.orderId);
+}
+
+async function cancelOrder(id) {
+  const card = cards.get(id);
+  if (!card || !card.order) return;
+  const r = await api("POST", "/api/orders/" + card.order.orderId + "/cancel", undefined, true);
+  if (r.status !== 200) answer(id, (r.data.error && r.data.error.message) || "Could not cancel.", false);
+  await showOrder(id, card.order.orderId);
+  await refresh();
 }
 
 async function refresh() {
@@ -194,7 +273,7 @@ async function buy(id) {
 // holdsOrder: whether the shopper holds an order of the voucher.
 async function holdsOrder(id) {
   const r = await api("GET", "/api/vouchers/" + id + "/order", undefined, true);
-  return r.status === 200;
+  return r.status === 200 && r.data.status !== "cancelled";
 }
 
 // follow polls the shopper's order for the voucher until it is persisted.
@@ -202,9 +281,11 @@ async function follow(id, orderId) {
   for (let i = 0; i < 60; i++) {
     const r = await api("GET", "/api/vouchers/" + id + "/order", undefined, true);
     if (r.status === 200) {
-      const shown = r.data.status === "created" ? "created" : "queued";
-      answer(id, "Order " + r.data.orderId + ": " + shown, true);
-      if (shown === "created") return;
+      if (r.data.status !== "queued") {
+        await showOrder(id, r.data.orderId);
+        return;
+      }
+      answer(id, "Order " + r.data.orderId + ": queued", true);
     } else if (errorCode(r.data) === "order_not_found" && orderId) {
       answer(id, "Order " + orderId + " was not kept: the reservation was lost.", false);
       return;
