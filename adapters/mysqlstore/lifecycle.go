@@ -124,3 +124,34 @@ func (s *Store) Released(ctx context.Context, orderID int64) error {
 }
 
 var _ core.LifecycleStore = (*Store)(nil)
+
+// OrderCounts counts every order by where it is in its lifecycle:
+// created (unpaid), paid, cancelled by expiry and by the shopper, refunded
+// (the dashboard's figures; the database's, so the same on every instance).
+func (s *Store) OrderCounts(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		Status int            `bun:"status"`
+		Reason sql.NullString `bun:"cancel_reason"`
+		N      int64          `bun:"n"`
+	}
+	if err := s.db.NewSelect().Table("tb_voucher_order").ColumnExpr("status, cancel_reason, COUNT(*) AS n").
+		GroupExpr("status, cancel_reason").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("mysqlstore: order counts: %w", err)
+	}
+	out := map[string]int64{"unpaid": 0, "paid": 0, "expired": 0, "cancelled by shopper": 0, "refunded": 0}
+	for _, r := range rows {
+		switch st := orderStatuses[r.Status]; {
+		case st == core.StatusCreated:
+			out["unpaid"] += r.N
+		case st == core.StatusPaid:
+			out["paid"] += r.N
+		case st == core.StatusRefunded:
+			out["refunded"] += r.N
+		case st == core.StatusCancelled && r.Reason.String == string(core.CancelExpired):
+			out["expired"] += r.N
+		case st == core.StatusCancelled:
+			out["cancelled by shopper"] += r.N
+		}
+	}
+	return out, nil
+}

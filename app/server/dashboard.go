@@ -58,6 +58,8 @@ type dashboardSnapshot struct {
 	LatencyMs  map[string]float64 `json:"latencyMs"`
 	Totals     map[string]float64 `json:"totals"`
 	Queue      dashboardQueue     `json:"queue"`
+	// Orders counts every order by lifecycle state, from the database.
+	Orders map[string]int64 `json:"orders"`
 	// Redis is what Redis says of eviction (nil on the embedded stand-in,
 	// which does not tell).
 	Redis   *dashboardRedis  `json:"redis"`
@@ -223,6 +225,11 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			if v, has := quantile(d.prev.buckets, cur.buckets, q.q); has {
 				s.LatencyMs[q.name] = v * 1000
 			}
+		}
+	}
+	if a.orderCounts != nil {
+		if counts, err := a.orderCounts.OrderCounts(ctx); err == nil {
+			s.Orders = counts
 		}
 	}
 	var depth int64

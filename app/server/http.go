@@ -38,6 +38,10 @@ type api struct {
 		FindPayment(ctx context.Context, id string) (core.Payment, error)
 	}
 	sandbox *paysandbox.Sandbox
+	// orderCounts counts orders by lifecycle state (the dashboard).
+	orderCounts interface {
+		OrderCounts(ctx context.Context) (map[string]int64, error)
+	}
 	catalog *core.Catalog
 	users   core.UserRepository
 	// userAdmin reports what the admin decides on.

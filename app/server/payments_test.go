@@ -162,6 +162,10 @@ func TestPaymentNotificationsAreVerifiedAndRecordedOnce(t *testing.T) {
 		if status, body := notify(h, noticeBody(payment2, late, amount2, "succeeded", "txn-2"), ""); status != 200 || body["result"] != "already_recorded" {
 			t.Fatalf("the late payment's replay: %d %v", status, body)
 		}
+		_, dash := h.do("GET", "/api/dashboard", h.cfg.AdminToken, nil)
+		if o, _ := dash["orders"].(map[string]any); o["paid"] != float64(1) || o["refunded"] != float64(1) || o["unpaid"] != float64(0) {
+			t.Fatalf("the dashboard's orders: %v, want one paid and one refunded", dash["orders"])
+		}
 	})
 }
 

@@ -195,6 +195,7 @@ func (s *Server) wire(ctx context.Context) error {
 		lifecycle:   s.lifecycle,
 		payments:    core.NewPayments(cfg.PayProvider, provider, s.store),
 		paymentsDB:  s.store,
+		orderCounts: s.store,
 		catalog:     s.catalog,
 		users:       s.store,
 		userAdmin:   s.store,

@@ -58,6 +58,8 @@ function render(d) {
     ["persisted per second", num(d.persistedPerSecond, 1)],
   ]);
   figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
+  const o = d.orders || {};
+  figures($("orders"), ["unpaid", "paid", "expired", "cancelled by shopper", "refunded"].map((k) => [k, num(o[k])]));
   const r = d.redis;
   figures($("redis"), r ? [
     ["may evict keys", r.evicting && r.evicting.length ? r.evicting.join(", ") : "no (noeviction)"],
