@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -268,4 +269,60 @@ func TestPaymentsRaceTheExpiry(t *testing.T) {
 		}
 		t.Logf("%d paid, %d expired, %d paid too late and refunded", paid, cancelled, refunded)
 	})
+}
+
+// TestThePaymentProviderIsChosenAsTheContractSays: the sandbox with a
+// random secret on the stand-ins; no payments on real servers unless one
+// is chosen; the sandbox there needs a secret of its own, not an example
+// and not short; an unknown provider stops the start naming the variable.
+func TestThePaymentProviderIsChosenAsTheContractSays(t *testing.T) {
+	real := map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x",
+		"SECKILL_JWT_SECRET": "a-real-secret-0123456789", "SECKILL_ADMIN_TOKEN": "a-real-admin-token-0123"}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range real {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	c, err := LoadConfig(env(nil))
+	if err != nil || c.PayProvider != SandboxProvider || len(c.PaySecret) < 32 || c.PaySandboxOnRealServers {
+		t.Fatalf("stand-ins: provider %q, secret of %d bytes, %v", c.PayProvider, len(c.PaySecret), err)
+	}
+	if c, err := LoadConfig(env(real)); err != nil || c.PayProvider != "" {
+		t.Fatalf("real servers, nothing chosen: provider %q, %v; want none", c.PayProvider, err)
+	}
+	for name, tc := range map[string]struct {
+		extra map[string]string
+		want  string
+	}{
+		"sandbox without a secret": {map[string]string{"SECKILL_PAY_PROVIDER": "sandbox"}, "SECKILL_PAY_SECRET"},
+		"a short secret":           {map[string]string{"SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": "short"}, "SECKILL_PAY_SECRET"},
+		"an unknown provider":      {map[string]string{"SECKILL_PAY_PROVIDER": "paypal"}, "SECKILL_PAY_PROVIDER"},
+	} {
+		if _, err := LoadConfig(env(with(tc.extra))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal naming %s", name, err, tc.want)
+		}
+	}
+	c, err = LoadConfig(env(with(map[string]string{"SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": "a-real-pay-secret-0123456789"})))
+	if err != nil || !c.PaySandboxOnRealServers {
+		t.Fatalf("the sandbox chosen on real servers: %v, warned %v; want it allowed and warned of", err, c.PaySandboxOnRealServers)
+	}
+}
+
+// TestWithoutAProviderOrdersCannotBePaid: /pay answers 409
+// payments_disabled, and the sandbox's page is not served.
+func TestWithoutAProviderOrdersCannotBePaid(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.PayProvider = "" })
+	voucher := h.openVoucher(1)
+	order := boughtAndPersisted(t, h, voucher, 1, 1)
+	if status, body := h.do("POST", "/api/orders/"+order+"/pay", h.shopper(1), nil); status != 409 || errorCode(body) != "payments_disabled" {
+		t.Fatalf("pay without a provider: %d %v, want 409 payments_disabled", status, body)
+	}
+	if status, _ := h.do("GET", "/pay/sandbox/abc", "", nil); status != 404 {
+		t.Fatalf("the sandbox's page without the sandbox: %d, want 404", status)
+	}
 }
