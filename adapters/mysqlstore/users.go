@@ -118,3 +118,37 @@ func (s *Store) PhoneCollisions(ctx context.Context) ([]core.PhoneCollision, err
 	}
 	return out, nil
 }
+
+// UserPhone is a user's phone, in E.164 where it was read; core.ErrNotFound
+// when there is no such user (a token for an id no login made).
+func (s *Store) UserPhone(ctx context.Context, userID int64) (string, error) {
+	var row userRow
+	err := s.db.NewSelect().Model(&row).Column("phone", "phone_e164").Where("id = ?", userID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNoSuchUser
+	}
+	if err != nil {
+		return "", fmt.Errorf("mysqlstore: user phone: %w", err)
+	}
+	if row.PhoneE164 != nil && *row.PhoneE164 != "" {
+		return *row.PhoneE164, nil
+	}
+	return row.Phone, nil
+}
+
+// ErrNoSuchUser: no user has the id.
+var ErrNoSuchUser = errors.New("mysqlstore: no such user")
+
+// OrdersOfUser lists a user's persisted orders, newest first, at most
+// limit (idx_order_buyer).
+func (s *Store) OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error) {
+	var rows []orderRow
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("mysqlstore: orders of user: %w", err)
+	}
+	out := make([]core.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.order()
+	}
+	return out, nil
+}

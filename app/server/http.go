@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/docs"
@@ -41,6 +42,11 @@ type api struct {
 	// orderCounts counts orders by lifecycle state (the dashboard).
 	orderCounts interface {
 		OrderCounts(ctx context.Context) (map[string]int64, error)
+	}
+	// shoppers reads a shopper's phone and orders (/api/me, /api/orders).
+	shoppers interface {
+		UserPhone(ctx context.Context, userID int64) (string, error)
+		OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error)
 	}
 	catalog *core.Catalog
 	users   core.UserRepository
@@ -142,6 +148,8 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/vouchers/:id", a.getVoucher)
 	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
+	app.Get("/api/me", a.tokens.requireShopper, a.me)
+	app.Get("/api/orders", a.tokens.requireShopper, a.myOrders)
 	app.Get("/api/orders/:orderId", a.tokens.requireShopper, a.getOrder)
 	app.Post("/api/orders/:orderId/cancel", a.tokens.requireShopper, a.cancelOrder)
 	app.Post("/api/orders/:orderId/pay", a.tokens.requireShopper, a.payOrder)
@@ -641,4 +649,35 @@ func (a *api) sandboxComplete(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"result": res})
+}
+
+// me is the shopper: their id and phone (null for a token whose id no
+// login made: any validly signed token is a shopper).
+func (a *api) me(c *fiber.Ctx) error {
+	id := shopperID(c)
+	phone, err := a.shoppers.UserPhone(c.UserContext(), id)
+	switch {
+	case errors.Is(err, mysqlstore.ErrNoSuchUser):
+		return c.JSON(fiber.Map{"userId": id, "phone": nil})
+	case err != nil:
+		return core.Wrap("me", core.CodeUnavailable, err)
+	}
+	return c.JSON(fiber.Map{"userId": id, "phone": phone})
+}
+
+// myOrdersLimit bounds /api/orders: a shopper's latest orders.
+const myOrdersLimit = 100
+
+// myOrders lists the shopper's persisted orders, newest first, ended
+// sales included (an order reserved a moment ago may not be there yet).
+func (a *api) myOrders(c *fiber.Ctx) error {
+	orders, err := a.shoppers.OrdersOfUser(c.UserContext(), shopperID(c), myOrdersLimit)
+	if err != nil {
+		return core.Wrap("my orders", core.CodeUnavailable, err)
+	}
+	out := make([]fiber.Map, len(orders))
+	for i, o := range orders {
+		out[i] = orderJSON(o)
+	}
+	return c.JSON(fiber.Map{"orders": out})
 }

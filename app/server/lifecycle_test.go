@@ -213,3 +213,44 @@ func TestEachCancelledUnitComesBackOnce(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestAShopperSeesTheirOrdersAndPhone: /api/orders lists the shopper's
+// orders newest first, whatever became of them, and only theirs; /api/me
+// tells their phone in E.164 (none for a token no login made).
+func TestAShopperSeesTheirOrdersAndPhone(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		token, user := devLogin(t, h, "138 0000 0021")
+		first, second := h.openVoucher(5), h.openVoucher(5)
+		var orders []string
+		for _, v := range []int64{first, second} {
+			status, body := h.do("POST", "/api/vouchers/"+idString(v)+"/seckill", token, nil)
+			if status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			orders = append(orders, body["orderId"].(string))
+			h.waitForRows(v, 1, 10*time.Second)
+		}
+		if status, body := h.do("POST", "/api/orders/"+orders[0]+"/cancel", token, nil); status != 200 {
+			t.Fatalf("cancel: %d %v", status, body)
+		}
+		boughtAndPersisted(t, h, first, user+1000, 2) // another shopper's order is not listed
+		status, body := h.do("GET", "/api/orders", token, nil)
+		list, _ := body["orders"].([]any)
+		if status != 200 || len(list) != 2 {
+			t.Fatalf("my orders: %d %v, want two", status, body)
+		}
+		newest, oldest := list[0].(map[string]any), list[1].(map[string]any)
+		if newest["orderId"] != orders[1] || newest["status"] != "created" || oldest["orderId"] != orders[0] || oldest["status"] != "cancelled" {
+			t.Fatalf("my orders: %v, want %s created then %s cancelled", list, orders[1], orders[0])
+		}
+		if status, body := h.do("GET", "/api/me", token, nil); status != 200 || body["phone"] != "+8613800000021" || body["userId"] != float64(user) {
+			t.Fatalf("me: %d %v, want user %d with +8613800000021", status, body, user)
+		}
+		if status, body := h.do("GET", "/api/me", h.shopper(987654), nil); status != 200 || body["phone"] != nil {
+			t.Fatalf("me with a token no login made: %d %v, want no phone", status, body)
+		}
+		if status, _ := h.do("GET", "/api/orders", "", nil); status != 401 {
+			t.Fatalf("my orders without a token: %d, want 401", status)
+		}
+	})
+}

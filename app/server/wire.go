@@ -196,6 +196,7 @@ func (s *Server) wire(ctx context.Context) error {
 		payments:    core.NewPayments(cfg.PayProvider, provider, s.store),
 		paymentsDB:  s.store,
 		orderCounts: s.store,
+		shoppers:    s.store,
 		catalog:     s.catalog,
 		users:       s.store,
 		userAdmin:   s.store,
