@@ -299,6 +299,9 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		logIn(payer, "13800000011")
 		b.click(payer, card+" .buy")
 		b.waitJS(payer, "the order is created and can be paid", `!document.querySelector('`+card+` .order-actions').hidden`)
+		if got := b.text(payer, "#who"); got != "+8613800000011" {
+			t.Fatalf("the header names the shopper %q, want their phone", got)
+		}
 		if got := b.text(payer, card+" .payby"); !strings.HasPrefix(got, "Pay within 1") {
 			t.Fatalf("the time to pay shown: %q, want about 15 minutes", got)
 		}

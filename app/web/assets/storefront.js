@@ -8,6 +8,7 @@
 // Content-Security-Policy admits no script but this file.
 const tokenKey = "seckill.token";
 const userKey = "seckill.user";
+const phoneKey = "seckill.phone";
 
 const $ = (id) => document.getElementById(id);
 
@@ -44,7 +45,7 @@ function showAccount() {
   $("login").hidden = in_;
   $("who").hidden = !in_;
   $("logout").hidden = !in_;
-  $("who").textContent = in_ ? "Shopper " + user : "";
+  $("who").textContent = in_ ? (sessionStorage.getItem(phoneKey) || "Shopper " + user) : "";
   for (const b of document.querySelectorAll(".buy")) b.disabled = !in_ || b.dataset.busy === "1";
 }
 
@@ -78,6 +79,8 @@ async function logIn() {
   }
   sessionStorage.setItem(tokenKey, r.data.token);
   sessionStorage.setItem(userKey, String(r.data.userId));
+  const me = await api("GET", "/api/me", undefined, true);
+  if (me.status === 200 && me.data.phone) sessionStorage.setItem(phoneKey, me.data.phone);
   $("dev-code").hidden = true;
   $("login-message").textContent = "";
   showAccount();
@@ -87,6 +90,7 @@ async function logIn() {
 function logOut() {
   sessionStorage.removeItem(tokenKey);
   sessionStorage.removeItem(userKey);
+  sessionStorage.removeItem(phoneKey);
   for (const card of cards.values()) {
     card.order = undefined;
     card.checked = false;
