@@ -344,3 +344,23 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		}
 	})
 }
+
+// TestTheStorefrontCountsDownOnTheShopsClock: a phone whose clock is ten
+// minutes fast still shows a sale opening in two minutes as opening in
+// about two minutes, not as on sale: the countdowns run on the clock the
+// listing reports (serverTime), the one that opens the sale.
+func TestTheStorefrontCountsDownOnTheShopsClock(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	b := newBrowser(t)
+	voucher := h.createVoucher(5, time.Now().Add(2*time.Minute), time.Now().Add(time.Hour))
+	card := `li[data-voucher="` + idString(voucher) + `"]`
+	p := b.page()
+	_, err := p.EvalOnNewDocument(`(() => { const real = Date.now.bind(Date); Date.now = () => real() + 10 * 60 * 1000; })()`)
+	b.must("set the phone's clock ten minutes fast", err)
+	b.open(p, "open /", h.base+"/")
+	b.waitJS(p, "the voucher is listed", `document.querySelector('`+card+` .window') !== null && document.querySelector('`+card+` .window').textContent !== ''`)
+	if got := b.text(p, card+" .window"); !strings.HasPrefix(got, "Opens in 1m") && !strings.HasPrefix(got, "Opens in 2m") {
+		t.Fatalf("a sale opening in two minutes shows %q on a phone ten minutes fast, want about two minutes to go", got)
+	}
+	b.clean()
+}

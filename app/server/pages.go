@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -63,5 +64,7 @@ func (a *api) listVouchers(c *fiber.Ctx) error {
 	for i, v := range vouchers {
 		out[i] = toVoucherJSON(v)
 	}
-	return c.JSON(fiber.Map{"vouchers": out})
+	// serverTime lets a page count down on the shop's clock, not the
+	// device's (a phone minutes off would open the sale early or late).
+	return c.JSON(fiber.Map{"vouchers": out, "serverTime": time.Now().UTC()})
 }

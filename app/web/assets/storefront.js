@@ -103,6 +103,12 @@ function logOut() {
 
 const cards = new Map(); // voucher id -> {li, voucher}
 
+// clockSkew is the shop's clock less this device's, from the listing's
+// serverTime (taken at the request's midpoint): the countdowns run on the
+// shop's clock, the one that opens the sale and ends the time to pay.
+let clockSkew = 0;
+function shopNow() { return Date.now() + clockSkew; }
+
 function windowText(v, now) {
   const begin = Date.parse(v.beginTime), end = Date.parse(v.endTime);
   if (now < begin) return "Opens in " + duration(begin - now);
@@ -154,7 +160,7 @@ function render(vouchers) {
 }
 
 function tick() {
-  const now = Date.now();
+  const now = shopNow();
   for (const card of cards.values()) {
     card.li.querySelector(".window").textContent = windowText(card.voucher, now);
     const o = card.order;
@@ -223,8 +229,11 @@ async function cancelOrder(id) {
 
 async function refresh() {
   try {
+    const sent = Date.now();
     const r = await api("GET", "/api/vouchers");
     if (r.status === 200) {
+      const at = Date.parse(r.data.serverTime);
+      if (!Number.isNaN(at)) clockSkew = at - (sent + Date.now()) / 2;
       $("sale-message").textContent = r.data.vouchers.length === 0 ? "Nothing on sale right now." : "";
       render(r.data.vouchers);
     } else {
