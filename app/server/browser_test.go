@@ -302,6 +302,12 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		if got := b.text(payer, "#who"); got != "+8613800000011" {
 			t.Fatalf("the header names the shopper %q, want their phone", got)
 		}
+		b.click(payer, card+" .buy") // a second tap: the answer says so, and stays
+		b.waitJS(payer, "the repeat tap is answered", `document.querySelector('`+card+` .answer').textContent.startsWith('You already have an order for this voucher. Order ')`)
+		time.Sleep(1200 * time.Millisecond) // more than a poll
+		if got := b.text(payer, card+" .answer"); !strings.HasPrefix(got, "You already have an order") || !strings.HasSuffix(got, ": created") {
+			t.Fatalf("the answer to a repeat tap a poll later: %q", got)
+		}
 		if got := b.text(payer, card+" .payby"); !strings.HasPrefix(got, "Pay within 1") {
 			t.Fatalf("the time to pay shown: %q, want about 15 minutes", got)
 		}

@@ -248,7 +248,9 @@ function answer(id, text, ok) {
   const card = cards.get(id);
   if (!card) return;
   const p = card.li.querySelector(".answer");
-  p.textContent = text;
+  // A note about the last tap (already bought) stays in front of the
+  // order's state, which polling rewrites.
+  p.textContent = (card.note ? card.note + " " : "") + text;
   p.className = "answer " + (ok ? "ok" : "refused");
 }
 
@@ -257,6 +259,7 @@ async function buy(id) {
   const button = card.li.querySelector(".buy");
   button.dataset.busy = "1";
   button.disabled = true;
+  card.note = "";
   answer(id, "Buying…", true);
   try {
     const r = await api("POST", "/api/vouchers/" + id + "/seckill", undefined, true);
@@ -268,6 +271,7 @@ async function buy(id) {
       // Both carry the shopper's order: a first answer that was lost (a
       // timeout, a retry) is never the last word.
       answer(id, messages[code], code === "unconfirmed");
+      if (code === "already_purchased") card.note = messages[code];
       await follow(id, r.data.error.orderId || "");
     } else if (code === "sold_out" && (await holdsOrder(id))) {
       // An answer from the server's sold-out memory may reach a shopper who
