@@ -27,6 +27,12 @@ type LifecycleStore interface {
 	// deadline at now. ErrOrderNotFound: no such order in the database;
 	// ErrNotCancellable: paid, cancelled already, or not yet due.
 	CancelOrder(ctx context.Context, orderID, owner int64, reason CancelReason, now time.Time) (Order, error)
+	// ExpireQueued expires an order the database does not have yet (still
+	// queued past its deadline, o.PayBy): its cancelled row is inserted —
+	// the insert is the arbiter, and the consumer's later insert of the
+	// same id does nothing — with a pending release, in one transaction.
+	// false: a row with the id exists (persisted meanwhile): cancel it.
+	ExpireQueued(ctx context.Context, o Order, now time.Time) (bool, error)
 	// DueOrders lists unpaid orders whose deadline is at or before now,
 	// the earliest first.
 	DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error)
@@ -90,6 +96,14 @@ type LifecycleConfig struct {
 	// missing, so the release is not retried for ever on a sale nobody
 	// visits (nil: NoRecovery).
 	Guard LiveGuard
+	// Deadlines is the delayed path (nil: the database's sweep alone,
+	// as under sync). With it, the database's sweep is the safety net:
+	// it takes what is SafetyLag overdue (default 5 s).
+	Deadlines Deadlines
+	SafetyLag time.Duration
+	// PayWindow is the time to pay: an order expired while queued is
+	// recorded as reserved PayWindow before its deadline.
+	PayWindow time.Duration
 	// SweepEvery is how often due orders are expired and interrupted
 	// releases re-driven (default 1 s); SweepBatch bounds each (default
 	// 200).
@@ -115,6 +129,9 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	}
 	if cfg.SweepBatch <= 0 {
 		cfg.SweepBatch = 200
+	}
+	if cfg.SafetyLag <= 0 {
+		cfg.SafetyLag = 5 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -176,12 +193,29 @@ func (l *Lifecycle) release(ctx context.Context, o Order) bool {
 	return true
 }
 
-// Sweep expires the orders due now and re-drives the releases a crash, a
-// failure or a rebuild interrupted (recorded at least a sweep ago, so the
-// cancellation's own release is not raced for nothing).
+// Sweep expires the orders due now — those the live store hands out
+// (queued or persisted), then, as the safety net, those the database holds
+// overdue — and re-drives the releases a crash, a failure or a rebuild
+// interrupted (recorded at least a sweep ago, so the cancellation's own
+// release is not raced for nothing).
 func (l *Lifecycle) Sweep(ctx context.Context) error {
 	now := l.now()
-	due, err := l.store.DueOrders(ctx, now, l.cfg.SweepBatch)
+	overdue := now
+	if l.cfg.Deadlines != nil {
+		claimed, err := l.cfg.Deadlines.ClaimDue(ctx, now, l.cfg.SweepBatch)
+		for _, o := range claimed {
+			if eerr := l.expire(ctx, o, now); eerr != nil {
+				// Claimed and not done: the database's sweep takes it once
+				// it is overdue (a queued one, once it is persisted).
+				l.log.Warn("expiry: left to the database's sweep", "order", o.ID, "err", eerr)
+			}
+		}
+		if err != nil {
+			return Wrap("sweep: claim deadlines", CodeUnavailable, err)
+		}
+		overdue = now.Add(-l.cfg.SafetyLag)
+	}
+	due, err := l.store.DueOrders(ctx, overdue, l.cfg.SweepBatch)
 	if err != nil {
 		return Wrap("sweep: due orders", CodeUnavailable, err)
 	}
@@ -204,6 +238,36 @@ func (l *Lifecycle) Sweep(ctx context.Context) error {
 	return nil
 }
 
+// expire cancels a reservation due for payment, persisted or still queued.
+// Paid, or cancelled already, it is left as it is.
+func (l *Lifecycle) expire(ctx context.Context, o Order, now time.Time) error {
+	_, err := l.cancel(ctx, o.ID, 0, CancelExpired)
+	if !errors.Is(err, ErrOrderNotFound) {
+		if errors.Is(err, ErrNotCancellable) {
+			return nil
+		}
+		return err
+	}
+	if l.cfg.PayWindow > 0 {
+		o.CreatedAt = o.PayBy.Add(-l.cfg.PayWindow)
+	}
+	won, err := l.store.ExpireQueued(ctx, o, now)
+	if err != nil {
+		return Wrap("expire a queued order", CodeUnavailable, err)
+	}
+	if !won {
+		// Persisted between the two: cancel the row.
+		if _, err := l.cancel(ctx, o.ID, 0, CancelExpired); err != nil && !errors.Is(err, ErrNotCancellable) {
+			return err
+		}
+		return nil
+	}
+	l.obs.Cancelled(CancelExpired)
+	o.Status, o.CancelReason = StatusCancelled, CancelExpired
+	l.release(context.WithoutCancel(ctx), o)
+	return nil
+}
+
 // Duties is the sweep, to run on every instance (the database arbitrates
 // between them).
 func (l *Lifecycle) Duties() []Duty {
@@ -214,3 +278,13 @@ type nopLifecycleObserver struct{}
 
 func (nopLifecycleObserver) Cancelled(CancelReason) {}
 func (nopLifecycleObserver) UnitReturned()          {}
+
+// Deadlines is the delayed path of expiry: the live store records each
+// reservation's payment deadline in its own atomic step, and hands out
+// those due, each once, whether the order is persisted yet or still
+// queued. (The database's sweep is the safety net for what it lost.)
+type Deadlines interface {
+	// ClaimDue hands out up to max reservations due by now (PayBy set),
+	// each once, whichever instance asks.
+	ClaimDue(ctx context.Context, now time.Time, max int) ([]Order, error)
+}

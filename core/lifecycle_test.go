@@ -34,6 +34,17 @@ func (s *fakeLifecycleStore) CancelOrder(_ context.Context, id, owner int64, rea
 	s.pending[id] = *o
 	return *o, nil
 }
+func (s *fakeLifecycleStore) ExpireQueued(_ context.Context, o core.Order, _ time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.orders[o.ID]; ok {
+		return false, nil
+	}
+	o.Status, o.CancelReason = core.StatusCancelled, core.CancelExpired
+	s.orders[o.ID] = &o
+	s.pending[o.ID] = o
+	return true, nil
+}
 func (s *fakeLifecycleStore) DueOrders(_ context.Context, now time.Time, _ int) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,5 +146,63 @@ func TestTheSweepExpiresDueOrdersAndRedrivesReleases(t *testing.T) {
 	}
 	if _, err := l.Cancel(ctx, 10, 1); !errors.Is(err, core.ErrNotCancellable) {
 		t.Fatalf("its shopper cancels the expired order: %v, want not cancellable", err)
+	}
+}
+
+// fakeDeadlines hands out what it holds once.
+type fakeDeadlines struct {
+	mu  sync.Mutex
+	due []core.Order
+}
+
+func (d *fakeDeadlines) ClaimDue(_ context.Context, now time.Time, _ int) ([]core.Order, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out, keep []core.Order
+	for _, o := range d.due {
+		if !o.PayBy.After(now) {
+			out = append(out, o)
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	d.due = keep
+	return out, nil
+}
+
+// TestAQueuedOrderPastItsDeadlineIsExpired: the delayed path hands out an
+// order the database does not have yet; its cancelled row is inserted
+// (the arbiter) and its unit goes back, once. One already persisted is
+// cancelled as a row; a paid one is left alone. The database's sweep, the
+// safety net, leaves what is not yet SafetyLag overdue to the delayed path.
+func TestAQueuedOrderPastItsDeadlineIsExpired(t *testing.T) {
+	now := time.Now()
+	store := &fakeLifecycleStore{pending: map[int64]core.Order{}, orders: map[int64]*core.Order{
+		2: {ID: 2, UserID: 20, VoucherID: 7, Status: core.StatusCreated, PayBy: now.Add(-time.Second)},
+		3: {ID: 3, UserID: 30, VoucherID: 7, Status: core.StatusPaid, PayBy: now.Add(-time.Second)},
+	}}
+	deadlines := &fakeDeadlines{due: []core.Order{
+		{ID: 1, UserID: 10, VoucherID: 7, PayBy: now.Add(-time.Second)}, // queued
+		{ID: 2, UserID: 20, VoucherID: 7, PayBy: now.Add(-time.Second)},
+		{ID: 3, UserID: 30, VoucherID: 7, PayBy: now.Add(-time.Second)},
+	}}
+	live := &fakeReturner{returned: map[int64]int{}}
+	l := core.NewLifecycle(core.LifecycleConfig{Store: store, Live: live, Deadlines: deadlines, PayWindow: time.Minute})
+	for range 2 {
+		if err := l.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := store.orders[1]; o == nil || o.Status != core.StatusCancelled || o.CancelReason != core.CancelExpired {
+		t.Fatalf("the queued order: %+v, want a cancelled row", o)
+	}
+	if store.orders[2].Status != core.StatusCancelled || store.orders[3].Status != core.StatusPaid {
+		t.Fatalf("persisted %s, paid %s; want cancelled and left paid", store.orders[2].Status, store.orders[3].Status)
+	}
+	if live.returned[1] != 1 || live.returned[2] != 1 || live.returned[3] != 0 || len(store.pending) != 0 {
+		t.Fatalf("units returned %v, %d pending; want orders 1 and 2 once each, 3 never", live.returned, len(store.pending))
+	}
+	if store.stock != 1 {
+		t.Fatalf("stock column +%d, want +1: the queued order never took its unit from it", store.stock)
 	}
 }

@@ -19,6 +19,11 @@ var Release string
 //go:embed return_unit.lua
 var ReturnUnit string
 
+// ClaimDeadlines hands out the reservations due for payment, each once.
+//
+//go:embed claim_deadlines.lua
+var ClaimDeadlines string
+
 // NextID takes a block of the ID worker's per-day counter.
 //
 //go:embed nextid.lua

@@ -13,6 +13,9 @@
 -- KEYS[5] -> seckill:limit:{shard}:voucherId:userId  string: the shopper's
 --            rate-limit state for the voucher (GCRA's theoretical arrival
 --            time, unix milliseconds), expiring when it no longer matters
+-- KEYS[6] -> seckill:deadlines:{shard}  sorted set: each reservation of the
+--            shard's vouchers ('orderId:userId:voucherId') scored by the
+--            unix milliseconds at which it is due for payment
 -- {shard} is the hash tag of the voucher's shard (core.Shards), so every
 -- key of one call lies in one cluster slot.
 --
@@ -25,7 +28,11 @@
 --            caller's clock (0: none); a script that runs after it (the
 --            request timed out and went on waiting in Redis's queue, or a
 --            client retried it) reserves nothing
--- ARGV[6..] -> the hand-off command and its arguments, '$key' standing for
+-- ARGV[6] -> when the reservation is due for payment, unix milliseconds on
+--            the caller's clock, as the database will record it (0: no
+--            deadline is recorded)
+-- ARGV[7] -> voucher id (decimal), for the deadline's member
+-- ARGV[8..] -> the hand-off command and its arguments, '$key' standing for
 --            KEYS[4] and '$body' for ARGV[3] (core.HandoffKey, HandoffBody);
 --            none: the caller enqueues the order itself, and releases the
 --            reservation if it cannot
@@ -122,18 +129,23 @@ end
 
 redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local payBy = tonumber(ARGV[6])
+if payBy > 0 then
+  -- Due for payment: the expiry claims it then, queued or persisted.
+  redis.call('ZADD', KEYS[6], payBy, ARGV[2] .. ':' .. ARGV[1] .. ':' .. ARGV[7])
+end
 
 local receivers = 0
-if #ARGV >= 6 then
+if #ARGV >= 8 then
   local cmd = {}
-  for i = 6, #ARGV do
+  for i = 8, #ARGV do
     local arg = ARGV[i]
     if arg == '$key' then
       arg = KEYS[4]
     elseif arg == '$body' then
       arg = ARGV[3]
     end
-    cmd[i - 5] = arg
+    cmd[i - 7] = arg
   end
   local reply = redis.call(unpack(cmd))
   if type(reply) == 'number' then

@@ -88,6 +88,45 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, owner int64, reason co
 	return out, nil
 }
 
+// ExpireQueued implements core.LifecycleStore: the cancelled row of an
+// order still queued, inserted unless the id is taken (persisted
+// meanwhile). It takes nothing from the stock column, which the order
+// never took; the pending release gives Redis the unit.
+func (s *Store) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (bool, error) {
+	var won bool
+	err := retryConflicts(ctx, func() error {
+		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			created := o.CreatedAt
+			if created.IsZero() {
+				created = now
+			}
+			row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCancelled,
+				PayBy: nullTime(o.PayBy), CancelReason: sql.NullString{String: string(core.CancelExpired), Valid: true},
+				CreateTime: created.UTC(), UpdateTime: now.UTC()}
+			r, err := tx.NewInsert().Model(&row).Ignore().Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("expire a queued order: %w", err)
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if won = n == 1; !won {
+				return nil
+			}
+			rel := releaseRow{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, CreateTime: now.UTC()}
+			if _, err := tx.NewInsert().Model(&rel).Exec(ctx); err != nil {
+				return fmt.Errorf("expire a queued order: record the release: %w", err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return false, fmt.Errorf("mysqlstore: %w", err)
+	}
+	return won, nil
+}
+
 // DueOrders implements core.LifecycleStore (idx_order_status_pay_by).
 func (s *Store) DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error) {
 	var ids []int64

@@ -62,6 +62,13 @@ func (k Keys) ShardKey(name string, shard int) string {
 	return k.Prefix + name + ":{" + k.shards().Tag(shard) + "}"
 }
 
+// Deadlines is the sorted set of a shard's reservations by the time they
+// are due for payment.
+func (k Keys) Deadlines(shard int) string { return k.ShardKey("deadlines", shard) }
+
+// DeadlinesOf is the deadlines key of a voucher's shard.
+func (k Keys) DeadlinesOf(voucherID int64) string { return k.Deadlines(k.shards().Of(voucherID)) }
+
 // IDCounter is the ID worker's counter for the UTC day of t.
 func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().Format("20060102") }
 

@@ -37,7 +37,7 @@ var headerLine = regexp.MustCompile(`(?m)^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] -> (\S+
 // TestScriptArgumentsFollowTheHeader holds the Go side of seckill.lua's
 // calling convention to its header: the KEYS in the order and form the
 // header gives, the ARGV values in its order, and the hand-off from
-// ARGV[6] on with the placeholders the script substitutes.
+// ARGV[8] on with the placeholders the script substitutes.
 func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	// The placeholders the script compares against are core's.
 	for _, p := range []string{core.HandoffKey, core.HandoffBody} {
@@ -53,7 +53,7 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	rec := &evalRecorder{}
 	r.Client.AddHook(rec)
 	h := core.Handoff{Command: []string{"RPUSH", core.HandoffKey, "x", core.HandoffBody}, Key: func(v int64) string { return fmt.Sprintf("q:{%d}", v) }}
-	res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: h, ShopperRate: 3})
+	res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix, Handoff: h, ShopperRate: 3, PayWindow: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +69,10 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 		t.Fatal("no script call seen")
 	}
 	args := rec.calls[len(rec.calls)-1] // evalsha, sha, numkeys, keys..., argv...
-	if n, _ := args[2].(int); n != 5 {
-		t.Fatalf("numkeys = %v, want 5 as in the header", args[2])
+	if n, _ := args[2].(int); n != 6 {
+		t.Fatalf("numkeys = %v, want 6 as in the header", args[2])
 	}
-	keys, argv := args[3:8], args[8:]
+	keys, argv := args[3:9], args[9:]
 	// KEYS[1..3] are the voucher's keys named in the header, with the
 	// test's prefix for "seckill:", the one shard's tag for {shard} and the
 	// voucher id for voucherId.
@@ -88,11 +88,16 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 	if want := strings.Replace(strings.Replace(header["KEYS5"], "seckill:", r.Prefix, 1), "{shard}:voucherId:userId", "{s0}:42:7", 1); keys[4] != want {
 		t.Errorf("KEYS[5] = %v, header says %s", keys[4], want)
 	}
+	if want := strings.Replace(strings.Replace(header["KEYS6"], "seckill:", r.Prefix, 1), "{shard}", "{s0}", 1); keys[5] != want {
+		t.Errorf("KEYS[6] = %v, header says %s", keys[5], want)
+	}
 	if header["ARGV1"] != "user" || header["ARGV2"] != "order" || header["ARGV3"] != "order" ||
-		header["ARGV4"] != "seckill" || header["ARGV5"] != "deadline:" || !strings.HasPrefix(header["ARGV6"], "the") {
+		header["ARGV4"] != "seckill" || header["ARGV5"] != "deadline:" || header["ARGV6"] != "when" ||
+		header["ARGV7"] != "voucher" || !strings.HasPrefix(header["ARGV8"], "the") {
 		t.Fatalf("the header's ARGV lines changed: %v; update this test with the script", header)
 	}
-	want := []string{"7", "9001", string(core.EncodeOrder(o)), "3", "0", "RPUSH", core.HandoffKey, "x", core.HandoffBody}
+	payBy := fmt.Sprint(o.CreatedAt.Add(time.Minute).UnixMilli())
+	want := []string{"7", "9001", string(core.EncodeOrder(o)), "3", "0", payBy, "42", "RPUSH", core.HandoffKey, "x", core.HandoffBody}
 	if len(argv) != len(want) {
 		t.Fatalf("ARGV = %v, want %v", argv, want)
 	}
@@ -101,7 +106,10 @@ func TestScriptArgumentsFollowTheHeader(t *testing.T) {
 			t.Errorf("ARGV[%d] = %v, want %s", i+1, a, want[i])
 		}
 	}
-	// And the script ran the hand-off as given.
+	// It recorded the deadline, and ran the hand-off as given.
+	if got := r.Client.ZScore(ctx, keys[5].(string), "9001:7:42").Val(); fmt.Sprint(int64(got)) != payBy {
+		t.Fatalf("deadline of 9001:7:42 = %v, want %s", got, payBy)
+	}
 	if got := r.Client.LRange(ctx, "q:{42}", 0, -1).Val(); len(got) != 2 || got[0] != "x" || got[1] != string(core.EncodeOrder(o)) {
 		t.Fatalf("the queue holds %q, want [x <order>]", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,6 +53,9 @@ type Config struct {
 	// so the limit costs no round trip of its own; over it, Reserve answers
 	// core.RateLimited.
 	ShopperRate int
+	// PayWindow: each reservation is recorded as due for payment this long
+	// after it (Keys.Deadlines), for ClaimDue; 0 records none.
+	PayWindow time.Duration
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
@@ -64,7 +68,7 @@ type Reserver struct {
 	keys     Keys
 	seckill  *redis.Script
 	release  *redis.Script
-	// handoffArgs is the hand-off command as the script's ARGV[6..].
+	// handoffArgs is the hand-off command as the script's ARGV[8..].
 	handoffArgs []any
 }
 
@@ -72,6 +76,7 @@ var (
 	seckillScript    = redis.NewScript(lua.Seckill)
 	releaseScript    = redis.NewScript(lua.Release)
 	returnUnitScript = redis.NewScript(lua.ReturnUnit)
+	claimScript      = redis.NewScript(lua.ClaimDeadlines)
 )
 
 // New validates cfg and builds a Reserver. Call Load once at start.
@@ -158,7 +163,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, r.release, returnUnitScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
+	for _, s := range []*redis.Script{r.seckill, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -264,17 +269,21 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order) (keys []string,
 		queueKey = r.keys.Orders(o.VoucherID)
 	}
 	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey,
-		r.keys.Limit(o.VoucherID, o.UserID)}
+		r.keys.Limit(o.VoucherID, o.UserID), r.keys.DeadlinesOf(o.VoucherID)}
 	var deadline int64
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.UnixMilli()
 	}
-	args = make([]any, 0, 5+len(r.handoffArgs))
+	args = make([]any, 0, 7+len(r.handoffArgs))
 	rate := r.cfg.ShopperRate
 	if core.WasAdmitted(ctx) {
 		rate = 0 // admit.lua counted this request already
 	}
-	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), rate, deadline)
+	var payBy int64
+	if r.cfg.PayWindow > 0 {
+		payBy = o.CreatedAt.Add(r.cfg.PayWindow).UnixMilli()
+	}
+	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), rate, deadline, payBy, o.VoucherID)
 	return keys, append(args, r.handoffArgs...)
 }
 
@@ -354,6 +363,47 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 	return core.ReturnLater, nil
 }
 
+// ClaimDue implements core.Deadlines: up to max reservations due for
+// payment by now, from every shard, each handed out once
+// (claim_deadlines.lua), with PayBy set.
+func (r *Reserver) ClaimDue(ctx context.Context, now time.Time, max int) ([]core.Order, error) {
+	var out []core.Order
+	for shard := range r.keys.shards().Count() {
+		due, err := claimScript.Run(ctx, r.rdb, []string{r.keys.Deadlines(shard)}, now.UnixMilli(), max).StringSlice()
+		if err != nil {
+			return out, fmt.Errorf("redisreserve: claim deadlines: %w", err)
+		}
+		for i := 0; i+1 < len(due); i += 2 {
+			o, ok := parseDeadline(due[i])
+			ms, err := strconv.ParseFloat(due[i+1], 64) // a score, printed as a double
+			if !ok || err != nil {
+				r.log().Error("a deadline that does not parse; dropped", "member", due[i], "score", due[i+1])
+				continue
+			}
+			o.PayBy = time.UnixMilli(int64(ms)).UTC()
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// parseDeadline reads 'orderId:userId:voucherId'.
+func parseDeadline(m string) (core.Order, bool) {
+	parts := strings.Split(m, ":")
+	if len(parts) != 3 {
+		return core.Order{}, false
+	}
+	var ids [3]int64
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n <= 0 {
+			return core.Order{}, false
+		}
+		ids[i] = n
+	}
+	return core.Order{ID: ids[0], UserID: ids[1], VoucherID: ids[2]}, true
+}
+
 // ReservedOrder returns the order the user holds for the voucher.
 func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error) {
 	v, err := r.rdb.HGet(ctx, r.keys.Orders(voucherID), strconv.FormatInt(userID, 10)).Int64()
@@ -417,4 +467,5 @@ var (
 	_ core.StockBoard   = (*Reserver)(nil)
 	_ core.ShopperLimit = (*Reserver)(nil)
 	_ core.UnitReturner = (*Reserver)(nil)
+	_ core.Deadlines    = (*Reserver)(nil)
 )

@@ -441,3 +441,49 @@ func doQuiet(client *http.Client, base, method, path, token string, body any) (i
 	json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+// TestAnOrderStillQueuedAtItsDeadlineIsCancelled: no consumer runs, so an
+// order stays queued past its pay window. The deadline the reservation
+// recorded in Redis expires it all the same: its cancelled row is the
+// arbiter, its unit is on sale again and its shopper may buy again. When a
+// consumer comes, the queued message's insert does nothing and takes no
+// stock.
+func TestAnOrderStillQueuedAtItsDeadlineIsCancelled(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup"; c.Consumers = 0; c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(1)
+		status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil)
+		if status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		order := body["orderId"].(string)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, body = h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(1), nil); body["status"] == "cancelled" {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if body["status"] != "cancelled" || body["orderId"] != order {
+			t.Fatalf("the queued order five seconds on: %v, want it cancelled", body)
+		}
+		if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["cancelReason"] != "expired" {
+			t.Fatalf("the queued order: %v, want cancelled as expired", body)
+		}
+		if _, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] != float64(1) {
+			t.Fatalf("stock %v, want the unit back", body["stock"])
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 200 {
+			t.Fatalf("another shopper buys the unit: %d %v", status, body)
+		}
+		drain(t, h) // a consumer at last: the expired order's message, then the new one
+		if n := h.waitForRows(voucher, 2, 10*time.Second); n != 2 {
+			t.Fatalf("%d rows, want the expired order's and the new one", n)
+		}
+		if _, stock := h.rows(voucher); stock != 0 {
+			t.Fatalf("database stock %d, want 0: the expired order's late insert took nothing", stock)
+		}
+		if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "cancelled" {
+			t.Fatalf("the expired order after its message was consumed: %v, want still cancelled", body)
+		}
+	})
+}

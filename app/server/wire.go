@@ -172,7 +172,7 @@ func (s *Server) wire(ctx context.Context) error {
 		}, log, s.metrics)
 	}
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store, Live: sale.returner, Memo: s.memo,
-		Guard: s.recovery, Log: log, Observer: s.metrics})
+		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
 
 	sender, err := s.openCodeSender()
 	if err != nil {
@@ -315,9 +315,11 @@ type sale struct {
 	// of stock that comes back.
 	live   core.LiveSale
 	holder core.OrderHolder
-	// returner gives a cancelled order's unit back to the live store
-	// (nil: the database is the live state).
-	returner core.UnitReturner
+	// returner gives a cancelled order's unit back to the live store, and
+	// deadlines hands out the reservations due for payment (both nil: the
+	// database is the live state).
+	returner  core.UnitReturner
+	deadlines core.Deadlines
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -348,7 +350,8 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}()
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce,
-		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate})
+		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
+		PayWindow: s.cfg.PayWindow})
 	if err != nil {
 		return sale{}, err
 	}
@@ -361,7 +364,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		return sale{}, err
 	}
 	return sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver}, nil
+		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver, deadlines: reserver}, nil
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in
