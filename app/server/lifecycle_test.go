@@ -487,3 +487,37 @@ func TestAnOrderStillQueuedAtItsDeadlineIsCancelled(t *testing.T) {
 		}
 	})
 }
+
+// TestALostOrdersUnitComesBackAtItsDeadline: pubsub with nobody
+// subscribed loses the order it published (the iteration's known loss).
+// Its unit used to stay taken until an operator reconciled; its deadline,
+// written by the reservation, now expires it like any other order, and the
+// unit is sold again.
+func TestALostOrdersUnitComesBackAtItsDeadline(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "pubsub"; c.Consumers = 0; c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(1)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 409 || errorCode(body) != "sold_out" {
+			t.Fatalf("before the deadline: %d %v, want sold_out", status, body)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		var body map[string]any
+		for time.Now().Before(deadline) {
+			if _, body = h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); body["stock"] == float64(1) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if body["stock"] != float64(1) {
+			t.Fatalf("the lost order's unit five seconds on: stock %v, want 1", body["stock"])
+		}
+		if _, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(1), nil); body["status"] != "cancelled" {
+			t.Fatalf("the lost order: %v, want cancelled", body)
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 200 {
+			t.Fatalf("the unit sold again: %d %v", status, body)
+		}
+	})
+}
