@@ -323,6 +323,9 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		b.open(payer, "back to the shop", h.base+"/")
 		b.waitJS(payer, "the shop shows the order paid", `(document.querySelector('`+card+` .answer')?.textContent || '').endsWith(': paid')`)
 		b.waitJS(payer, "no Pay or Cancel for a paid order", `getComputedStyle(document.querySelector('`+card+` .order-actions')).display === 'none'`)
+		b.waitJS(payer, "my orders list it paid", `[...document.querySelectorAll('#my-orders li')].some((li) => li.dataset.status === 'paid')`)
+		b.open(payer, "reload", h.base+"/")
+		b.waitJS(payer, "my orders survive the reload", `!document.getElementById('my-orders-section').hidden && document.querySelector('#my-orders li').textContent.includes('paid — ref ')`)
 
 		canceller := b.page()
 		logIn(canceller, "13800000012")

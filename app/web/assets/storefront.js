@@ -85,12 +85,15 @@ async function logIn() {
   $("login-message").textContent = "";
   showAccount();
   for (const [id, card] of cards) { card.checked = true; showHeld(id); }
+  loadMyOrders();
 }
 
 function logOut() {
   sessionStorage.removeItem(tokenKey);
   sessionStorage.removeItem(userKey);
   sessionStorage.removeItem(phoneKey);
+  $("my-orders-section").hidden = true;
+  $("my-orders").replaceChildren();
   for (const card of cards.values()) {
     card.order = undefined;
     card.checked = false;
@@ -170,7 +173,7 @@ function tick() {
       if (left < -1500 && !card.rechecking) {
         // The server cancels it within a second or two: show what it did.
         card.rechecking = true;
-        showOrder(card.voucher.id, o.orderId).finally(() => { card.rechecking = false; });
+        showOrder(card.voucher.id, o.orderId).finally(() => { card.rechecking = false; loadMyOrders(); });
       }
     }
   }
@@ -196,6 +199,35 @@ async function showOrder(id, orderId) {
   card.li.querySelector(".payby").hidden = !unpaid || !o.payBy;
   card.li.querySelector(".order-actions").hidden = !unpaid;
   tick();
+}
+
+const orderStates = {
+  created: "unpaid", paid: "paid", refunded: "refunded",
+};
+
+// loadMyOrders lists the shopper's orders, ended sales included: on
+// login, on load, and after anything the shopper does to an order (not on
+// the two-second poll: a crowd polling it would cost the database).
+async function loadMyOrders() {
+  const section = $("my-orders-section");
+  if (!sessionStorage.getItem(tokenKey)) { section.hidden = true; return; }
+  const r = await api("GET", "/api/orders", undefined, true);
+  if (r.status !== 200) return;
+  const items = r.data.orders.map((o) => {
+    const li = document.createElement("li");
+    const card = cards.get(o.voucherId);
+    const what = card ? card.voucher.title : "Voucher " + o.voucherId;
+    const state = o.status === "cancelled"
+      ? "cancelled (" + (o.cancelReason === "expired" ? "not paid in time" : "by you") + ")"
+      : orderStates[o.status] || o.status;
+    // A short reference: the order id's last six digits.
+    li.textContent = what + " — " + state + " — ref " + o.orderId.slice(-6);
+    li.dataset.order = o.orderId;
+    li.dataset.status = o.status;
+    return li;
+  });
+  $("my-orders").replaceChildren(...items);
+  section.hidden = items.length === 0;
 }
 
 // showHeld shows the shopper's order of the voucher, if they have one.
@@ -225,6 +257,7 @@ async function cancelOrder(id) {
   if (r.status !== 200) answer(id, (r.data.error && r.data.error.message) || "Could not cancel.", false);
   await showOrder(id, card.order.orderId);
   await refresh();
+  await loadMyOrders();
 }
 
 async function refresh() {
@@ -284,6 +317,7 @@ async function buy(id) {
   } finally {
     button.dataset.busy = "";
     showAccount();
+    loadMyOrders();
   }
 }
 
@@ -316,7 +350,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("log-in").addEventListener("click", logIn);
   $("logout").addEventListener("click", logOut);
   showAccount();
-  refresh();
+  refresh().then(loadMyOrders);
   setInterval(refresh, 2000);
   setInterval(tick, 1000);
 });
