@@ -46,7 +46,31 @@ function showAccount() {
   $("who").hidden = !in_;
   $("logout").hidden = !in_;
   $("who").textContent = in_ ? (sessionStorage.getItem(phoneKey) || "Shopper " + user) : "";
-  for (const b of document.querySelectorAll(".buy")) b.disabled = !in_ || b.dataset.busy === "1";
+  for (const card of cards.values()) buyButton(card, shopNow());
+}
+
+// buyButton says what the card's button can do now: buy, or why not —
+// on the shop's clock, so it opens when the sale does.
+function buyButton(card, now) {
+  const b = card.li.querySelector(".buy");
+  const v = card.voucher;
+  const o = card.order;
+  const in_ = Boolean(sessionStorage.getItem(tokenKey));
+  let label = "Buy", can = true;
+  if (in_ && o && (o.status === "created" || o.status === "paid")) {
+    label = "Bought ✓"; can = false;
+  } else if (now < Date.parse(v.beginTime)) {
+    label = "Opens at " + new Date(Date.parse(v.beginTime)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    can = false;
+  } else if (now >= Date.parse(v.endTime)) {
+    label = "Ended"; can = false;
+  } else if (v.stock <= 0) {
+    label = "Sold out"; can = false;
+  } else if (!in_) {
+    label = "Log in to buy"; can = false;
+  }
+  b.textContent = label;
+  b.disabled = !can || b.dataset.busy === "1";
 }
 
 async function sendCode() {
@@ -166,6 +190,7 @@ function tick() {
   const now = shopNow();
   for (const card of cards.values()) {
     card.li.querySelector(".window").textContent = windowText(card.voucher, now);
+    buyButton(card, now);
     const o = card.order;
     if (o && o.status === "created" && o.payBy) {
       const left = Date.parse(o.payBy) - now;
