@@ -71,21 +71,29 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, owner int64, reason co
 			} else if n != 1 {
 				return fmt.Errorf("cancel: voucher %d has no stock row", row.VoucherID)
 			}
-			rel := releaseRow{OrderID: row.ID, VoucherID: row.VoucherID, UserID: row.UserID, CreateTime: now.UTC()}
-			if _, err := tx.NewInsert().Model(&rel).Exec(ctx); err != nil {
-				return fmt.Errorf("cancel: record the release: %w", err)
+			if err := recordRelease(ctx, tx, row.order(), now); err != nil {
+				return fmt.Errorf("cancel: %w", err)
 			}
 			out = row.order()
 			return nil
 		})
 	})
 	if err != nil {
-		if errors.Is(err, core.ErrOrderNotFound) || errors.Is(err, core.ErrNotCancellable) {
-			return core.Order{}, err
-		}
+		// Wrapped, ErrOrderNotFound and ErrNotCancellable still answer
+		// errors.Is and keep their codes.
 		return core.Order{}, fmt.Errorf("mysqlstore: %w", err)
 	}
 	return out, nil
+}
+
+// recordRelease records, in the transaction that cancels o, that Redis is
+// still to get o's unit back (tb_order_release).
+func recordRelease(ctx context.Context, tx bun.Tx, o core.Order, now time.Time) error {
+	rel := releaseRow{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, CreateTime: now.UTC()}
+	if _, err := tx.NewInsert().Model(&rel).Exec(ctx); err != nil {
+		return fmt.Errorf("record the release: %w", err)
+	}
+	return nil
 }
 
 // ExpireQueued implements core.LifecycleStore: the cancelled row of an
@@ -114,9 +122,8 @@ func (s *Store) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (
 			if won = n == 1; !won {
 				return nil
 			}
-			rel := releaseRow{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, CreateTime: now.UTC()}
-			if _, err := tx.NewInsert().Model(&rel).Exec(ctx); err != nil {
-				return fmt.Errorf("expire a queued order: record the release: %w", err)
+			if err := recordRelease(ctx, tx, o, now); err != nil {
+				return fmt.Errorf("expire a queued order: %w", err)
 			}
 			return nil
 		})

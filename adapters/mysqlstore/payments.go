@@ -61,10 +61,7 @@ func (s *Store) StartPayment(ctx context.Context, p core.Payment, owner int64) (
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, core.ErrOrderNotFound) || errors.Is(err, core.ErrNotPayable) {
-			return core.Payment{}, err
-		}
-		return core.Payment{}, fmt.Errorf("mysqlstore: start payment: %w", err)
+		return core.Payment{}, fmt.Errorf("mysqlstore: start payment: %w", err) // sentinels and codes survive the wrap
 	}
 	return p, nil
 }
@@ -101,13 +98,10 @@ func (s *Store) RecordNotice(ctx context.Context, n core.PaymentNotice, now time
 			break
 		}
 	}
-	switch {
-	case err == nil:
-		return res, nil
-	case errors.Is(err, core.ErrPaymentUnknown), core.CodeOf(err) == core.CodeBadRequest:
-		return "", err
+	if err != nil {
+		return "", fmt.Errorf("mysqlstore: record payment notice: %w", err) // sentinels and codes survive the wrap
 	}
-	return "", fmt.Errorf("mysqlstore: record payment notice: %w", err)
+	return res, nil
 }
 
 func recordNotice(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.Time) (core.NoticeResult, error) {

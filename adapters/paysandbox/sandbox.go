@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
 	"github.com/seckill-lab/seckill/adapters/internal/bodysig"
@@ -97,7 +96,5 @@ func (s *Sandbox) Refund(context.Context, core.PaymentNotice) error { return nil
 
 var _ core.PaymentProvider = (*Sandbox)(nil)
 
-// String names the provider in logs.
-func (s *Sandbox) String() string {
-	return fmt.Sprintf("payment sandbox (%d-byte secret)", len(s.secret))
-}
+// SignatureHeader carries a notification's signature.
+const SignatureHeader = bodysig.Header

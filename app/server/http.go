@@ -640,7 +640,7 @@ func (a *api) sandboxComplete(c *fiber.Ctx) error {
 	}
 	body, signature := a.sandbox.Notification(p, in.Status == "succeeded")
 	res, err := a.payments.Notify(c.UserContext(), paysandbox.Name, body, func(h string) string {
-		if strings.EqualFold(h, "X-Seckill-Signature") {
+		if strings.EqualFold(h, paysandbox.SignatureHeader) {
 			return signature
 		}
 		return ""

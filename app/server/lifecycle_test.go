@@ -129,6 +129,30 @@ func TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain(t *testing.T) {
 	}
 }
 
+// raceSale sets up the lifecycle's race tests: the instances (on the
+// real stack a second one, sweeping too), a voucher of n units, and the
+// order of each of shoppers 1..n, persisted (orders[u] is shopper u's).
+func raceSale(t *testing.T, h *harness, n int) ([]*harness, int64, []string) {
+	t.Helper()
+	instances := []*harness{h}
+	if h.cfg.RedisURL != "" {
+		instances = append(instances, startWith(t, h.cfg))
+	}
+	voucher := h.openVoucher(int64(n))
+	orders := make([]string, n+1)
+	for u := int64(1); u <= int64(n); u++ {
+		status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+		if status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		orders[u] = body["orderId"].(string)
+	}
+	if rows := h.waitForRows(voucher, n, 15*time.Second); rows != n {
+		t.Fatalf("%d rows, want %d", rows, n)
+	}
+	return instances, voucher, orders
+}
+
 func indexOf(xs []string, x string) int {
 	for i, v := range xs {
 		if v == x {
@@ -147,22 +171,7 @@ func indexOf(xs []string, x string) int {
 func TestEachCancelledUnitComesBackOnce(t *testing.T) {
 	forEachStack(t, func(c *Config) { c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
 		const n = 200
-		instances := []*harness{h}
-		if h.cfg.RedisURL != "" {
-			instances = append(instances, startWith(t, h.cfg))
-		}
-		voucher := h.openVoucher(n)
-		orders := make([]string, n+1)
-		for u := int64(1); u <= n; u++ {
-			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
-			if status != 200 {
-				t.Fatalf("buy: %d %v", status, body)
-			}
-			orders[u] = body["orderId"].(string)
-		}
-		if rows := h.waitForRows(voucher, n, 15*time.Second); rows != n {
-			t.Fatalf("%d rows, want %d", rows, n)
-		}
+		instances, voucher, orders := raceSale(t, h, n)
 		// Cancels from the shoppers, spread over the instances, around the
 		// deadline the sweeps work to.
 		var won, refused atomic.Int64

@@ -180,20 +180,8 @@ func TestPaymentNotificationsAreVerifiedAndRecordedOnce(t *testing.T) {
 func TestPaymentsRaceTheExpiry(t *testing.T) {
 	forEachStack(t, func(c *Config) { c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
 		const n = 200
-		instances := []*harness{h}
-		if h.cfg.RedisURL != "" {
-			instances = append(instances, startWith(t, h.cfg))
-		}
-		voucher := h.openVoucher(n)
-		orders, payments := make([]string, n+1), make([]string, n+1)
-		for u := int64(1); u <= n; u++ {
-			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
-			if status != 200 {
-				t.Fatalf("buy: %d %v", status, body)
-			}
-			orders[u] = body["orderId"].(string)
-		}
-		h.waitForRows(voucher, n, 15*time.Second)
+		instances, voucher, orders := raceSale(t, h, n)
+		payments := make([]string, n+1)
 		for u := int64(1); u <= n; u++ {
 			// Some are no longer payable by now: expired already.
 			if status, body := h.do("POST", "/api/orders/"+orders[u]+"/pay", h.shopper(u), nil); status == 200 {
