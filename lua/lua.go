@@ -24,6 +24,12 @@ var ReturnUnit string
 //go:embed claim_deadlines.lua
 var ClaimDeadlines string
 
+// PruneConsumers removes a group's consumers that hold nothing and have
+// been idle past the claim time.
+//
+//go:embed prune_consumers.lua
+var PruneConsumers string
+
 // NextID takes a block of the ID worker's per-day counter.
 //
 //go:embed nextid.lua

@@ -174,10 +174,12 @@ func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 // duties are the group's background work, each in a file of its own: the
 // claimer takes over what dead consumers left pending (claim.go), the
 // keeper renews what this process holds (held.go), the trimmer drops what
-// every group has acknowledged (trim.go).
+// every group has acknowledged (trim.go), the pruner removes the names of
+// consumers that are gone (prune.go).
 func (q *Queue) duties() []core.Duty {
 	return []core.Duty{
 		{Name: "claim", Every: q.cfg.ClaimInterval, Do: q.claim},
+		{Name: "prune consumers", Every: q.cfg.ClaimMinIdle, Do: q.prune},
 		{Name: "keep-held", Every: q.keepHeldInterval(), Do: q.keepHeld},
 		{Name: "trim", Every: q.cfg.TrimInterval, Do: func(ctx context.Context) error {
 			_, err := q.Trim(ctx)

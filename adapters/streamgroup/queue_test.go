@@ -410,3 +410,68 @@ func TestHeldOrdersReadsABacklogPageByPage(t *testing.T) {
 		}
 	})
 }
+
+// Classic leak: consumers are never removed from the group (no XGROUP
+// DELCONSUMER), so a deployment that rolls pods accumulates their names
+// for ever. The pruner removes a consumer once it holds nothing and has
+// been idle past the claim time — not one with entries pending (the
+// claimer's to take), and not a live one.
+func TestConsumersThatAreGoneAreRemovedFromTheGroup(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		const minIdle = 300 * time.Millisecond
+		gone := newQueue(t, r, "gone", time.Hour) // its own duties never run
+		held := newQueue(t, r, "held", time.Hour)
+		q := newQueue(t, r, "live", minIdle)
+		publish(t, r, q, 1, 2)
+		done := consumer(t, gone, 0)
+		ds := fetchN(t, done, 1)
+		if err := done.Ack(context.Background(), ds); err != nil {
+			t.Fatal(err)
+		}
+		fetchN(t, consumer(t, held, 0), 1) // dies holding order 2
+		time.Sleep(minIdle + 200*time.Millisecond)
+		live := consumer(t, q, 0)
+		live.Fetch(context.Background(), 1) // seen just now: nothing to fetch, but alive
+		before := consumerNames(t, r, q)
+		for _, d := range q.Capabilities().Duties {
+			if d.Name == "prune consumers" {
+				if err := d.Do(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		names := consumerNames(t, r, q)
+		if r.Mini != nil {
+			// miniredis does not track a consumer's idle time (XINFO
+			// CONSUMERS says -1): unknown is never old enough, and nothing
+			// is removed there.
+			if len(names) != len(before) {
+				t.Fatalf("consumers %v after pruning on the stand-in, want all of %v", names, before)
+			}
+			return
+		}
+		if _, ok := names["gone-0"]; ok {
+			t.Errorf("the consumer that acked everything and went idle is still listed: %v", names)
+		}
+		if names["held-0"] != 1 {
+			t.Errorf("the consumer holding an entry was removed (or lost it): %v", names)
+		}
+		if _, ok := names["live-0"]; !ok {
+			t.Errorf("the live consumer was removed: %v", names)
+		}
+	})
+}
+
+// consumerNames are the group's consumers and what each has pending.
+func consumerNames(t *testing.T, r testenv.Redis, q *streamgroup.Queue) map[string]int64 {
+	t.Helper()
+	infos, err := r.Client.XInfoConsumers(context.Background(), q.Stream(), q.Config().Group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int64{}
+	for _, c := range infos {
+		names[c.Name] = c.Pending
+	}
+	return names
+}
