@@ -44,8 +44,11 @@ func Bars(title string, bars []Bar, width, height int) ([]byte, error) {
 	for i, b := range bars {
 		values[len(bars)-1-i], labels[len(bars)-1-i] = b.Value, b.Label
 	}
+	// The value axis: few labels, as short as they can be ("24k", not
+	// "24.00k"); with the library's defaults the last two overlapped.
+	valueAxis := charts.XAxisOption{LabelCount: 5, ValueFormatter: func(v float64) string { return charts.FormatValueHumanize(v, 0, false) }}
 	p, err := charts.HorizontalBarRender([][]float64{values}, charts.SVGOutputOptionFunc(), charts.TitleTextOptionFunc(title),
-		charts.YAxisLabelsOptionFunc(labels), charts.DimensionsOptionFunc(width, height))
+		charts.YAxisLabelsOptionFunc(labels), charts.XAxisOptionFunc(valueAxis), charts.DimensionsOptionFunc(width, height))
 	if err != nil {
 		return nil, err
 	}
