@@ -271,7 +271,7 @@ func offlineConsumers(t *testing.T, b scope) {
 	if distinct != 0 {
 		t.Fatalf("%d messages published with no consumer arrived, yet the backend declares it does not retain them", distinct)
 	}
-	t.Logf("lost %d of %d messages published while no consumer ran (not retained, as declared)", n, n)
+	t.Logf("%s: lost %d of %d messages published while no consumer ran (not retained, as declared)", core.CapabilitiesOf(q).Name, n, n)
 }
 
 func twoProcesses(t *testing.T, b scope) {
@@ -318,7 +318,7 @@ func twoProcesses(t *testing.T, b scope) {
 	if d1 != n || d2 != n {
 		t.Fatalf("processes got %d and %d of %d: a non-competing backend gives every process everything", d1, d2, n)
 	}
-	t.Logf("each process received all %d messages (not competing, as declared): the idempotent store absorbs the copies", n)
+	t.Logf("%s: each process received all %d messages (not competing, as declared): the idempotent store absorbs the copies", core.CapabilitiesOf(q1).Name, n)
 }
 
 func killedMidBatch(t *testing.T, b scope) {
@@ -363,8 +363,8 @@ func killedMidBatch(t *testing.T, b scope) {
 	if heldBack != 0 {
 		t.Fatalf("%d messages the dead consumer held came back, yet the backend declares no durability", heldBack)
 	}
-	t.Logf("lost %d of %d messages to the crash, %d of them held by the dead consumer (not durable, as declared)",
-		n-distinct, n, len(held))
+	t.Logf("%s: lost %d of %d messages to the crash, %d of them held by the dead consumer (not durable, as declared)",
+		core.CapabilitiesOf(survivor).Name, n-distinct, n, len(held))
 }
 
 // ackedAndOwed: a consumer acks half of a batch and stops cleanly. On a
