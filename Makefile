@@ -32,6 +32,14 @@ COMPARE_FLAGS ?=
 compare:
 	$(GO) run ./app compare $(COMPARE_FLAGS)
 
+## lifecycle: the order lifecycle per backend and expiry mechanism: how soon an expired unit
+## is sold again, and the races (pay at the deadline, cancel while paying, a late notification,
+## an instance killed mid-expiry, Redis lost); real servers only; writes compare-results/lifecycle.md,
+## LIFECYCLE_FLAGS=-write-docs the committed docs/lifecycle.md.
+LIFECYCLE_FLAGS ?=
+lifecycle:
+	$(GO) run ./app lifecycle $(LIFECYCLE_FLAGS)
+
 ## bench: Go benchmarks, then the load run that prints each ratio against its baseline
 ## (needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; SECKILL_TEST_REDIS_URL for the Redis benchmark)
 BENCH_FLAGS ?=

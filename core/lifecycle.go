@@ -98,7 +98,10 @@ type LifecycleConfig struct {
 	Guard LiveGuard
 	// Deadlines is the delayed path (nil: the database's sweep alone,
 	// as under sync). With it, the database's sweep is the safety net:
-	// it takes what is SafetyLag overdue (default 5 s).
+	// it takes what is SafetyLag overdue (default 2 s: the delayed path
+	// takes an order within a sweep of its deadline, so one missed sweep
+	// of slack; what it claimed and lost, to a crash or to Redis, comes
+	// back that much later than under the sweep alone).
 	Deadlines Deadlines
 	SafetyLag time.Duration
 	// PayWindow is the time to pay: an order expired while queued is
@@ -131,7 +134,7 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 		cfg.SweepBatch = 200
 	}
 	if cfg.SafetyLag <= 0 {
-		cfg.SafetyLag = 5 * time.Second
+		cfg.SafetyLag = 2 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -179,6 +182,10 @@ func (l *Lifecycle) release(ctx context.Context, o Order) bool {
 		return false
 	}
 	if r == ReturnLater {
+		// Not loaded (Redis forgot it) or being rebuilt: start the rebuild
+		// now, not at the sweep's re-drive a second later; the rebuild reads
+		// this cancellation from the database.
+		_ = l.guard.Lost(WithoutWaiting(ctx), o.VoucherID)
 		return false
 	}
 	if r == UnitReturned {
@@ -229,11 +236,9 @@ func (l *Lifecycle) Sweep(ctx context.Context) error {
 		return Wrap("sweep: pending releases", CodeUnavailable, err)
 	}
 	for _, o := range pending {
-		if !l.release(ctx, o) {
-			// The live state is fenced or gone: start its rebuild (which
-			// reads the cancellation from the database), not waiting.
-			_ = l.guard.Lost(WithoutWaiting(ctx), o.VoucherID)
-		}
+		// Not done: the live state was unreachable (the next sweep tries
+		// again) or is being rebuilt (release started that).
+		l.release(ctx, o)
 	}
 	return nil
 }

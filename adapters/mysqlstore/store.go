@@ -4,6 +4,7 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -32,9 +33,14 @@ type Store struct {
 	dialect dialect
 }
 
-// OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN. Times are
-// read and written in UTC whatever the DSN says.
-func OpenMySQL(ctx context.Context, dsn string) (*Store, error) {
+// DefaultMaxConns is OpenMySQL's pool size when none is given.
+const DefaultMaxConns = 32
+
+// OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN, with a
+// pool of at most maxConns connections (0: DefaultMaxConns), all kept
+// open while idle. Times are read and written in UTC whatever the DSN
+// says.
+func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)
@@ -60,8 +66,9 @@ func OpenMySQL(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)
 	}
 	sqldb := sql.OpenDB(connector)
-	sqldb.SetMaxOpenConns(32)
-	sqldb.SetMaxIdleConns(32)
+	maxConns = cmp.Or(maxConns, DefaultMaxConns)
+	sqldb.SetMaxOpenConns(maxConns)
+	sqldb.SetMaxIdleConns(maxConns)
 	sqldb.SetConnMaxLifetime(5 * time.Minute)
 	s := &Store{db: bun.NewDB(sqldb, mysqldialect.New()), dialect: dialectMySQL}
 	if err := s.Ping(ctx); err != nil {

@@ -28,7 +28,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, s *mysqlstore.Store)) {
 				if !ok {
 					t.Skipf("%s is not set: real MySQL not tested (CI sets it)", testenv.MySQLDSNEnv)
 				}
-				s, err = mysqlstore.OpenMySQL(ctx, dsn)
+				s, err = mysqlstore.OpenMySQL(ctx, dsn, 0)
 			}
 			if err != nil {
 				t.Fatal(err)

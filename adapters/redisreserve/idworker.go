@@ -18,6 +18,10 @@ var Epoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var nextIDScript = redis.NewScript(lua.NextID)
 
+// IssuedAt is the second an id of the IDWorker was issued in (its high
+// 32 bits): how old an order id is, without a lookup.
+func IssuedAt(id int64) time.Time { return Epoch.Add(time.Duration(id>>32) * time.Second) }
+
 // IDWorker is the classic Redis ID worker: (seconds since Epoch) << 32 |
 // a per-UTC-day counter. The counter is taken from Redis in blocks, so most
 // ids cost no round trip; ids stay unique because the (day, counter) pair is

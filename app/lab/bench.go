@@ -67,7 +67,7 @@ type profiles struct{ cpu, mem string }
 // load sends seckill requests by new shoppers to a started server for the
 // bench's duration, and meters the CPU each side spent.
 func (b *bench) load(p *labProcess, voucher int64, prof profiles, pprofAddr string) (benchRun, error) {
-	requests := buyRequests(p.base, server.NewTokens(b.cfg.JWTSecret), []int64{voucher}, 1, tokensFor(b.duration))
+	requests := buyRequests(p.base, server.NewTokens(b.cfg.JWTSecret, 0), []int64{voucher}, 1, tokensFor(b.duration))
 	profiled := make(chan error, 1)
 	if prof.cpu != "" {
 		// The profile skips the first and last second of the run:

@@ -191,7 +191,7 @@ func (b *bench) wrkCompare(rounds int, duration time.Duration, cpuProfile string
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tokenFile, err := writeTokens(dir, server.NewTokens(b.cfg.JWTSecret), wrkTokens)
+	tokenFile, err := writeTokens(dir, server.NewTokens(b.cfg.JWTSecret, 0), wrkTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 		if c.soldOut {
 			// Each voucher's one unit bought before the run: the sale
 			// is in its sold-out phase.
-			tokens := server.NewTokens(cfg.JWTSecret)
+			tokens := server.NewTokens(cfg.JWTSecret, 0)
 			for _, v := range vouchers {
 				if err := buyOnce(p.base, tokens, v, wrkTokens+1); err != nil {
 					return wrkRun{}, err
@@ -378,7 +378,7 @@ const (
 // rounds. It returns the wall-time ratio and the time from the server's
 // last answer to its last order in MySQL.
 func (b *bench) fullSale(rounds int) ([]benchTarget, error) {
-	st, err := mysqlstore.OpenMySQL(context.Background(), b.cfg.MySQLDSN)
+	st, err := mysqlstore.OpenMySQL(context.Background(), b.cfg.MySQLDSN, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +417,7 @@ func (b *bench) saleSide(side string, st *mysqlstore.Store) (wall, toRow time.Du
 	cfg := b.cfg
 	cfg.Queue, cfg.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
 	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
-	tokens := server.NewTokens(cfg.JWTSecret)
+	tokens := server.NewTokens(cfg.JWTSecret, 0)
 	var p *labProcess
 	var voucher int64
 	if side == "server" {

@@ -270,7 +270,7 @@ func startLab(cfg server.Config) (*labServer, error) {
 		srv.Close()
 		return nil, err
 	}
-	h := &labServer{cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(), tokens: server.NewTokens(cfg.JWTSecret),
+	h := &labServer{cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(), tokens: server.NewTokens(cfg.JWTSecret, 0),
 		client: &http.Client{Timeout: 10 * time.Second}, cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- srv.Serve(ctx, ln) }()
 	return h, nil

@@ -69,12 +69,12 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 		}
 		redisOnly = true
 	}
-	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN)
+	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN, 0)
 	if err != nil {
 		return notRun(err.Error())
 	}
 	defer db.Close()
-	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: server.NewTokens(cfg.JWTSecret), progress: progress, vouchers: new([]int64)}
+	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: server.NewTokens(cfg.JWTSecret, 0), progress: progress, vouchers: new([]int64)}
 	defer func() { dropVouchers(cfg.MySQLDSN, *f.vouchers...) }()
 	// The processes reach MySQL through a proxy that delays each request,
 	// so the consumer drains slower than shoppers buy and every fault

@@ -238,12 +238,18 @@ func dropVouchers(mysqlDSN string, ids ...int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	st, err := mysqlstore.OpenMySQL(ctx, mysqlDSN)
+	st, err := mysqlstore.OpenMySQL(ctx, mysqlDSN, 0)
 	if err != nil {
 		return
 	}
 	defer st.Close()
 	db := st.DB()
+	// The lifecycle's rows first: they name the orders to be deleted.
+	orders := db.NewSelect().Table("tb_voucher_order").Column("id").Where("voucher_id IN (?)", bun.List(ids))
+	for _, table := range []string{"tb_payment_txn", "tb_payment"} {
+		db.NewDelete().TableExpr(table).Where("order_id IN (?)", orders).Exec(ctx)
+	}
+	db.NewDelete().TableExpr("tb_order_release").Where("voucher_id IN (?)", bun.List(ids)).Exec(ctx)
 	for _, table := range []struct{ name, column string }{
 		{"tb_voucher_order", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
 	} {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -76,9 +77,13 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 		if r.DrainRate > 0 {
 			drainCell = fmt.Sprintf("%.0f", r.DrainRate)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v / %v | %s | %d of %d | %d | %d | %d |\n",
+		rowCell := fmt.Sprintf("%v / %v", round(r.RowP50), round(r.RowP99))
+		if r.RowP99 == 0 {
+			rowCell = "— (SQLite stamps a row in whole seconds)"
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %s | %d of %d | %d | %d | %d |\n",
 			r.Backend, r.Load.perSecond(), round(r.Load.percentile(.5)), round(r.Load.percentile(.99)),
-			round(r.RowP50), round(r.RowP99), drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
+			rowCell, drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
 	}
 	for _, r := range results {
 		if r.Err != "" {
@@ -86,9 +91,14 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 		}
 	}
 	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
-	writeFaults(&b, results)
-	writeRedisFaults(&b, results)
-	writeHistory(&b, results)
+	if note, none := faultsNotRun(results); none {
+		// One line, not the method of each fault and a table of "not run".
+		fmt.Fprintf(&b, "\nFaults were not injected in this run: %s.\n", strings.TrimPrefix(note, "not run: "))
+	} else {
+		writeFaults(&b, results)
+		writeRedisFaults(&b, results)
+		writeHistory(&b, results)
+	}
 	// What an author wrote below the marker in the file being replaced (a
 	// section on a run with other flags, say) is kept.
 	if old, err := os.ReadFile(o.out); err == nil {
@@ -99,17 +109,52 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
-// summary is a short plain-text table a student can paste.
+// faultsNotRun reports whether no fault ran on any backend, and the first
+// reason given.
+func faultsNotRun(results []labResult) (note string, none bool) {
+	for _, r := range results {
+		for _, f := range r.Faults {
+			if f.Ran {
+				return "", false
+			}
+			note = cmp.Or(note, f.Note)
+		}
+		for _, f := range r.RedisFaults {
+			if f.Ran {
+				return "", false
+			}
+			note = cmp.Or(note, f.Note)
+		}
+		if r.History.Ran {
+			return "", false
+		}
+		note = cmp.Or(note, r.History.Note)
+	}
+	return cmp.Or(note, "-no-faults"), true
+}
+
+// summary is a short plain-text table a student can paste: the same
+// figures as the file, and the same dashes where a figure does not apply.
 func summary(results []labResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %9s %9s\n", "backend", "req/s", "p50", "p99", "drain/s", "oversold", "lost")
+	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %9s %14s\n", "backend", "req/s", "p50", "p99", "drain/s", "oversold", "not persisted")
 	for _, r := range results {
 		if r.Load.Duration == 0 && r.Err != "" {
 			fmt.Fprintf(&b, "%-14s did not run: %s\n", r.Backend, r.Err)
 			continue
 		}
-		fmt.Fprintf(&b, "%-14s %10.0f %9v %9v %12.0f %9d %9d\n", r.Backend, r.Load.perSecond(),
-			round(r.Load.percentile(.5)), round(r.Load.percentile(.99)), r.DrainRate, r.Oversold, r.Unpersisted)
+		drain := "—"
+		if r.DrainRate > 0 {
+			drain = fmt.Sprintf("%.0f", r.DrainRate)
+		}
+		fmt.Fprintf(&b, "%-14s %10.0f %9v %9v %12s %9d %14d\n", r.Backend, r.Load.perSecond(),
+			round(r.Load.percentile(.5)), round(r.Load.percentile(.99)), drain, r.Oversold, r.Unpersisted)
+	}
+	b.WriteString("(sell-out sale: oversold, and accepted but not persisted; drain — : no queue, or one that keeps no backlog)\n")
+	if note, none := faultsNotRun(results); none {
+		fmt.Fprintf(&b, "faults: not injected (%s), so nothing here says what a crash loses\n", strings.TrimPrefix(note, "not run: "))
+	} else {
+		b.WriteString("faults: see the results file\n")
 	}
 	return b.String()
 }
@@ -178,7 +223,7 @@ func versions(cfg server.Config) string {
 func openStoreForVersion(dsn string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := mysqlstore.OpenMySQL(ctx, dsn)
+	st, err := mysqlstore.OpenMySQL(ctx, dsn, 0)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
@@ -16,9 +17,6 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// tokenTTL is how long a shopper's token is valid.
-const tokenTTL = 24 * time.Hour
-
 var errUnauthorized = core.E(core.CodeUnauthorized, "missing, invalid or expired token")
 
 // Tokens signs and checks shopper JWTs: HS256 only, sub and exp required.
@@ -28,10 +26,13 @@ type Tokens struct {
 	validator *jwt.Validator
 	// header is the first segment of every token issue signs.
 	header string
+	// lifetime is how long a token is valid (SECKILL_TOKEN_LIFETIME).
+	lifetime time.Duration
 }
 
-// NewTokens checks and signs with secret (SECKILL_JWT_SECRET).
-func NewTokens(secret []byte) *Tokens {
+// NewTokens checks and signs with secret (SECKILL_JWT_SECRET) tokens valid
+// for lifetime (0: DefaultTokenLifetime).
+func NewTokens(secret []byte, lifetime time.Duration) *Tokens {
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -39,15 +40,16 @@ func NewTokens(secret []byte) *Tokens {
 	}
 	signing, _ := jwt.New(jwt.SigningMethodHS256).SigningString()
 	header, _, _ := strings.Cut(signing, ".")
-	return &Tokens{secret: secret, parser: jwt.NewParser(opts...), validator: jwt.NewValidator(opts...), header: header}
+	return &Tokens{secret: secret, parser: jwt.NewParser(opts...), validator: jwt.NewValidator(opts...), header: header,
+		lifetime: cmp.Or(lifetime, DefaultTokenLifetime)}
 }
 
-// Issue signs a shopper token for userID, valid for a day from now.
+// Issue signs a shopper token for userID, valid for the lifetime from now.
 func (t *Tokens) Issue(userID int64, now time.Time) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
 		Subject:   strconv.FormatInt(userID, 10),
 		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(tokenTTL)),
+		ExpiresAt: jwt.NewNumericDate(now.Add(t.lifetime)),
 	}).SignedString(t.secret)
 }
 

@@ -16,7 +16,7 @@ import (
 // leeway), nbf enforced, numeric dates as JSON numbers of any form.
 func TestShopperClaims(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	tk := NewTokens(secret)
+	tk := NewTokens(secret, 0)
 	now := time.Now()
 	sign := func(claims jwt.MapClaims) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
@@ -57,7 +57,7 @@ func TestShopperClaims(t *testing.T) {
 
 // BenchmarkTokenUserID: verifying a shopper's token, on every seckill.
 func BenchmarkTokenUserID(b *testing.B) {
-	tk := NewTokens([]byte("0123456789abcdef0123456789abcdef"))
+	tk := NewTokens([]byte("0123456789abcdef0123456789abcdef"), 0)
 	raw, err := tk.Issue(123456789, time.Now())
 	if err != nil {
 		b.Fatal(err)
@@ -108,7 +108,7 @@ func FuzzTokenFastPath(f *testing.F) {
 	}
 	f.Add("", []byte(`{"sub":"42","exp":`+exp+`}`), true)
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	tk := NewTokens(secret)
+	tk := NewTokens(secret, 0)
 	f.Fuzz(func(t *testing.T, header string, claims []byte, tamper bool) {
 		h := tk.header
 		if header != "" {

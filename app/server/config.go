@@ -45,6 +45,21 @@ type Config struct {
 	// reservation; then it is cancelled (expired) and its unit goes back
 	// on sale.
 	PayWindow time.Duration // SECKILL_PAY_WINDOW
+	// RedisPoolSize is the connections per Redis node for requests, the
+	// URL's pool_size (0: DefaultRedisPoolSize); the consumers' blocking
+	// reads come on top. MySQLMaxConns bounds the database connections.
+	RedisPoolSize int // pool_size in SECKILL_REDIS_URL
+	MySQLMaxConns int // SECKILL_MYSQL_MAX_CONNS
+	// TokenLifetime is how long a shopper's token is valid after login.
+	TokenLifetime time.Duration // SECKILL_TOKEN_LIFETIME
+	// Expiry is how an unpaid order is found at its deadline: ExpiryDeadlines
+	// (each reservation records its deadline in Redis, claimed within about
+	// a second of it, with the database's sweep as the safety net) or
+	// ExpirySweep (the database's sweep alone: no Redis write per order,
+	// but an order Redis queued and MySQL never got holds its unit until a
+	// reconcile). Under sync only the sweep exists. Empty is
+	// ExpiryDeadlines.
+	Expiry string // SECKILL_EXPIRY
 	// ConsumerLinger is core.PipelineConfig.Linger; negative: chosen by
 	// the shard count (lingerFor).
 	ConsumerLinger time.Duration // SECKILL_CONSUMER_LINGER
@@ -185,6 +200,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if c.RedisURL != "" {
+		if t, perr := parseRedisURL(c.RedisURL); perr == nil {
+			c.RedisPoolSize = t.requestPool
+		}
 		if _, perr := parseRedisURL(c.RedisURL); perr != nil {
 			return c, &configError{"SECKILL_REDIS_URL", redactURL(c.RedisURL), perr.Error()}
 		}
@@ -199,6 +217,11 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
 		return c, err
+	}
+	if c.Queue == "memory" && c.Consumers == 0 {
+		// The queue is this process's memory: no other process can drain
+		// it, and what it holds is gone when this one stops.
+		return c, &configError{"SECKILL_CONSUMERS", "0", "SECKILL_QUEUE=memory needs a consumer in this process: its queue is this process's memory, which no other process can drain, so every order would stay queued and be lost at stop"}
 	}
 	if c.Shards, err = intVar(lookup, "SECKILL_SHARDS", 0, 0, maxShards); err != nil {
 		return c, err
@@ -229,6 +252,26 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.PayWindow < time.Second {
 		return c, &configError{"SECKILL_PAY_WINDOW", c.PayWindow.String(), "want at least 1s, e.g. 15m"}
+	}
+	if c.MySQLMaxConns, err = intVar(lookup, "SECKILL_MYSQL_MAX_CONNS", DefaultMySQLMaxConns, 1, 4096); err != nil {
+		return c, err
+	}
+	if c.TokenLifetime, err = durationVar(lookup, "SECKILL_TOKEN_LIFETIME", DefaultTokenLifetime); err != nil {
+		return c, err
+	}
+	if c.TokenLifetime < time.Minute || c.TokenLifetime > 90*24*time.Hour {
+		return c, &configError{"SECKILL_TOKEN_LIFETIME", c.TokenLifetime.String(), "want from 1m to 2160h (90 days), e.g. 24h"}
+	}
+	c.Expiry = strings.TrimSpace(get("SECKILL_EXPIRY", ""))
+	switch {
+	case c.Expiry == "" && c.Queue == "sync":
+		c.Expiry = ExpirySweep
+	case c.Expiry == "":
+		c.Expiry = ExpiryDeadlines
+	case c.Expiry != ExpiryDeadlines && c.Expiry != ExpirySweep:
+		return c, &configError{"SECKILL_EXPIRY", c.Expiry, "want deadlines or sweep"}
+	case c.Expiry == ExpiryDeadlines && c.Queue == "sync":
+		return c, &configError{"SECKILL_EXPIRY", c.Expiry, "SECKILL_QUEUE=sync reserves in MySQL: its orders expire by the sweep alone (set sweep, or leave it unset)"}
 	}
 	c.ConsumerLinger = -1
 	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {
@@ -447,6 +490,19 @@ const DefaultRequestTimeout = 2 * time.Second
 // DefaultPayWindow is SECKILL_PAY_WINDOW's default: the contract's 15
 // minutes, the classic shops' (mall's and gomall's order timeouts).
 const DefaultPayWindow = 15 * time.Minute
+
+// Defaults of the pools and the token lifetime.
+const (
+	DefaultRedisPoolSize = 64
+	DefaultMySQLMaxConns = 32
+	DefaultTokenLifetime = 24 * time.Hour
+)
+
+// The values of SECKILL_EXPIRY.
+const (
+	ExpiryDeadlines = "deadlines"
+	ExpirySweep     = "sweep"
+)
 
 // DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
 // on every instance even when the nudge that announces it is lost.

@@ -1,9 +1,16 @@
 package server
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -69,6 +76,7 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_CODE_SENDER":     "carrier-pigeon",
 		"SECKILL_LOGIN_RATE":      "-3",
 		"SECKILL_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal",
+		"SECKILL_EXPIRY":          "later",
 	} {
 		_, err := LoadConfig(env(map[string]string{variable: value}))
 		if err == nil {
@@ -234,5 +242,72 @@ func TestExampleAndShortSecretsAreRefusedOnRealServers(t *testing.T) {
 	// On the stand-ins the README's demo token is what the walk-through uses.
 	if _, err := LoadConfig(env(map[string]string{"SECKILL_ADMIN_TOKEN": "demo-admin-token-0123"})); err != nil {
 		t.Errorf("the README's demo admin token on the stand-ins: %v", err)
+	}
+}
+
+func TestTheExpiryMechanismFollowsTheReservation(t *testing.T) {
+	for _, c := range []struct{ queue, expiry, want string }{
+		{"streamgroup", "", ExpiryDeadlines},
+		{"streamgroup", "sweep", ExpirySweep},
+		{"list", "deadlines", ExpiryDeadlines},
+		{"sync", "", ExpirySweep},
+		{"sync", "sweep", ExpirySweep},
+	} {
+		cfg, err := LoadConfig(env(map[string]string{"SECKILL_QUEUE": c.queue, "SECKILL_EXPIRY": c.expiry}))
+		if err != nil || cfg.Expiry != c.want {
+			t.Errorf("SECKILL_QUEUE=%s SECKILL_EXPIRY=%q: %q, %v; want %q", c.queue, c.expiry, cfg.Expiry, err, c.want)
+		}
+	}
+	// The in-process queue with no consumer in its process: every order
+	// would stay queued and go with the process.
+	if _, err := LoadConfig(env(map[string]string{"SECKILL_QUEUE": "memory", "SECKILL_CONSUMERS": "0"})); err == nil ||
+		!strings.Contains(err.Error(), "SECKILL_CONSUMERS") || !strings.Contains(err.Error(), "memory") {
+		t.Fatalf("memory with no consumer: %v, want a refusal naming SECKILL_CONSUMERS", err)
+	}
+	// Under sync the database reserves: no Redis deadline to record.
+	_, err := LoadConfig(env(map[string]string{"SECKILL_QUEUE": "sync", "SECKILL_EXPIRY": "deadlines"}))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_EXPIRY") {
+		t.Fatalf("sync with deadlines: %v, want a refusal naming SECKILL_EXPIRY", err)
+	}
+}
+
+// TestPoolsAndTokenLifetimeAreSettings: the URL's pool_size is the
+// request pool (the consumers' blocking readers on top), not overwritten;
+// SECKILL_MYSQL_MAX_CONNS bounds the database pool; a token lives
+// SECKILL_TOKEN_LIFETIME.
+func TestPoolsAndTokenLifetimeAreSettings(t *testing.T) {
+	for variable, value := range map[string]string{"SECKILL_MYSQL_MAX_CONNS": "0", "SECKILL_TOKEN_LIFETIME": "10s"} {
+		if _, err := LoadConfig(env(map[string]string{variable: value})); err == nil || !strings.Contains(err.Error(), variable) {
+			t.Errorf("%s=%s: %v, want a refusal naming it", variable, value, err)
+		}
+	}
+	if _, err := LoadConfig(env(map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0?pool_size=0"})); err == nil || !strings.Contains(err.Error(), "pool_size") {
+		t.Errorf("pool_size=0: %v, want a refusal", err)
+	}
+	redisURL := os.Getenv(testenv.RedisURLEnv)
+	dsn, ok := testenv.MySQLDatabase(t)
+	if redisURL == "" || !ok {
+		t.Skip("the pools are looked at on the real servers (CI sets them)")
+	}
+	cfg, err := LoadConfig(env(map[string]string{
+		"SECKILL_REDIS_URL": redisURL + "?pool_size=7", "SECKILL_MYSQL_DSN": dsn,
+		"SECKILL_JWT_SECRET": "a-real-secret-0123456789", "SECKILL_ADMIN_TOKEN": "a-real-admin-token-0123",
+		"SECKILL_MYSQL_MAX_CONNS": "5", "SECKILL_TOKEN_LIFETIME": "2h", "SECKILL_DEV_CODES": "force", "SECKILL_KEY_PREFIX": "t" + testenv.RandomSuffix() + ":",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startWith(t, cfg)
+	if got, want := h.srv.rdb.(*redis.Client).Options().PoolSize, 7+max(cfg.Consumers, defaultClusterShards); got != want {
+		t.Errorf("Redis pool %d, want pool_size 7 plus %d blocking readers", got, want-7)
+	}
+	if got := h.srv.store.DB().DB.Stats().MaxOpenConnections; got != 5 {
+		t.Errorf("MySQL pool %d, want SECKILL_MYSQL_MAX_CONNS 5", got)
+	}
+	token, _ := devLogin(t, h, "13800005555") // a token the server issued
+	var claims struct{ Iat, Exp int64 }
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp-claims.Iat != 7200 {
+		t.Errorf("token claims %s (%v), want exp 2 h after iat", payload, err)
 	}
 }

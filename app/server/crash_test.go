@@ -46,7 +46,7 @@ func runDoomedConsumer() int {
 	}
 	store := &hangingStore{}
 	if dsn := os.Getenv(doomedDSNEnv); dsn != "" {
-		st, err := mysqlstore.OpenMySQL(ctx, dsn)
+		st, err := mysqlstore.OpenMySQL(ctx, dsn, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

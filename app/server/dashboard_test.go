@@ -176,3 +176,18 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		b.clean()
 	})
 }
+
+// TestABackendThatLosesOrdersSaysSoOnTheDashboard: pubsub keeps no message
+// nobody listens to; the dashboard says so (as the start-up log does), and
+// the default backend carries no such warning.
+func TestABackendThatLosesOrdersSaysSoOnTheDashboard(t *testing.T) {
+	for queue, want := range map[string]bool{"pubsub": true, "streamgroup": false} {
+		h := startServer(t, "embedded", func(c *Config) { c.Queue = queue })
+		status, body := h.do("GET", "/api/dashboard", h.cfg.AdminToken, nil)
+		w, _ := body["warnings"].([]any)
+		warned := len(w) == 1 && strings.Contains(w[0].(string), "SECKILL_QUEUE="+queue+" keeps no message")
+		if status != 200 || warned != want || (!want && len(w) != 0) {
+			t.Errorf("dashboard under %s: %d warnings %v, want the loss warned of: %v", queue, status, body["warnings"], want)
+		}
+	}
+}

@@ -157,7 +157,7 @@ func TestAProgramRegistersItsOwnBackend(t *testing.T) {
 
 			const stock, shoppers = 40, 150
 			voucher := createVoucher(t, base, cfg.AdminToken, stock)
-			tokens := server.NewTokens(cfg.JWTSecret)
+			tokens := server.NewTokens(cfg.JWTSecret, 0)
 			var mu sync.Mutex
 			answered := map[string]bool{}
 			var wg sync.WaitGroup

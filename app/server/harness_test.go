@@ -155,7 +155,7 @@ func startWith(t testing.TB, cfg Config, beforeServe ...func(*Server)) *harness 
 	h := &harness{
 		t: t, cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
-		tokens: NewTokens(cfg.JWTSecret), stop: cancel, done: make(chan error, 1),
+		tokens: NewTokens(cfg.JWTSecret, 0), stop: cancel, done: make(chan error, 1),
 	}
 	go func() { h.done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/logincode"
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/docs"
 )
@@ -567,11 +568,54 @@ func (a *api) cancelOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.lifecycle.Cancel(c.UserContext(), shopperID(c), id); err != nil {
+	if err := whenPersisted(c.UserContext(), id, errCancelNotYet, func() error {
+		_, err := a.lifecycle.Cancel(c.UserContext(), shopperID(c), id)
+		return err
+	}); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"orderId": strconv.FormatInt(id, 10), "status": core.StatusCancelled})
 }
+
+// A shopper who taps Pay or Cancel as soon as the reservation is answered
+// may reach the order before its consumer persisted it (milliseconds,
+// usually). /pay and /cancel wait for such an order — one whose id was
+// issued less than justReservedAge ago — up to justReservedWait, rather
+// than call it unknown.
+const (
+	justReservedAge  = 10 * time.Second
+	justReservedWait = time.Second
+)
+
+// whenPersisted runs op, and again every 50 ms while it finds no order
+// whose id is that recent, for up to justReservedWait. Still not there,
+// the order is queued behind a slow consumer (or its id was made up): the
+// answer is notYet, a 409 that says to ask again, as the contract has it
+// for a queued order.
+func whenPersisted(ctx context.Context, orderID int64, notYet error, op func() error) error {
+	err := op()
+	if !errors.Is(err, core.ErrOrderNotFound) || time.Since(redisreserve.IssuedAt(orderID)) > justReservedAge {
+		return err
+	}
+	deadline := time.Now().Add(justReservedWait)
+	for errors.Is(err, core.ErrOrderNotFound) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+		err = op()
+	}
+	if errors.Is(err, core.ErrOrderNotFound) {
+		return notYet
+	}
+	return err
+}
+
+var (
+	errPayNotYet    = core.E(core.CodeNotPayable, "the order is still being recorded: ask again in a moment")
+	errCancelNotYet = core.E(core.CodeNotCancellable, "the order is still being recorded: ask again in a moment")
+)
 
 // payOrder starts the payment of the shopper's unpaid order.
 func (a *api) payOrder(c *fiber.Ctx) error {
@@ -579,8 +623,12 @@ func (a *api) payOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, url, err := a.payments.Pay(c.UserContext(), shopperID(c), id)
-	if err != nil {
+	var p core.Payment
+	var url string
+	if err := whenPersisted(c.UserContext(), id, errPayNotYet, func() (err error) {
+		p, url, err = a.payments.Pay(c.UserContext(), shopperID(c), id)
+		return err
+	}); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"paymentId": p.ID, "payUrl": url, "amount": p.Amount})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 )
 
 // lifecycleBackends: the default queue, the in-process one (published
@@ -87,9 +90,27 @@ func TestAShopperCancelsAndTheUnitIsSoldAgain(t *testing.T) {
 // a couple of seconds of its deadline, its unit is on sale again, and its
 // shopper may buy again.
 func TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain(t *testing.T) {
+	type mechanism struct{ queue, expiry string }
+	var runs []mechanism
 	for _, queue := range lifecycleBackends {
-		t.Run(queue, func(t *testing.T) {
-			forEachStack(t, func(c *Config) { c.Queue = queue; c.PayWindow = time.Second }, func(t *testing.T, h *harness) {
+		runs = append(runs, mechanism{queue, ""})
+	}
+	// The other mechanism: the database's sweep alone, no deadline in Redis.
+	runs = append(runs, mechanism{"streamgroup", ExpirySweep})
+	for _, run := range runs {
+		queue := run.queue
+		name := queue
+		if run.expiry != "" {
+			name += "/" + run.expiry
+		}
+		t.Run(name, func(t *testing.T) {
+			configure := func(c *Config) {
+				c.Queue, c.PayWindow = queue, time.Second
+				if run.expiry != "" {
+					c.Expiry = run.expiry
+				}
+			}
+			forEachStack(t, configure, func(t *testing.T, h *harness) {
 				const stock = 3
 				voucher := h.openVoucher(stock)
 				var orders []string
@@ -123,6 +144,13 @@ func TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain(t *testing.T) {
 				}
 				if got := testutil.ToFloat64(h.srv.metrics.cancelled.WithLabelValues("expired")); got < stock {
 					t.Fatalf("seckill_orders_cancelled_total{reason=expired} = %v, want at least %d", got, stock)
+				}
+				if run.expiry == ExpirySweep {
+					// The sweep alone: the reservations recorded no deadline.
+					keys, err := h.srv.rdb.Keys(context.Background(), h.cfg.KeyPrefix+"seckill:deadlines*").Result()
+					if err != nil || len(keys) != 0 {
+						t.Fatalf("SECKILL_EXPIRY=sweep left deadline keys %v (%v)", keys, err)
+					}
 				}
 			})
 		})
@@ -527,6 +555,59 @@ func TestALostOrdersUnitComesBackAtItsDeadline(t *testing.T) {
 		}
 		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(2), nil); status != 200 {
 			t.Fatalf("the unit sold again: %d %v", status, body)
+		}
+	})
+}
+
+// TestATapAtOnceReachesTheOrderBeingSaved: the shopper cancels (and
+// another pays) the moment the reservation is answered, before a consumer
+// persisted the order. Rather than "no such order", /cancel and /pay wait
+// for it (up to a second) and act on it. An id that is not recent is not
+// waited for (404 at once); a recent one still not persisted after the
+// wait is told to ask again (409), as the contract has it for a queued
+// order.
+func TestATapAtOnceReachesTheOrderBeingSaved(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup"; c.Consumers = 0 }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(2)
+		var orders []string
+		for u := int64(1); u <= 2; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil)
+			if status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			orders = append(orders, body["orderId"].(string))
+		}
+		type answer struct {
+			status int
+			body   map[string]any
+		}
+		cancelled, paying := make(chan answer, 1), make(chan answer, 1)
+		go func() {
+			s, b := doQuiet(h.client, h.base, "POST", "/api/orders/"+orders[0]+"/cancel", h.shopper(1), nil)
+			cancelled <- answer{s, b}
+		}()
+		go func() {
+			s, b := doQuiet(h.client, h.base, "POST", "/api/orders/"+orders[1]+"/pay", h.shopper(2), nil)
+			paying <- answer{s, b}
+		}()
+		time.Sleep(200 * time.Millisecond) // both are waiting: nothing is persisted
+		drain(t, h)
+		if a := <-cancelled; a.status != 200 || a.body["status"] != "cancelled" {
+			t.Fatalf("cancel sent while the order was being saved: %d %v, want it cancelled", a.status, a.body)
+		}
+		if a := <-paying; a.status != 200 || a.body["paymentId"] == nil {
+			t.Fatalf("pay sent while the order was being saved: %d %v, want a payment started", a.status, a.body)
+		}
+
+		old := strconv.FormatInt(int64(5)<<32|7, 10) // issued in 2022: not waited for
+		began := time.Now()
+		if status, _ := h.do("POST", "/api/orders/"+old+"/cancel", h.shopper(1), nil); status != 404 || time.Since(began) > 500*time.Millisecond {
+			t.Fatalf("cancel of an old unknown id: %d after %v, want 404 at once", status, time.Since(began))
+		}
+		recent := strconv.FormatInt((time.Now().Unix()-redisreserve.Epoch.Unix())<<32|999_999, 10)
+		began = time.Now()
+		if status, body := h.do("POST", "/api/orders/"+recent+"/pay", h.shopper(1), nil); status != 409 || errorCode(body) != "not_payable" || time.Since(began) < justReservedWait {
+			t.Fatalf("pay of a recent id not persisted: %d %v after %v, want 409 not_payable after the wait", status, body, time.Since(began))
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -342,4 +343,20 @@ func TestForcedDevCodesAreOnTheDashboard(t *testing.T) {
 	if w, _ := body["warnings"].([]any); status != 200 || len(w) != 1 || !strings.Contains(w[0].(string), "SECKILL_DEV_CODES=force") {
 		t.Fatalf("dashboard of a forced dev-codes server: %d warnings %v", status, body["warnings"])
 	}
+}
+
+// TestASecondCodeTooSoonSaysTheWait: a code asked for again within the
+// resend interval is 429 with Retry-After, the whole seconds left (the
+// storefront counts them down on its button).
+func TestASecondCodeTooSoonSaysTheWait(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13811113333"}); status != 200 {
+			t.Fatalf("first code: %d %v", status, body)
+		}
+		status, body, header := h.request("POST", "/api/auth/code", "", map[string]any{"phone": "+86 138 1111 3333"}, nil)
+		wait, err := strconv.Atoi(header.Get("Retry-After"))
+		if status != 429 || errorCode(body) != "rate_limited" || err != nil || wait < 55 || wait > 60 {
+			t.Fatalf("second code at once: %d %v, Retry-After %q; want 429 rate_limited with about 60 s", status, body, header.Get("Retry-After"))
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -19,6 +20,8 @@ type redisTarget struct {
 	single   *redis.Options
 	cluster  *redis.ClusterOptions
 	failover *redis.FailoverOptions
+	// requestPool is the URL's pool_size (0: none given).
+	requestPool int
 }
 
 func parseRedisURL(s string) (redisTarget, error) {
@@ -30,38 +33,47 @@ func parseRedisURL(s string) (redisTarget, error) {
 	// write deadlines from the request's context, not only from its own
 	// ReadTimeout (3 s, and retried), so a Redis that stops answering
 	// costs a request its deadline (SECKILL_REQUEST_TIMEOUT) and no more.
-	if u.Query().Has("master_name") {
+	var t redisTarget
+	switch {
+	case u.Query().Has("master_name"):
 		opts, err := redis.ParseFailoverURL(s)
 		if err != nil {
 			return redisTarget{}, err
 		}
 		opts.ContextTimeoutEnabled = true
-		return redisTarget{failover: opts}, nil
-	}
-	if u.Query().Has("addr") {
+		t.failover, t.requestPool = opts, opts.PoolSize
+	case u.Query().Has("addr"):
 		opts, err := redis.ParseClusterURL(s)
 		if err != nil {
 			return redisTarget{}, err
 		}
 		opts.ContextTimeoutEnabled = true
-		return redisTarget{cluster: opts}, nil
+		t.cluster, t.requestPool = opts, opts.PoolSize
+	default:
+		opts, err := redis.ParseURL(s)
+		if err != nil {
+			return redisTarget{}, err
+		}
+		opts.ContextTimeoutEnabled = true
+		t.single, t.requestPool = opts, opts.PoolSize
 	}
-	opts, err := redis.ParseURL(s)
-	if err != nil {
-		return redisTarget{}, err
+	if t.requestPool < 0 || (t.requestPool == 0 && u.Query().Has("pool_size")) {
+		return redisTarget{}, fmt.Errorf("pool_size=%s: want a positive number of connections", u.Query().Get("pool_size"))
 	}
-	opts.ContextTimeoutEnabled = true
-	return redisTarget{single: opts}, nil
+	return t, nil
 }
 
-// redisPoolSize is the connections per Redis node for requests: the
-// coalesced reservations need few. The blocking readers (one per consumer,
-// at least one per shard) come on top (poolSize).
-const redisPoolSize = 64
-
-// poolSize is the connections per node a server with cfg may need.
+// poolSize is the connections per node a server with cfg may need: those
+// for requests (the URL's pool_size, else DefaultRedisPoolSize: the
+// coalesced reservations need few), and the blocking readers on top (one
+// per consumer, at least one per shard), which would otherwise starve the
+// requests of connections.
 func poolSize(cfg Config) int {
-	return redisPoolSize + max(cfg.Consumers, cfg.Shards, defaultClusterShards)
+	requests := cfg.RedisPoolSize
+	if requests <= 0 {
+		requests = DefaultRedisPoolSize
+	}
+	return requests + max(cfg.Consumers, cfg.Shards, defaultClusterShards)
 }
 
 // dialRedis connects to the target. A single node's URL that leads to a
@@ -125,6 +137,6 @@ func OpenRedis(ctx context.Context, redisURL string) (redis.UniversalClient, err
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := dialRedis(ctx, t, redisPoolSize, nil)
+	c, _, err := dialRedis(ctx, t, cmp.Or(t.requestPool, DefaultRedisPoolSize), nil)
 	return c, err
 }

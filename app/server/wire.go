@@ -203,7 +203,7 @@ func (s *Server) wire(ctx context.Context) error {
 		codes:       logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix}),
 		sender:      sender,
 		phoneRegion: cfg.PhoneRegion,
-		tokens:      NewTokens(cfg.JWTSecret),
+		tokens:      NewTokens(cfg.JWTSecret, cfg.TokenLifetime),
 		metrics:     s.metrics,
 		devCodes:    cfg.DevCodes,
 		admin:       cfg.AdminToken,
@@ -233,6 +233,13 @@ func (s *Server) wire(ctx context.Context) error {
 	if s.queue != nil {
 		g := core.CapabilitiesOf(s.queue).Guarantees
 		a.guarantees = &g
+		if !g.RetainsWithoutConsumer {
+			// The iteration the comparison measures loses orders by design:
+			// say so where an operator looks, not only in the docs.
+			warning := "SECKILL_QUEUE=" + cfg.Queue + " keeps no message nobody is subscribed to: an order published while no consumer listens (a restart, a deploy, a crash) is lost, the shopper having been told it was accepted; its unit comes back only at the order's payment deadline. Use streamgroup (the default) for a sale."
+			a.warnings = append(a.warnings, warning)
+			log.Warn(warning)
+		}
 	}
 	a.dashboard = &dashboard{api: a, now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}
 	s.http = a.newServer()
@@ -351,7 +358,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce,
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
-		PayWindow: s.cfg.PayWindow})
+		PayWindow: s.deadlineWindow()})
 	if err != nil {
 		return sale{}, err
 	}
@@ -363,8 +370,22 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
-	return sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver, deadlines: reserver}, nil
+	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
+		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver}
+	if s.cfg.Expiry != ExpirySweep {
+		out.deadlines = reserver
+	}
+	return out, nil
+}
+
+// deadlineWindow is the pay window the reservation records each deadline
+// at: none when the database's sweep alone expires orders
+// (SECKILL_EXPIRY=sweep), which saves the ZADD per order.
+func (s *Server) deadlineWindow() time.Duration {
+	if s.cfg.Expiry == ExpirySweep {
+		return 0
+	}
+	return s.cfg.PayWindow
 }
 
 // publishedTo counts orders published to nobody (pubsub): reserved in
@@ -462,12 +483,12 @@ func (s *Server) openStore(ctx context.Context) error {
 	if s.cfg.EmbeddedSQL() {
 		s.store, err = mysqlstore.OpenEmbedded(pctx)
 	} else {
-		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns)
 		if err == nil && s.cfg.Consumers > 0 {
 			// The consumers get a pool of their own: a crowd polling its
 			// order status must not starve the writes of the orders it
 			// polls for, nor a long save the API.
-			s.orderStore, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN)
+			s.orderStore, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns)
 		}
 	}
 	if err != nil {

@@ -77,9 +77,15 @@ async function sendCode() {
   const phone = $("phone").value.trim();
   $("login-message").textContent = "";
   const r = await api("POST", "/api/auth/code", { phone });
+  if (r.status === 429) {
+    // The server says how long: a code sent moments ago, or too many asks.
+    const wait = Math.max(1, parseInt(r.retryAfter, 10) || 60);
+    $("login-message").textContent = "A code was sent recently: use it, or ask for another in " + seconds(wait) + ".";
+    holdButton($("send-code"), wait, "Send again in ");
+    return;
+  }
   if (r.status !== 200) {
-    const why = { 400: "Check the phone number.", 429: "Too many requests: wait a minute.",
-      503: "The code could not be sent: try again." }[r.status];
+    const why = { 400: "Check the phone number.", 503: "The code could not be sent: try again." }[r.status];
     $("login-message").textContent = why || "Could not send a code.";
     return;
   }
@@ -93,11 +99,37 @@ async function sendCode() {
   }
 }
 
+function seconds(n) { return n < 90 ? n + " s" : Math.ceil(n / 60) + " min"; }
+
+// holdButton disables a button for the wait the server gave, counting it
+// down on the button, then gives it its label back.
+function holdButton(button, wait, prefix) {
+  const label = button.dataset.label || button.textContent;
+  button.dataset.label = label;
+  clearInterval(Number(button.dataset.timer || 0));
+  const until = Date.now() + wait * 1000;
+  const show = () => {
+    const left = Math.ceil((until - Date.now()) / 1000);
+    if (left <= 0) {
+      clearInterval(Number(button.dataset.timer));
+      button.textContent = label;
+      button.disabled = false;
+      return;
+    }
+    button.textContent = prefix + seconds(left);
+    button.disabled = true;
+  };
+  show();
+  button.dataset.timer = String(setInterval(show, 1000));
+}
+
 async function logIn() {
   const r = await api("POST", "/api/auth/login", { phone: $("phone").value.trim(), code: $("code").value.trim() });
   if (r.status !== 200) {
     // 401: the server says whether guesses are left or a new code is needed.
-    const why = r.status === 401 && r.data.error ? r.data.error.message : r.status === 429 ? "Too many attempts: wait a minute." : "Could not log in.";
+    const why = r.status === 401 && r.data.error ? r.data.error.message
+      : r.status === 429 ? "Too many attempts: try again in " + seconds(Math.max(1, parseInt(r.retryAfter, 10) || 60))
+      : "Could not log in.";
     $("login-message").textContent = why.charAt(0).toUpperCase() + why.slice(1) + ".";
     return;
   }
@@ -204,7 +236,14 @@ function tick() {
   }
 }
 
-const orderWords = { created: "created", paid: "paid", refunded: "refunded (paid after it was cancelled: the money goes back)" };
+const orderWords = {
+  created: "Yours: pay before the time runs out", paid: "Paid ✓",
+  refunded: "Refunded: paid after it was cancelled, the money goes back",
+};
+
+// shortRef is what a shopper reads out to support: the order id's last
+// six digits (My orders shows the same).
+function shortRef(orderId) { return String(orderId).slice(-6); }
 
 // showOrder reads the shopper's order and shows where it is: unpaid with
 // the time left and its Pay and Cancel buttons, paid, or cancelled.
@@ -217,9 +256,9 @@ async function showOrder(id, orderId) {
   const o = r.data;
   const unpaid = o.status === "created";
   if (o.status === "cancelled") {
-    answer(id, "Order " + o.orderId + ": cancelled (" + (o.cancelReason === "expired" ? "not paid in time" : "by you") + ")", false);
+    answer(id, (o.cancelReason === "expired" ? "Cancelled: not paid in time" : "Cancelled by you") + " · ref " + shortRef(o.orderId), false);
   } else {
-    answer(id, "Order " + o.orderId + ": " + (orderWords[o.status] || o.status), o.status !== "refunded");
+    answer(id, (orderWords[o.status] || o.status) + " · ref " + shortRef(o.orderId), o.status !== "refunded");
   }
   card.li.querySelector(".payby").hidden = !unpaid || !o.payBy;
   card.li.querySelector(".order-actions").hidden = !unpaid;
@@ -246,7 +285,7 @@ async function loadMyOrders() {
       ? "cancelled (" + (o.cancelReason === "expired" ? "not paid in time" : "by you") + ")"
       : orderStates[o.status] || o.status;
     // A short reference: the order id's last six digits.
-    li.textContent = what + " — " + state + " — ref " + o.orderId.slice(-6);
+    li.textContent = what + " — " + state + " — ref " + shortRef(o.orderId);
     li.dataset.order = o.orderId;
     li.dataset.status = o.status;
     return li;
@@ -323,7 +362,7 @@ async function buy(id) {
     const r = await api("POST", "/api/vouchers/" + id + "/seckill", undefined, true);
     const code = errorCode(r.data);
     if (r.status === 200) {
-      answer(id, "Order " + r.data.orderId + ": queued", true);
+      answer(id, "Reserved · ref " + shortRef(r.data.orderId) + " · saving your order…", true);
       await follow(id, r.data.orderId);
     } else if (code === "unconfirmed" || code === "already_purchased") {
       // Both carry the shopper's order: a first answer that was lost (a
@@ -361,9 +400,9 @@ async function follow(id, orderId) {
         await showOrder(id, r.data.orderId);
         return;
       }
-      answer(id, "Order " + r.data.orderId + ": queued", true);
+      answer(id, "Reserved · ref " + shortRef(r.data.orderId) + " · saving your order…", true);
     } else if (errorCode(r.data) === "order_not_found" && orderId) {
-      answer(id, "Order " + orderId + " was not kept: the reservation was lost.", false);
+      answer(id, "Sorry, your reservation (ref " + shortRef(orderId) + ") was lost: it was not kept.", false);
       return;
     }
     await new Promise((done) => setTimeout(done, 500));
