@@ -20,6 +20,14 @@ type Voucher struct {
 	EndAt       time.Time
 }
 
+// VoucherSummary is a voucher as an operator's list shows it: Stock is
+// the database's stock column (units neither persisted as a live order nor
+// given back), and its orders by state.
+type VoucherSummary struct {
+	Voucher
+	Unpaid, Paid, Cancelled, Refunded int64
+}
+
 // MaxStock bounds a voucher's stock so that Redis and SQL integers agree.
 const MaxStock = 1_000_000_000
 

@@ -109,6 +109,12 @@ func RunLifecycle(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	for _, e := range strings.Split(o.expiries, ",") {
+		if e != server.ExpiryDeadlines && e != server.ExpirySweep {
+			fmt.Fprintf(os.Stderr, "lifecycle: -expiry %q: want %s, %s or both, comma-separated\n", e, server.ExpiryDeadlines, server.ExpirySweep)
+			return 2
+		}
+	}
 	if o.window < time.Second || o.units < 10 || o.neverPayPct < 1 || o.neverPayPct > 90 || o.raceOrders < 10 {
 		fmt.Fprintln(os.Stderr, "lifecycle: want -pay-window ≥ 1s, -units ≥ 10, -never-pay from 1 to 90, -race-orders ≥ 10")
 		return 2

@@ -69,3 +69,15 @@ func TestTheLifecycleLabHoldsItsInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestTheLifecycleLabRefusesWhatItCannotRun: bad flags and the stand-ins
+// are refused with status 2 before anything starts.
+func TestTheLifecycleLabRefusesWhatItCannotRun(t *testing.T) {
+	t.Setenv("SECKILL_REDIS_URL", "")
+	t.Setenv("SECKILL_MYSQL_DSN", "")
+	for _, args := range [][]string{{"-expiry", "later"}, {"-never-pay", "0"}, {"-pay-window", "10ms"}, {}} {
+		if code := RunLifecycle(args); code != 2 {
+			t.Errorf("seckill lifecycle %v: status %d, want 2", args, code)
+		}
+	}
+}

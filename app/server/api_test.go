@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -478,6 +479,74 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 				t.Fatalf("/metrics lacks %q", missing)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// TestTheOperatorListsEveryVoucher: GET /api/admin/vouchers lists every
+// voucher newest first — on sale, upcoming and ended — with the
+// database's stock and the orders by state, a page at a time; it is the
+// admin's alone, and a bad page size is a 400 naming it.
+func TestTheOperatorListsEveryVoucher(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		endsAt := time.Now().Add(time.Second)
+		ended := h.createVoucher(5, time.Now().Add(-time.Minute), endsAt)
+		upcoming := h.createVoucher(7, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+		onSale := h.openVoucher(3)
+		var orders []string
+		for u := int64(1); u <= 2; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(onSale)+"/seckill", h.shopper(u), nil)
+			if status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			orders = append(orders, body["orderId"].(string))
+		}
+		h.waitForRows(onSale, 2, 10*time.Second)
+		if status, body := h.do("POST", "/api/orders/"+orders[0]+"/cancel", h.shopper(1), nil); status != 200 {
+			t.Fatalf("cancel: %d %v", status, body)
+		}
+		time.Sleep(time.Until(endsAt.Add(50 * time.Millisecond))) // the first sale ends
+
+		if status, _ := h.do("GET", "/api/admin/vouchers", h.shopper(1), nil); status != 401 {
+			t.Fatalf("a shopper's token: %d, want 401", status)
+		}
+		if status, body := h.do("GET", "/api/admin/vouchers?limit=101", h.cfg.AdminToken, nil); status != 400 || !strings.Contains(fmt.Sprint(body), "limit") {
+			t.Fatalf("limit=101: %d %v, want 400 naming limit", status, body)
+		}
+		status, first := h.do("GET", "/api/admin/vouchers?limit=2", h.cfg.AdminToken, nil)
+		page, _ := first["vouchers"].([]any)
+		if status != 200 || len(page) != 2 {
+			t.Fatalf("first page: %d %v", status, first)
+		}
+		got := map[int64]map[string]any{}
+		add := func(list []any) {
+			for _, v := range list {
+				m := v.(map[string]any)
+				got[int64(m["id"].(float64))] = m
+			}
+		}
+		add(page)
+		if id := int64(page[0].(map[string]any)["id"].(float64)); id != onSale {
+			t.Fatalf("first listed %d, want the newest, %d", id, onSale)
+		}
+		status, second := h.do("GET", "/api/admin/vouchers?limit=2&before="+fmt.Sprint(first["next"]), h.cfg.AdminToken, nil)
+		if status != 200 {
+			t.Fatalf("second page: %d %v", status, second)
+		}
+		add(second["vouchers"].([]any))
+		want := map[int64]string{
+			onSale:   "on_sale databaseStock=2 orders=map[cancelled:1 paid:0 refunded:0 unpaid:1]",
+			upcoming: "upcoming databaseStock=7 orders=map[cancelled:0 paid:0 refunded:0 unpaid:0]",
+			ended:    "ended databaseStock=5 orders=map[cancelled:0 paid:0 refunded:0 unpaid:0]",
+		}
+		for id, w := range want {
+			m := got[id]
+			if m == nil {
+				t.Fatalf("voucher %d not listed in %v", id, got)
+			}
+			if line := fmt.Sprintf("%v databaseStock=%v orders=%v", m["state"], m["databaseStock"], m["orders"]); line != w {
+				t.Errorf("voucher %d: %s, want %s", id, line, w)
+			}
 		}
 	})
 }

@@ -88,6 +88,8 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 			return ok && sold && kept && ok.textContent === '3' && sold.textContent === '2' && kept.textContent === '3'; })()`)
 		b.waitJS(p, "the charts are drawn", `['answers', 'persisted', 'depth'].every((n) => {
 			const img = document.getElementById('chart-' + n); return img.complete && img.naturalWidth > 0; })`)
+		b.waitJS(p, "the operator's voucher list shows the sale", `(() => { const tr = document.querySelector('#vouchers tr[data-voucher="`+idString(voucher)+`"]');
+			return tr && [...tr.cells].map((c) => c.textContent).slice(2, 6).join(',') === 'on sale,0,3,0'; })()`)
 		guarantees := b.text(p, "#guarantees")
 		if !strings.Contains(guarantees, "acknowledged") {
 			t.Fatalf("the guarantees shown: %q", guarantees)

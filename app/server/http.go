@@ -55,6 +55,14 @@ type api struct {
 	userAdmin interface {
 		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
 	}
+	// orders finds an order in the database, whoever's it is.
+	orders interface {
+		FindOrder(ctx context.Context, orderID int64) (core.Order, error)
+	}
+	// voucherAdmin lists the vouchers for the operator.
+	voucherAdmin interface {
+		VoucherSummaries(ctx context.Context, before int64, limit int) ([]core.VoucherSummary, error)
+	}
 	codes *logincode.Codes
 	// sender delivers login codes (nil: none; then only dev codes).
 	sender      core.CodeSender
@@ -135,6 +143,7 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/auth/code", requireJSON, a.limits.limit("code", a.codeRate, a.clients.limitKey), a.sendCode)
 	app.Post("/api/auth/login", requireJSON, a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
 	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
+	app.Get("/api/admin/vouchers", requireAdmin(a.admin), a.adminVouchers)
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
 	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
@@ -374,6 +383,54 @@ func (a *api) phoneCollisions(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"collisions": list})
 }
 
+// adminVoucherPage bounds one page of the operator's voucher list.
+const adminVoucherPage = 100
+
+// adminVouchers lists every voucher, newest first, ended sales included,
+// a page at a time (?limit=, ?before= the last id of the page before):
+// its state on the server's clock, the database's stock, and its orders
+// by state.
+func (a *api) adminVouchers(c *fiber.Ctx) error {
+	limit, before := 50, int64(0)
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > adminVoucherPage {
+			return core.E(core.CodeBadRequest, fmt.Sprintf("limit: want 1 to %d", adminVoucherPage))
+		}
+		limit = n
+	}
+	if v := c.Query("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return core.E(core.CodeBadRequest, "before: want the id of the last voucher of the page before")
+		}
+		before = n
+	}
+	list, err := a.voucherAdmin.VoucherSummaries(c.UserContext(), before, limit)
+	if err != nil {
+		return core.Wrap("list vouchers", core.CodeUnavailable, err)
+	}
+	now := time.Now()
+	out := make([]fiber.Map, len(list))
+	for i, v := range list {
+		state := "on_sale"
+		switch {
+		case now.Before(v.BeginAt):
+			state = "upcoming"
+		case !now.Before(v.EndAt):
+			state = "ended"
+		}
+		out[i] = fiber.Map{"id": v.ID, "title": v.Title, "payValue": v.PayValue, "actualValue": v.ActualValue,
+			"databaseStock": v.Stock, "beginTime": v.BeginAt.UTC(), "endTime": v.EndAt.UTC(), "state": state,
+			"orders": fiber.Map{"unpaid": v.Unpaid, "paid": v.Paid, "cancelled": v.Cancelled, "refunded": v.Refunded}}
+	}
+	var next any
+	if len(list) == limit {
+		next = list[len(list)-1].ID
+	}
+	return c.JSON(fiber.Map{"vouchers": out, "next": next})
+}
+
 // loginVerdicts are the metric label and the answer of each verdict.
 var loginVerdicts = map[logincode.Verdict]struct{ label, message string }{
 	logincode.Accepted: {"ok", ""},
@@ -568,7 +625,7 @@ func (a *api) cancelOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := whenPersisted(c.UserContext(), id, errCancelNotYet, func() error {
+	if err := a.whenPersisted(c.UserContext(), id, errCancelNotYet, func() error {
 		_, err := a.lifecycle.Cancel(c.UserContext(), shopperID(c), id)
 		return err
 	}); err != nil {
@@ -591,10 +648,11 @@ const (
 // whose id is that recent, for up to justReservedWait. Still not there,
 // the order is queued behind a slow consumer (or its id was made up): the
 // answer is notYet, a 409 that says to ask again, as the contract has it
-// for a queued order.
-func whenPersisted(ctx context.Context, orderID int64, notYet error, op func() error) error {
+// for a queued order. Another shopper's order is 404 at once, as ever:
+// the database has it, and it is not the caller's.
+func (a *api) whenPersisted(ctx context.Context, orderID int64, notYet error, op func() error) error {
 	err := op()
-	if !errors.Is(err, core.ErrOrderNotFound) || time.Since(redisreserve.IssuedAt(orderID)) > justReservedAge {
+	if !errors.Is(err, core.ErrOrderNotFound) || time.Since(redisreserve.IssuedAt(orderID)) > justReservedAge || a.inDatabase(ctx, orderID) {
 		return err
 	}
 	deadline := time.Now().Add(justReservedWait)
@@ -606,10 +664,17 @@ func whenPersisted(ctx context.Context, orderID int64, notYet error, op func() e
 		}
 		err = op()
 	}
-	if errors.Is(err, core.ErrOrderNotFound) {
+	if errors.Is(err, core.ErrOrderNotFound) && !a.inDatabase(ctx, orderID) {
 		return notYet
 	}
 	return err
+}
+
+// inDatabase reports whether the database holds the order, whoever's it
+// is (a failed read counts as held: the answer stays 404).
+func (a *api) inDatabase(ctx context.Context, orderID int64) bool {
+	_, err := a.orders.FindOrder(ctx, orderID)
+	return !errors.Is(err, core.ErrOrderNotFound)
 }
 
 var (
@@ -625,7 +690,7 @@ func (a *api) payOrder(c *fiber.Ctx) error {
 	}
 	var p core.Payment
 	var url string
-	if err := whenPersisted(c.UserContext(), id, errPayNotYet, func() (err error) {
+	if err := a.whenPersisted(c.UserContext(), id, errPayNotYet, func() (err error) {
 		p, url, err = a.payments.Pay(c.UserContext(), shopperID(c), id)
 		return err
 	}); err != nil {

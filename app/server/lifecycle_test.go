@@ -599,8 +599,12 @@ func TestATapAtOnceReachesTheOrderBeingSaved(t *testing.T) {
 			t.Fatalf("pay sent while the order was being saved: %d %v, want a payment started", a.status, a.body)
 		}
 
-		old := strconv.FormatInt(int64(5)<<32|7, 10) // issued in 2022: not waited for
 		began := time.Now()
+		if status, _ := h.do("POST", "/api/orders/"+orders[1]+"/cancel", h.shopper(1), nil); status != 404 || time.Since(began) > 500*time.Millisecond {
+			t.Fatalf("cancel of another shopper's order: %d after %v, want 404 at once", status, time.Since(began))
+		}
+		old := strconv.FormatInt(int64(5)<<32|7, 10) // issued in 2022: not waited for
+		began = time.Now()
 		if status, _ := h.do("POST", "/api/orders/"+old+"/cancel", h.shopper(1), nil); status != 404 || time.Since(began) > 500*time.Millisecond {
 			t.Fatalf("cancel of an old unknown id: %d after %v, want 404 at once", status, time.Since(began))
 		}

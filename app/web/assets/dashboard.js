@@ -87,6 +87,33 @@ async function drawCharts(at, token) {
   }
 }
 
+const voucherStates = { upcoming: "upcoming", on_sale: "on sale", ended: "ended" };
+let vouchersAt = 0;
+
+// loadVouchers fills the operator's voucher table: the newest 50, every
+// five seconds (two database queries each time, not on every second's
+// refresh).
+async function loadVouchers(token) {
+  if (Date.now() - vouchersAt < 5000) return;
+  vouchersAt = Date.now();
+  const resp = await fetch("/api/admin/vouchers?limit=50", { headers: { "Authorization": "Bearer " + token } });
+  if (!resp.ok) return;
+  const d = await resp.json();
+  const rows = d.vouchers.map((v) => {
+    const tr = document.createElement("tr");
+    tr.dataset.voucher = String(v.id);
+    const cells = [v.id, v.title, voucherStates[v.state] || v.state, v.databaseStock, v.orders.unpaid, v.orders.paid,
+      v.orders.cancelled, v.orders.refunded, v.endTime.replace("T", " ").slice(0, 16)];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c); // titles are text, never markup
+      tr.append(td);
+    }
+    return tr;
+  });
+  $("vouchers").querySelector("tbody").replaceChildren(...rows);
+}
+
 async function refresh() {
   const token = $("admin-token").value.trim();
   if (!token) {
@@ -104,6 +131,7 @@ async function refresh() {
     render(d);
     $("dashboard-message").textContent = "";
     await drawCharts(d.at, token);
+    await loadVouchers(token);
   } catch (_) {
     $("dashboard-message").textContent = "The server does not answer, retrying…";
   }
