@@ -60,6 +60,25 @@ func TestCompareWritesResults(t *testing.T) {
 	if !strings.Contains(text, "EMBEDDED STAND-INS") {
 		t.Fatal("a run on the stand-ins does not say so at the top of its results")
 	}
+	// No fault ran: one line says so, not each fault's method and a table
+	// of "not run" cells; and the stand-in's whole-second row times are a
+	// dash, not a measured 0s.
+	if n := strings.Count(text, "not run"); n > 1 || strings.Contains(text, "## Faults") || !strings.Contains(text, "Faults were not injected in this run") {
+		t.Fatalf("the results repeat that faults did not run (%d times):\n%s", n, text)
+	}
+	if strings.Contains(row, "0s / 0s") {
+		t.Fatalf("reservation → row reads 0s on the stand-in: %s", row)
+	}
+}
+
+// TestTheSummaryUsesTheFilesDashes: the console summary shows a dash where
+// the file does (no drain for sync and pubsub) and says when no fault ran,
+// rather than a 0 drain rate and "lost 0".
+func TestTheSummaryUsesTheFilesDashes(t *testing.T) {
+	got := summary([]labResult{{Backend: "sync", Load: loadResult{Duration: time.Second}}, {Backend: "pubsub", Load: loadResult{Duration: time.Second}}})
+	if strings.Contains(got, " 0 \n") || strings.Count(got, "—") < 2 || !strings.Contains(got, "faults: not injected") {
+		t.Fatalf("summary:\n%s", got)
+	}
 }
 
 // TestTheCommittedResultsNeedRealServers: on the stand-ins, -write-docs is
