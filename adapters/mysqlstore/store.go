@@ -70,13 +70,21 @@ func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*Store, error) {
 	sqldb.SetMaxOpenConns(maxConns)
 	sqldb.SetMaxIdleConns(maxConns)
 	sqldb.SetConnMaxLifetime(5 * time.Minute)
-	s := &Store{db: bun.NewDB(sqldb, mysqldialect.New()), dialect: dialectMySQL}
-	if err := s.Ping(ctx); err != nil {
+	// Reached before bun is: its dialect asks the server's version at once
+	// and, failing, prints a bare log line beside the start's own error.
+	if err := sqldb.PingContext(ctx); err != nil {
 		sqldb.Close()
+		var merr *mysql.MySQLError
+		if errors.As(err, &merr) && merr.Number == errUnknownDatabase {
+			return nil, fmt.Errorf("mysqlstore: the database %q does not exist on %s: create it first (CREATE DATABASE %s); the server creates its tables, not the database", cfg.DBName, cfg.Addr, cfg.DBName)
+		}
 		return nil, fmt.Errorf("mysqlstore: cannot reach MySQL at %s: %w", cfg.Addr, err)
 	}
-	return s, nil
+	return &Store{db: bun.NewDB(sqldb, mysqldialect.New()), dialect: dialectMySQL}, nil
 }
+
+// errUnknownDatabase is MySQL's ER_BAD_DB_ERROR (1049).
+const errUnknownDatabase = 1049
 
 // OpenEmbedded opens an in-memory SQLite database. It starts empty and is
 // gone when the process exits. One connection serialises the transactions,

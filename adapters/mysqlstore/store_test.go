@@ -3,9 +3,12 @@ package mysqlstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/testenv"
@@ -313,4 +316,23 @@ func TestUserIDByPhoneCreatesOnceUnderRace(t *testing.T) {
 			t.Fatalf("second phone got id %d (%v)", other, err)
 		}
 	})
+}
+
+// TestAMissingDatabaseSaysToCreateIt: the server creates its tables, not
+// the database; a DSN naming a database that does not exist stops the
+// start with one line that says so (and no stray driver log beside it).
+func TestAMissingDatabaseSaysToCreateIt(t *testing.T) {
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set: real MySQL not tested (CI sets it)", testenv.MySQLDSNEnv)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = "seckill_missing_" + testenv.RandomSuffix()
+	_, err = mysqlstore.OpenMySQL(context.Background(), cfg.FormatDSN(), 0)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "CREATE DATABASE "+cfg.DBName) {
+		t.Fatalf("a missing database: %v, want it named with the CREATE DATABASE to run", err)
+	}
 }
