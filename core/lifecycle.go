@@ -174,19 +174,21 @@ func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason Can
 }
 
 // release gives o's unit back to the live store and forgets the pending
-// release once it is there; it reports whether the release is done.
-func (l *Lifecycle) release(ctx context.Context, o Order) bool {
+// release once it is there. Not done, the pending release stays for the
+// sweep to re-drive: the live store was unreachable, or has no state for
+// the voucher (then its rebuild starts here, and reads this cancellation
+// from the database).
+func (l *Lifecycle) release(ctx context.Context, o Order) {
 	r, err := l.live.ReturnUnit(ctx, o)
 	if err != nil {
 		l.log.Warn("order cancelled; its unit goes back on sale at the next sweep", "order", o.ID, "voucher", o.VoucherID, "err", err)
-		return false
+		return
 	}
 	if r == ReturnLater {
 		// Not loaded (Redis forgot it) or being rebuilt: start the rebuild
-		// now, not at the sweep's re-drive a second later; the rebuild reads
-		// this cancellation from the database.
+		// now, not at the sweep's re-drive a second later.
 		_ = l.guard.Lost(WithoutWaiting(ctx), o.VoucherID)
-		return false
+		return
 	}
 	if r == UnitReturned {
 		l.obs.UnitReturned()
@@ -197,7 +199,6 @@ func (l *Lifecycle) release(ctx context.Context, o Order) bool {
 	}
 	// Best effort: a memo's lifetime bounds a lost nudge.
 	_ = l.memo.StockBack(ctx, o.VoucherID)
-	return true
 }
 
 // Sweep expires the orders due now — those the live store hands out
@@ -236,8 +237,6 @@ func (l *Lifecycle) Sweep(ctx context.Context) error {
 		return Wrap("sweep: pending releases", CodeUnavailable, err)
 	}
 	for _, o := range pending {
-		// Not done: the live state was unreachable (the next sweep tries
-		// again) or is being rebuilt (release started that).
 		l.release(ctx, o)
 	}
 	return nil

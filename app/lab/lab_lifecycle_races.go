@@ -121,16 +121,24 @@ func (l lifecycleLab) resale(t *labT, units, neverPayPct int) resaleResult {
 	return r
 }
 
+// paying is where three races start: two instances, a voucher of n units
+// bought by shoppers 1..n (orders[i] is shopper i+1's), and each order's
+// payment started ("" where it expired first).
+func (l lifecycleLab) paying(t *labT, n int) (a, b *labProcess, bases []string, voucher int64, orders, payments []string) {
+	a, b = l.start(t, "", "lab-a"), l.start(t, "", "lab-b")
+	bases = []string{a.base, b.base}
+	voucher = l.voucher(t, a.base, n)
+	orders = l.buyAll(t, bases, voucher, 1, n)
+	payments = make([]string, n)
+	l.each(n, func(i int) { payments[i] = l.startPayment(bases[i%2], 1+int64(i), orders[i], l.window) })
+	return a, b, bases, voucher, orders, payments
+}
+
 // payAtDeadline: every order's payment is started, then completed from
 // 300 ms before its deadline to 1.5 s after, on either instance, against
 // the expiry on both.
 func (l lifecycleLab) payAtDeadline(t *labT, n int) raceResult {
-	a, b := l.start(t, "", "lab-a"), l.start(t, "", "lab-b")
-	bases := []string{a.base, b.base}
-	voucher := l.voucher(t, a.base, n)
-	orders := l.buyAll(t, bases, voucher, 1, n)
-	payments := make([]string, n)
-	l.each(n, func(i int) { payments[i] = l.startPayment(bases[i%2], 1+int64(i), orders[i], l.window) })
+	a, b, bases, voucher, orders, payments := l.paying(t, n)
 	due := map[string]time.Time{}
 	var rows []struct {
 		ID    int64     `bun:"id"`
@@ -162,12 +170,7 @@ func (l lifecycleLab) payAtDeadline(t *labT, n int) raceResult {
 // cancelWhilePaying: for each order, the shopper's cancel on one instance
 // and the payment's completion on the other, sent together.
 func (l lifecycleLab) cancelWhilePaying(t *labT, n int) raceResult {
-	a, b := l.start(t, "", "lab-a"), l.start(t, "", "lab-b")
-	bases := []string{a.base, b.base}
-	voucher := l.voucher(t, a.base, n)
-	orders := l.buyAll(t, bases, voucher, 1, n)
-	payments := make([]string, n)
-	l.each(n, func(i int) { payments[i] = l.startPayment(bases[i%2], 1+int64(i), orders[i], l.window) })
+	a, b, bases, voucher, orders, payments := l.paying(t, n)
 	l.each(n, func(i int) {
 		together := make(chan struct{})
 		var wg sync.WaitGroup
@@ -187,12 +190,7 @@ func (l lifecycleLab) cancelWhilePaying(t *labT, n int) raceResult {
 // notification arrives after the order expired. None may make an order
 // paid: each is refunded, and the units stay on sale.
 func (l lifecycleLab) lateNotification(t *labT, n int) raceResult {
-	a, b := l.start(t, "", "lab-a"), l.start(t, "", "lab-b")
-	bases := []string{a.base, b.base}
-	voucher := l.voucher(t, a.base, n)
-	orders := l.buyAll(t, bases, voucher, 1, n)
-	payments := make([]string, n)
-	l.each(n, func(i int) { payments[i] = l.startPayment(bases[i%2], 1+int64(i), orders[i], l.window) })
+	a, b, bases, voucher, _, payments := l.paying(t, n)
 	r := raceResult{Ran: true, Orders: n}
 	if _, ok := l.waitSettled(a.base, voucher, n, l.lastDue(voucher), 20*time.Second); !ok {
 		r.Broken = "the orders did not all expire within 20 s of their deadline"

@@ -163,6 +163,9 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 
 		b.must("clear the token", p.MustElement("#admin-token").SelectAllText())
 		b.input(p, "#admin-token", h.cfg.AdminToken)
+		// The figures fill the page once the token is good: the click waits
+		// for that, or it can land where the button was before they did.
+		b.waitJS(p, "the figures are shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`' && document.getElementById('vouchers').dataset.loaded === '1'`)
 		b.click(p, "#create-voucher")
 		b.waitJS(p, "the voucher is created", `document.getElementById('admin-result').textContent.startsWith('201')`)
 		status, body := h.do("GET", "/api/vouchers", "", nil)

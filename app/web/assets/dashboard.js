@@ -112,6 +112,7 @@ async function loadVouchers(token) {
     return tr;
   });
   $("vouchers").querySelector("tbody").replaceChildren(...rows);
+  $("vouchers").dataset.loaded = "1";
 }
 
 async function refresh() {
