@@ -88,7 +88,7 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 			return ok && sold && kept && ok.textContent === '3' && sold.textContent === '2' && kept.textContent === '3'; })()`)
 		b.waitJS(p, "the charts are drawn", `['answers', 'persisted', 'depth'].every((n) => {
 			const img = document.getElementById('chart-' + n); return img.complete && img.naturalWidth > 0; })`)
-		b.waitJS(p, "the operator's voucher list shows the sale", `(() => { const tr = document.querySelector('#vouchers tr[data-voucher="`+idString(voucher)+`"]');
+		b.waitJS(p, "the operator's voucher list shows the sale", `(() => { const tr = document.querySelector('#voucher-table tr[data-voucher="`+idString(voucher)+`"]');
 			return tr && [...tr.cells].map((c) => c.textContent).slice(2, 6).join(',') === 'on sale,0,3,0'; })()`)
 		guarantees := b.text(p, "#guarantees")
 		if !strings.Contains(guarantees, "acknowledged") {
@@ -165,7 +165,7 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		b.input(p, "#admin-token", h.cfg.AdminToken)
 		// The figures fill the page once the token is good: the click waits
 		// for that, or it can land where the button was before they did.
-		b.waitJS(p, "the figures are shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`' && document.getElementById('vouchers').dataset.loaded === '1'`)
+		b.waitJS(p, "the figures are shown", `document.getElementById('backend').textContent === '`+h.cfg.Queue+`' && document.getElementById('voucher-table').dataset.loaded === '1'`)
 		b.click(p, "#create-voucher")
 		b.waitJS(p, "the voucher is created", `document.getElementById('admin-result').textContent.startsWith('201')`)
 		status, body := h.do("GET", "/api/vouchers", "", nil)

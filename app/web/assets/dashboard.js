@@ -111,8 +111,8 @@ async function loadVouchers(token) {
     }
     return tr;
   });
-  $("vouchers").querySelector("tbody").replaceChildren(...rows);
-  $("vouchers").dataset.loaded = "1";
+  $("voucher-table").querySelector("tbody").replaceChildren(...rows);
+  $("voucher-table").dataset.loaded = "1";
 }
 
 async function refresh() {
