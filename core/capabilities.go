@@ -16,6 +16,12 @@ type Capabilities struct {
 	// exactly one of the two; a Handoff wins if both are set.
 	Handoff   *Handoff
 	Publisher Publisher
+	// Forwarder: an outside broker, fed by a relay from an outbox the
+	// reservation writes (Relayed joins the two). A broker declares it and
+	// neither of the above.
+	Forwarder Forwarder
+	// Relay tells the relay of a relayed queue (set by Relayed).
+	Relay RelayReporter
 	// Duties are the queue's background work, run while its consumers run.
 	Duties []Duty
 	// Stats tells depth, pending, lag and dead letters.

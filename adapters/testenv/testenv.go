@@ -217,3 +217,23 @@ func RealCluster(t testing.TB) (Cluster, bool) {
 	})
 	return cl, true
 }
+
+// The outside brokers' tests read their servers from these; unset outside
+// CI, a test runs on its stand-in (an embedded NATS server, kfake).
+const (
+	NATSURLEnv      = "SECKILL_TEST_NATS_URL"
+	AMQPURLEnv      = "SECKILL_TEST_AMQP_URL"
+	KafkaBrokersEnv = "SECKILL_TEST_KAFKA_BROKERS"
+)
+
+// BrokerURL is the broker env names: "" when it is unset outside CI (the
+// test then runs its stand-in); under CI an unset one fails the test, so a
+// green CI means the real broker was tested.
+func BrokerURL(t testing.TB, env string) string {
+	t.Helper()
+	url := os.Getenv(env)
+	if url == "" && InCI() {
+		t.Fatalf("%s must be set in CI (.ci/run sets it and starts the broker)", env)
+	}
+	return url
+}

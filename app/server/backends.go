@@ -32,6 +32,13 @@ type Backend struct {
 	// Sale, if set, replaces the shared Redis reservation with the
 	// backend's own: the sync baseline's database transaction.
 	Sale func(d Deps) (core.Reserver, core.StockBoard)
+	// Broker, if set, opens an outside broker's queue (one that declares a
+	// core.Forwarder), once per process. The reservation cannot write a
+	// broker in its atomic step, so the server gives it an outbox the
+	// script does write (a Redis stream per shard, read by the relays'
+	// consumer group) and relays in every process that runs consumers
+	// (core.Relayed).
+	Broker func(ctx context.Context, d Deps) (core.Queue, error)
 	// Variants are other configurations of the backend that the comparison
 	// lab measures as columns of their own.
 	Variants []Variant
@@ -100,8 +107,14 @@ func Register(b Backend) {
 	if b.Name == "" {
 		panic("server: Register: a backend needs a name")
 	}
-	if (b.Open == nil) == (b.Sale == nil) {
-		panic(fmt.Sprintf("server: Register %q: set exactly one of Open and Sale", b.Name))
+	set := 0
+	for _, given := range []bool{b.Open != nil, b.Sale != nil, b.Broker != nil} {
+		if given {
+			set++
+		}
+	}
+	if set != 1 {
+		panic(fmt.Sprintf("server: Register %q: set exactly one of Open, Sale and Broker", b.Name))
 	}
 	backends.add(b)
 }

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // TestDocsListEveryBuiltinBackend: the README's backend table is the
@@ -37,8 +41,12 @@ func TestDocsListEveryBuiltinBackend(t *testing.T) {
 			t.Errorf("docs/iterations.md has no row for %s", b.Name)
 		}
 	}
-	if len(builtinBackends) != 6 {
-		t.Errorf("%d built-in backends, want the six iterations", len(builtinBackends))
+	var names []string
+	for _, b := range builtinBackends {
+		names = append(names, b.Name)
+	}
+	if want := []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup", "nats"}; !slices.Equal(names, want) {
+		t.Errorf("built-in backends %v, want the six iterations and the outside brokers, in order: %v", names, want)
 	}
 }
 
@@ -47,10 +55,12 @@ func TestDocsListEveryBuiltinBackend(t *testing.T) {
 // panic at start, as database/sql does.
 func TestRegisterRefusesWhatCannotWork(t *testing.T) {
 	for name, b := range map[string]Backend{
-		"no name":       {Open: builtinBackends[1].Open},
-		"taken name":    {Name: "streamgroup", Open: builtinBackends[1].Open},
-		"nothing":       {Name: "empty"},
-		"open and sale": {Name: "both", Open: builtinBackends[1].Open, Sale: builtinBackends[0].Sale},
+		"no name":         {Open: builtinBackends[1].Open},
+		"taken name":      {Name: "streamgroup", Open: builtinBackends[1].Open},
+		"nothing":         {Name: "empty"},
+		"open and sale":   {Name: "both", Open: builtinBackends[1].Open, Sale: builtinBackends[0].Sale},
+		"open and broker": {Name: "both", Open: builtinBackends[1].Open, Broker: func(context.Context, Deps) (core.Queue, error) { return nil, nil }},
+		"sale and broker": {Name: "both", Sale: builtinBackends[0].Sale, Broker: func(context.Context, Deps) (core.Queue, error) { return nil, nil }},
 	} {
 		func() {
 			defer func() {

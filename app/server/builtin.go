@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/seckill-lab/seckill/adapters/listqueue"
 	"github.com/seckill-lab/seckill/adapters/memqueue"
+	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/pubsubqueue"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/adapters/streamqueue"
@@ -62,9 +64,44 @@ func init() {
 				ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName, Forgotten: d.Forgotten}, d.Log)
 		},
 	})
-	builtinBackends = Backends()
 }
 
 // builtinBackends are the backends this package registers, apart from any
 // a program adds.
 var builtinBackends []Backend
+
+// The outside brokers, fed through the outbox and the relay
+// (Backend.Broker).
+func init() {
+	Register(Backend{
+		Name:      natsqueue.Name,
+		Iteration: "NATS JetStream, fed by a relay from a Redis outbox the script writes; a durable pull consumer, ack after the commit",
+		Broker:    openNATS,
+	})
+	builtinBackends = Backends()
+}
+
+// openNATS opens the JetStream backend on SECKILL_NATS_URL, or, with the
+// stand-ins and no URL, on a NATS server embedded in this process.
+func openNATS(ctx context.Context, d Deps) (core.Queue, error) {
+	cfg := natsqueue.Config{Stream: natsqueue.StreamName(d.Config.KeyPrefix),
+		ConsumerPrefix: d.Config.ConsumerName, AckWait: d.Config.ClaimMinIdle}
+	url := d.Config.NATSURL
+	if url == "" && d.Config.EmbeddedRedis() {
+		q, err := natsqueue.NewEmbedded(ctx, cfg, d.Log)
+		if err != nil {
+			return nil, err
+		}
+		d.Log.Info("NATS: a JetStream server embedded in this process (a stand-in: its orders do not outlive the process); set SECKILL_NATS_URL for a real one")
+		return q, nil
+	}
+	if url == "" {
+		url = natsqueue.DefaultURL
+	}
+	cfg.URL = url
+	q, err := natsqueue.New(ctx, cfg, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_NATS_URL: %w", err)
+	}
+	return q, nil
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +128,9 @@ type Config struct {
 	// MetricsAddr, if set, serves /metrics there (no token) instead of on
 	// the API's listener: an internal address for a public deployment.
 	MetricsAddr string // SECKILL_METRICS_ADDR
+	// NATSURL is the nats backend's server; empty: nats://127.0.0.1:4222
+	// with real servers, an embedded one on the stand-ins.
+	NATSURL string // SECKILL_NATS_URL
 	// lookup is the environment the configuration was read from; a
 	// backend reads its own variables through it (Deps.Getenv).
 	lookup func(string) (string, bool)
@@ -254,6 +258,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, &configError{"SECKILL_PAY_WINDOW", c.PayWindow.String(), "want at least 1s, e.g. 15m"}
 	}
 	if c.MySQLMaxConns, err = intVar(lookup, "SECKILL_MYSQL_MAX_CONNS", DefaultMySQLMaxConns, 1, 4096); err != nil {
+		return c, err
+	}
+	if c.NATSURL, err = brokerURLVar(lookup, "SECKILL_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"); err != nil {
 		return c, err
 	}
 	if c.TokenLifetime, err = durationVar(lookup, "SECKILL_TOKEN_LIFETIME", DefaultTokenLifetime); err != nil {
@@ -507,6 +514,20 @@ const (
 // DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
 // on every instance even when the nudge that announces it is lost.
 const DefaultAnswerMemo = 200 * time.Millisecond
+
+// brokerURLVar reads an outside broker's URL: empty, or a URL of one of
+// the schemes with a host (example shows one in the error).
+func brokerURLVar(lookup func(string) (string, bool), name, example string, schemes ...string) (string, error) {
+	v, _ := lookup(name)
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
+		return "", &configError{name, v, "want a URL such as " + example}
+	}
+	return v, nil
+}
 
 func durationVar(lookup func(string) (string, bool), name string, def time.Duration) (time.Duration, error) {
 	v, ok := lookup(name)

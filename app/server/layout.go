@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) planLayout(ctx context.Context, b Backend) (layoutPlan, error) 
 	for _, m := range plan.moves {
 		plan.legacy = plan.legacy || m.Legacy()
 	}
-	if b.Open != nil {
+	if b.Sale == nil {
 		if recorded != 0 && recorded != n {
 			if err := s.refuseIfQueuesHold(ctx, b, Deps{Shards: redisreserve.SpreadShards(recorded)}, recorded,
 				fmt.Sprintf("SECKILL_SHARDS=%d, but this Redis records %d shards", n, recorded),
@@ -173,6 +174,9 @@ func (s *Server) refuseIfQueuesHold(ctx context.Context, b Backend, old Deps, co
 // openQueues opens b once per shard of the layout base describes (one
 // queue for a backend the reservation does not feed) and joins them.
 func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int) (core.Queue, error) {
+	if b.Broker != nil {
+		return s.openRelayed(ctx, b, base, count)
+	}
 	queues := make([]core.Queue, 0, count)
 	closeAll := func() {
 		for _, q := range queues {
@@ -201,6 +205,40 @@ func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int
 	q, err := core.ShardQueues(shards, queues)
 	if err != nil {
 		closeAll()
+		return nil, err
+	}
+	return q, nil
+}
+
+// outbox is the queue the reservation writes for an outside broker: a
+// stream per shard, read by the relays' consumer group, which claims what
+// a dead relay held (SECKILL_CLAIM_MIN_IDLE) and trims what was forwarded.
+var outbox = Backend{
+	Name: "outbox",
+	Open: func(ctx context.Context, d Deps) (core.Queue, error) {
+		return streamgroup.New(ctx, d.Redis, streamgroup.Config{Stream: d.QueueKey("outbox"), Group: "seckill-relays",
+			ClaimMinIdle: d.Config.ClaimMinIdle, ConsumerPrefix: d.Config.ConsumerName, Forgotten: d.Forgotten}, d.Log)
+	},
+}
+
+// openRelayed opens an outside broker's backend: the outbox, sharded as
+// the layout says, the broker once, and the relay between them.
+func (s *Server) openRelayed(ctx context.Context, b Backend, base Deps, count int) (core.Queue, error) {
+	box, err := s.openQueues(ctx, outbox, base, count)
+	if err != nil {
+		return nil, fmt.Errorf("open the outbox: %w", err)
+	}
+	d := base
+	d.Config, d.Redis, d.Store, d.Log, d.Forgotten = s.cfg, s.rdb, s.store, s.log, s.forgotten
+	broker, err := b.Broker(ctx, d)
+	if err != nil {
+		box.Close()
+		return nil, err
+	}
+	q, err := core.Relayed(box, broker, core.RelayConfig{Log: s.log})
+	if err != nil {
+		box.Close()
+		broker.Close()
 		return nil, err
 	}
 	return q, nil

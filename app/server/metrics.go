@@ -210,3 +210,50 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.oldest, s.OldestPending.Seconds(), s.OldestPending >= 0)
 	gauge(c.dead, float64(s.DeadLetters), s.DeadLetters >= 0)
 }
+
+// relayCollector reports an outside broker's relay (core.RelayReporter) at
+// each scrape: what it forwarded and failed, and the outbox behind it.
+type relayCollector struct {
+	relay                                    core.RelayReporter
+	onError                                  func(error)
+	forwarded, failures, depth, pending, lag *prometheus.Desc
+}
+
+func newRelayCollector(queue string, r core.RelayReporter, onError func(error)) *relayCollector {
+	labels := prometheus.Labels{"queue": queue}
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	return &relayCollector{
+		relay:     r,
+		onError:   onError,
+		forwarded: d("seckill_relay_forwarded_total", "Orders this process's relays forwarded to the broker and the broker confirmed."),
+		failures:  d("seckill_relay_failures_total", "Forwards the broker did not confirm (each batch retried) and failed outbox operations, in this process."),
+		depth:     d("seckill_relay_outbox_depth", "Outbox entries no relay has read yet (every process's)."),
+		pending:   d("seckill_relay_outbox_pending", "Outbox entries a relay read and the broker has not confirmed yet."),
+		lag:       d("seckill_relay_lag_seconds", "Time between the newest reservation in the outbox and the relays' position."),
+	}
+}
+
+func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.forwarded, c.failures, c.depth, c.pending, c.lag} {
+		ch <- d
+	}
+}
+
+func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := c.relay.RelayStats(ctx)
+	if err != nil {
+		c.onError(err)
+	}
+	ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(s.Forwarded))
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(s.Failures))
+	gauge := func(d *prometheus.Desc, v float64, known bool) {
+		if known && err == nil {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+		}
+	}
+	gauge(c.depth, float64(s.Outbox.Depth), s.Outbox.Depth >= 0)
+	gauge(c.pending, float64(s.Outbox.Pending), s.Outbox.Pending >= 0)
+	gauge(c.lag, s.Outbox.Lag.Seconds(), s.Outbox.Lag >= 0)
+}

@@ -155,6 +155,13 @@ func (s *Server) wire(ctx context.Context) error {
 		}))
 	}
 	if s.queue != nil {
+		if r := core.CapabilitiesOf(s.queue).Relay; r != nil {
+			s.metrics.registry.MustRegister(newRelayCollector(cfg.Queue, r, func(err error) {
+				log.Warn("relay stats unavailable", "err", err)
+			}))
+		}
+	}
+	if s.queue != nil {
 		var orders core.OrderStore = s.store
 		if s.orderStore != nil {
 			orders = s.orderStore

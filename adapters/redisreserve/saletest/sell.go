@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -57,4 +58,54 @@ func (f fixedID) NextID(context.Context) (int64, error) { return int64(f), nil }
 // so on a Redis Cluster each reservation's keys share one slot.
 func QueueKey(r testenv.Redis, ns string) string {
 	return redisreserve.Keys{Prefix: r.Prefix + ns + ":"}.ShardKey("queue", 0)
+}
+
+// Relayed joins broker, an outside broker's queue, to an outbox on r in
+// namespace ns (a streamgroup stream on QueueKey(r, ns), read by the
+// relays' group) as the server does (core.Relayed), so Sell feeds the
+// broker through the real path: the reservation, the outbox, the relay.
+// claimAfter is how long a dead relay's entries wait to be claimed.
+func Relayed(t testing.TB, r testenv.Redis, ns string, broker core.Queue, claimAfter time.Duration) core.Queue {
+	t.Helper()
+	outbox, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
+		Stream: QueueKey(r, ns), Group: "seckill-relays", ClaimMinIdle: claimAfter,
+		ClaimInterval: claimAfter / 4, Block: 100 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := core.Relayed(outbox, broker, core.RelayConfig{RetryInitial: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// Running is a queue whose duties (a relayed queue's relays among them)
+// run from Open to Close, as in a process that runs consumers; Crash stops
+// them as a kill would, without Close's cleanup.
+type Running struct {
+	core.Queue
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Run starts q's duties.
+func Run(q core.Queue) *Running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{Queue: q, stop: cancel, done: make(chan struct{})}
+	go func() { core.RunQueueDuties(ctx, q, nil); close(r.done) }()
+	return r
+}
+
+// Halt stops the duties and waits for them.
+func (r *Running) Halt() {
+	r.stop()
+	<-r.done
+}
+
+// Close stops the duties, then closes the queue.
+func (r *Running) Close() error {
+	r.Halt()
+	return r.Queue.Close()
 }

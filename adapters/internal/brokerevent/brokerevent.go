@@ -1,0 +1,75 @@
+// Package brokerevent is what the outside-broker backends (nats, kafka,
+// rabbitmq) put on the wire besides the order itself: the headers every
+// order event carries, the names of the broker's streams, topics and
+// queues, and the dead-letter record as headers. Outside consumers read the
+// same (docs/architecture.md, "Order events for other services").
+package brokerevent
+
+import (
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Version is the event format's version, in the VersionHeader of every
+// order event. The body is core.EncodeOrder's JSON; a change a consumer
+// must know of (a compact body, a new required field) comes with a new
+// version.
+const Version = "1"
+
+// Header names of an order event.
+const (
+	VersionHeader = "Seckill-Event-Version"
+	// OrderHeader is the order id, decimal: the key to deduplicate by.
+	OrderHeader = "Seckill-Order-Id"
+	// VoucherHeader is the voucher id, decimal.
+	VoucherHeader = "Seckill-Voucher-Id"
+	// KindHeader says what happened; "order.reserved" is the one kind.
+	KindHeader = "Seckill-Event"
+	// Reserved is the kind of an order a shopper was answered 200 for.
+	Reserved = "order.reserved"
+)
+
+// Headers are an order event's headers.
+func Headers(o core.Order) map[string]string {
+	return map[string]string{
+		VersionHeader: Version,
+		KindHeader:    Reserved,
+		OrderHeader:   strconv.FormatInt(o.ID, 10),
+		VoucherHeader: strconv.FormatInt(o.VoucherID, 10),
+	}
+}
+
+// Name derives a broker object's name from the key prefix and a suffix:
+// "seckill:" and "orders" give "seckill_orders". Every character but
+// letters, digits, '-' and '_' becomes '_', so the name is valid as a
+// JetStream stream, a subject token, a Kafka topic and a RabbitMQ queue.
+func Name(keyPrefix, suffix string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, keyPrefix+suffix)
+}
+
+// DeadLetterHeaders are a dead letter's fields but its body, which is the
+// message's payload.
+func DeadLetterHeaders(d core.DeadLetter) map[string]string {
+	m := d.FieldMap()
+	delete(m, "order")
+	return m
+}
+
+// DecodeDeadLetter reads a dead letter back from its payload and headers.
+func DecodeDeadLetter(body []byte, headers map[string]string) (core.DeadLetter, error) {
+	m := maps.Clone(headers)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m["order"] = string(body)
+	return core.DecodeDeadLetter(m)
+}

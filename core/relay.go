@@ -1,0 +1,353 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// Forwarder is an outside broker's way in (Capabilities.Forwarder): a
+// Kafka, NATS or RabbitMQ queue cannot be written from inside the
+// reservation script, so the script writes an outbox in its own atomic
+// step and a relay (Relayed) hands the broker what the outbox holds.
+type Forwarder interface {
+	// Forward publishes the orders to the broker and returns nil once the
+	// broker has confirmed every one of them (a JetStream publish ack,
+	// Kafka acks=all, a RabbitMQ publisher confirm). An error means some
+	// may be unconfirmed: the relay forwards the whole batch again, so the
+	// broker may see an order twice (its dedup by order id, or the store's
+	// idempotence, absorbs that) and never zero times.
+	Forward(ctx context.Context, orders []Order) error
+}
+
+// RelayStats describe a relayed queue's relay, for metrics and the
+// dashboard. The counts are this process's since it started.
+type RelayStats struct {
+	// Forwarded: orders the broker confirmed.
+	Forwarded int64
+	// Failures: forward attempts that failed (each retried), and outbox
+	// operations that failed.
+	Failures int64
+	// LastError is the newest failure's text, "" once a forward succeeds.
+	LastError string
+	// Outbox is the outbox: Depth, entries no relay has read yet; Pending,
+	// read by a relay and not yet confirmed by the broker; Lag, how far
+	// the relays are behind the newest reservation.
+	Outbox QueueStats
+}
+
+// RelayReporter tells a relayed queue's relay (Capabilities.Relay).
+type RelayReporter interface {
+	RelayStats(ctx context.Context) (RelayStats, error)
+}
+
+// RelayConfig configures Relayed. Zero values take the defaults.
+type RelayConfig struct {
+	// Batch is how many outbox entries a relay reads and forwards at once.
+	// Default 256.
+	Batch int
+	// RetryInitial and RetryMax bound the backoff between forwards of a
+	// batch the broker did not confirm. Defaults 100ms and 5s.
+	RetryInitial, RetryMax time.Duration
+	// FinishTimeout bounds the batch in flight at a stop: it is forwarded
+	// and acked on a context that outlives the stop by this much, so a
+	// clean stop leaves nothing for another relay to claim. Default 5s.
+	FinishTimeout time.Duration
+	Log           *slog.Logger
+}
+
+func (c *RelayConfig) setDefaults() {
+	if c.Batch <= 0 {
+		c.Batch = 256
+	}
+	if c.RetryInitial <= 0 {
+		c.RetryInitial = 100 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.FinishTimeout <= 0 {
+		c.FinishTimeout = 5 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Relayed joins an outbox the reservation feeds (a Redis stream read by a
+// consumer group, one per shard) and an outside broker (a queue that
+// declares a Forwarder) into one Queue: the transactional outbox of
+// docs/architecture.md. The reservation script hands each order to the
+// outbox in its own atomic step (the outbox's Handoff); relays, one per
+// shard in every process that runs consumers (a Duty each), read the
+// outbox, forward to the broker, and ack the outbox only after the broker
+// confirmed; the consumers read the broker. A relay killed mid-batch leaves
+// its entries pending in the outbox, where another claims them: the
+// broker may see an order twice, never zero times.
+//
+// The join is the broker as its consumers and outside readers see it (its
+// name, guarantees, consumers), fed like the outbox. Its held orders are
+// the outbox's then the broker's (read in the direction orders flow, so
+// one moving between them is seen at least once), when both can list
+// theirs; its stats count what waits in either; its dead letters are
+// both's.
+func Relayed(outbox, broker Queue, cfg RelayConfig) (Queue, error) {
+	cfg.setDefaults()
+	oc, bc := CapabilitiesOf(outbox), CapabilitiesOf(broker)
+	switch {
+	case oc.Handoff == nil:
+		return nil, fmt.Errorf("relay: the outbox %s is not fed by the reservation", oc.Name)
+	case !oc.Guarantees.Acknowledged || !oc.Guarantees.DurableAcrossConsumerCrash:
+		return nil, fmt.Errorf("relay: the outbox %s must keep what a relay read until it is acked, also across a crash", oc.Name)
+	case bc.Forwarder == nil:
+		return nil, fmt.Errorf("relay: %s declares no Forwarder: it is not an outside broker", bc.Name)
+	}
+	return &relayed{outbox: outbox, broker: broker, oc: oc, bc: bc, cfg: cfg}, nil
+}
+
+type relayed struct {
+	outbox, broker Queue
+	oc, bc         Capabilities
+	cfg            RelayConfig
+
+	forwarded, failures atomic.Int64
+	lastError           atomic.Pointer[string]
+}
+
+func (r *relayed) Capabilities() Capabilities {
+	c := Capabilities{
+		Name:       r.bc.Name,
+		Guarantees: r.bc.Guarantees,
+		Handoff:    r.oc.Handoff,
+		Shards:     r.oc.Shards,
+		Relay:      r,
+	}
+	c.Duties = append(c.Duties, r.oc.Duties...)
+	c.Duties = append(c.Duties, r.bc.Duties...)
+	for shard := range r.oc.Shards {
+		c.Duties = append(c.Duties, Duty{
+			Name:  fmt.Sprintf("relay shard %d", shard),
+			Every: 10 * time.Millisecond,
+			Do:    func(ctx context.Context) error { return r.relay(ctx, shard) },
+		})
+	}
+	if r.oc.Stats != nil && r.bc.Stats != nil {
+		c.Stats = statsFunc(r.stats)
+	}
+	if r.oc.Holder != nil && r.bc.Holder != nil {
+		c.Lister = heldOrdersFunc(r.heldOrders)
+	}
+	if r.bc.DeadLetters != nil {
+		c.DeadLetters = deadLettersFunc(r.deadLetters)
+	}
+	return c
+}
+
+func (r *relayed) Consumer(ctx context.Context, index int) (Consumer, error) {
+	return r.broker.Consumer(ctx, index)
+}
+
+func (r *relayed) Close() error { return errors.Join(r.outbox.Close(), r.broker.Close()) }
+
+// relay moves the outbox of one shard to the broker until ctx ends. It
+// runs as a Duty whose run lasts until the stop; a failure is counted and
+// retried here, so the duty never ends early.
+func (r *relayed) relay(ctx context.Context, shard int) error {
+	// The outbox join routes consumer i to shard i mod the count.
+	c, err := r.outbox.Consumer(ctx, shard)
+	if err != nil {
+		r.failed(err)
+		return fmt.Errorf("relay shard %d: %w", shard, err)
+	}
+	defer c.Close()
+	retry := r.newBackoff()
+	for ctx.Err() == nil {
+		ds, err := c.Fetch(ctx, r.cfg.Batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			r.failed(err)
+			r.cfg.Log.Warn("relay: reading the outbox failed", "queue", r.bc.Name, "shard", shard, "err", err)
+			sleepCtx(ctx, retry.NextBackOff())
+			continue
+		}
+		retry.Reset()
+		if len(ds) == 0 {
+			continue
+		}
+		// The batch in flight is finished at a stop, on a context of its
+		// own, so a clean stop leaves nothing pending for another relay.
+		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FinishTimeout)
+		r.move(ctx, work, c, ds)
+		cancel()
+	}
+	return nil
+}
+
+// move forwards one batch and acks it on the outbox. An entry that does
+// not decode is dead-lettered on the outbox (no broker could carry it to a
+// consumer that would store it); the rest are forwarded until the broker
+// confirms them or the stop's grace runs out (then they stay pending).
+func (r *relayed) move(stop, work context.Context, c Consumer, ds []Delivery) {
+	orders := make([]Order, 0, len(ds))
+	good := ds[:0:0]
+	for _, d := range ds {
+		o, err := DecodeOrder(d.Body)
+		if err != nil {
+			if err := c.DeadLetter(work, d, string(DeadLetterPoison)); err != nil {
+				r.failed(err)
+			}
+			continue
+		}
+		orders, good = append(orders, o), append(good, d)
+	}
+	if len(orders) == 0 {
+		return
+	}
+	retry := r.newBackoff()
+	for {
+		// While the process runs, a broker that is down is waited for
+		// for ever; at a stop, only for the grace.
+		err := r.bc.Forwarder.Forward(work, orders)
+		if err == nil {
+			break
+		}
+		r.failed(err)
+		r.cfg.Log.Warn("relay: the broker did not confirm a batch; forwarding it again", "queue", r.bc.Name, "orders", len(orders), "err", err)
+		wait := retry.NextBackOff()
+		if stop.Err() != nil {
+			wait = min(wait, 200*time.Millisecond)
+		}
+		if !sleepCtx(work, wait) {
+			return
+		}
+	}
+	r.forwarded.Add(int64(len(orders)))
+	r.lastError.Store(nil)
+	for {
+		err := c.Ack(work, good)
+		if err == nil {
+			return
+		}
+		// Unacked, the entries are forwarded again later: a duplicate the
+		// broker or the store absorbs, never a loss.
+		r.failed(err)
+		if !sleepCtx(work, retry.NextBackOff()) {
+			return
+		}
+	}
+}
+
+func (r *relayed) failed(err error) {
+	r.failures.Add(1)
+	s := err.Error()
+	r.lastError.Store(&s)
+}
+
+func (r *relayed) newBackoff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = r.cfg.RetryInitial, r.cfg.RetryMax
+	return b
+}
+
+// sleepCtx waits d or until ctx ends; false if ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// RelayStats reports the relay's counts and the outbox's state.
+func (r *relayed) RelayStats(ctx context.Context) (RelayStats, error) {
+	s := RelayStats{Forwarded: r.forwarded.Load(), Failures: r.failures.Load(), Outbox: UnknownStats}
+	if p := r.lastError.Load(); p != nil {
+		s.LastError = *p
+	}
+	if r.oc.Stats != nil {
+		st, err := r.oc.Stats.Stats(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.Outbox = st
+	}
+	return s, nil
+}
+
+// stats count an order waiting in the outbox as waiting: Depth is the
+// outbox's unread entries and the broker's undelivered messages. A batch a
+// relay is forwarding is in neither (it is the relay's Outbox.Pending):
+// counting it too would count it twice the moment the broker confirmed it
+// and before the outbox ack.
+func (r *relayed) stats(ctx context.Context) (QueueStats, error) {
+	o, err := r.oc.Stats.Stats(ctx)
+	if err != nil {
+		return UnknownStats, err
+	}
+	b, err := r.bc.Stats.Stats(ctx)
+	if err != nil {
+		return UnknownStats, err
+	}
+	return QueueStats{
+		Depth:         addKnown(o.Depth, b.Depth),
+		Pending:       b.Pending,
+		Lag:           maxKnown(o.Lag, b.Lag),
+		OldestPending: b.OldestPending,
+		DeadLetters:   addKnown(max(o.DeadLetters, 0), b.DeadLetters),
+	}, nil
+}
+
+// heldOrders reads the outbox before the broker: an order the relay moves
+// in between is then seen in one of them at least (twice is harmless: the
+// list is by order id).
+func (r *relayed) heldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
+	inOutbox, err := r.oc.Holder.HeldOrders(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	inBroker, err := r.bc.Holder.HeldOrders(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int64]bool, len(inOutbox)+len(inBroker))
+	var out []Order
+	for _, o := range slices.Concat(inOutbox, inBroker) {
+		if !seen[o.ID] {
+			seen[o.ID] = true
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// deadLetters are the broker's and the outbox's (an outbox entry that did
+// not decode), oldest first.
+func (r *relayed) deadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
+	all, err := r.bc.DeadLetters.DeadLetters(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	if r.oc.DeadLetters != nil {
+		more, err := r.oc.DeadLetters.DeadLetters(ctx, max)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, more...)
+	}
+	slices.SortStableFunc(all, func(a, b DeadLetter) int { return a.At.Compare(b.At) })
+	if int64(len(all)) > max {
+		all = all[:max]
+	}
+	return all, nil
+}
