@@ -279,22 +279,49 @@ type consumer struct {
 	closed atomic.Bool
 }
 
-// Fetch pulls up to max deliveries, waiting up to Block. JetStream does not
-// deliver what this process holds unacked again before AckWait, and
-// keepHeld renews that while it holds them.
+// Fetch pulls up to max deliveries: what the consumer has now, at once;
+// when it has nothing, it waits up to Block for the first and then takes
+// what came with it. (A pull of max that waits would wait the whole Block
+// whenever fewer than max are there.) JetStream does not deliver what this
+// process holds unacked again before AckWait, and keepHeld renews that
+// while it holds them.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
 	if c.closed.Load() {
 		return nil, errors.New("nats: consumer closed")
 	}
+	batch, err := c.q.cons.FetchNoWait(max)
+	if err != nil {
+		return nil, fmt.Errorf("nats: fetch: %w", err)
+	}
+	out, err := c.take(batch)
+	if len(out) > 0 || err != nil {
+		return out, err
+	}
 	fctx, cancel := context.WithTimeout(ctx, c.q.cfg.Block)
 	defer cancel()
-	batch, err := c.q.cons.Fetch(max, jetstream.FetchContext(fctx))
-	if err != nil {
+	if batch, err = c.q.cons.Fetch(1, jetstream.FetchContext(fctx)); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("nats: fetch: %w", err)
 	}
+	if out, err = c.take(batch); len(out) == 0 || err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return out, err
+	}
+	if max > 1 {
+		if batch, err = c.q.cons.FetchNoWait(max - 1); err == nil {
+			more, _ := c.take(batch)
+			out = append(out, more...)
+		}
+	}
+	return out, nil
+}
+
+// take reads a batch's deliveries and holds them.
+func (c *consumer) take(batch jetstream.MessageBatch) ([]core.Delivery, error) {
 	var out []core.Delivery
 	for m := range batch.Messages() {
 		md, err := m.Metadata()
@@ -308,17 +335,14 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]core.Delivery, error) 
 		c.q.mu.Unlock()
 		out = append(out, core.Delivery{ID: id, Body: m.Data(), Attempt: int(md.NumDelivered)})
 	}
-	if len(out) == 0 && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
 	if err := batch.Error(); err != nil && len(out) == 0 && !errors.Is(err, context.DeadlineExceeded) &&
-		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) {
+		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, jetstream.ErrNoMessages) {
 		return nil, fmt.Errorf("nats: fetch: %w", err)
 	}
 	return out, nil
 }
 
-func (c *consumer) take(id string) jetstream.Msg {
+func (c *consumer) release(id string) jetstream.Msg {
 	c.q.mu.Lock()
 	defer c.q.mu.Unlock()
 	m := c.q.held[id]
@@ -334,7 +358,7 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 	defer cancel()
 	var errs []error
 	for _, d := range ds {
-		m := c.take(d.ID)
+		m := c.release(d.ID)
 		if m == nil {
 			continue // acked before
 		}
@@ -366,7 +390,7 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 	if _, err := c.q.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+d.ID)); err != nil {
 		return fmt.Errorf("nats: dead-letter %s: %w", d.ID, err)
 	}
-	msg := c.take(d.ID)
+	msg := c.release(d.ID)
 	if msg == nil {
 		return nil
 	}
