@@ -185,6 +185,7 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 	cfg.Addr = "127.0.0.1:0"
 	cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
 	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
+	defer dropLabStreams(cfg)
 
 	// 1. Throughput and latency with consumers running, on a stock that
 	// does not sell out, every request a new shopper.

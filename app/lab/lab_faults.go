@@ -40,7 +40,9 @@ type faultResult struct {
 // labFaults are the faults, in the order of the results table.
 var labFaults = []string{"consumer process SIGKILLed mid-drain, restarted",
 	"MySQL unreachable 10 s mid-drain", "consumers offline while orders are published",
-	"Redis SIGKILLed mid-drain, restarted from its AOF (everysec)"}
+	"Redis SIGKILLed mid-drain, restarted from its AOF (everysec)",
+	"relay SIGKILLed mid-batch (outside brokers), restarted",
+	"broker SIGKILLed mid-drain, restarted (outside brokers)"}
 
 const faultBacklog = 6000
 
@@ -69,29 +71,15 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 		}
 		redisOnly = true
 	}
-	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN, 0)
+	f, closeLab, err := newFaultLab(cfg, conns, progress)
 	if err != nil {
 		return notRun(err.Error())
 	}
-	defer db.Close()
-	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: server.NewTokens(cfg.JWTSecret, 0), progress: progress, vouchers: new([]int64)}
-	defer func() { dropVouchers(cfg.MySQLDSN, *f.vouchers...) }()
-	// The processes reach MySQL through a proxy that delays each request,
-	// so the consumer drains slower than shoppers buy and every fault
-	// strikes with orders still waiting.
-	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
-	if err == nil {
-		f.proxy, err = faultproxy.Start(dsn.Addr, faultDBDelay)
-	}
-	if err != nil {
-		return notRun(err.Error())
-	}
-	defer f.proxy.Close()
-	dsn.Addr = f.proxy.Addr()
-	f.cfg.MySQLDSN = dsn.FormatDSN()
+	defer closeLab()
 	// Method expressions, not method values: a method value would copy f
 	// now, and every step would run on the key prefix of the first.
-	steps := []func(faultLab) faultResult{faultLab.killConsumer, faultLab.mysqlOutage, faultLab.offlineConsumers, faultLab.redisRestart}
+	steps := []func(faultLab) faultResult{faultLab.killConsumer, faultLab.mysqlOutage, faultLab.offlineConsumers, faultLab.redisRestart,
+		faultLab.killRelay, faultLab.brokerRestart}
 	for i, step := range steps {
 		if redisOnly {
 			if out[i].Note == "" {
@@ -115,6 +103,34 @@ func runFaults(cfg server.Config, conns int, redisOnly bool, progress func(strin
 	f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
 	sales = f.runRedisFaults()
 	return out, sales, f.runHistory()
+}
+
+// newFaultLab opens what the faults need on cfg's real servers: the
+// database to count rows in, and the delaying proxy the processes reach
+// MySQL through (so the consumer drains slower than shoppers buy, and
+// every fault strikes with orders still waiting). close drops the
+// vouchers the faults opened and closes both.
+func newFaultLab(cfg server.Config, conns int, progress func(string, ...any)) (faultLab, func(), error) {
+	db, err := mysqlstore.OpenMySQL(context.Background(), cfg.MySQLDSN, 0)
+	if err != nil {
+		return faultLab{}, nil, err
+	}
+	f := faultLab{cfg: cfg, conns: conns, db: db, tokens: server.NewTokens(cfg.JWTSecret, 0), progress: progress, vouchers: new([]int64)}
+	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
+	if err == nil {
+		f.proxy, err = faultproxy.Start(dsn.Addr, faultDBDelay)
+	}
+	if err != nil {
+		db.Close()
+		return faultLab{}, nil, err
+	}
+	dsn.Addr = f.proxy.Addr()
+	f.cfg.MySQLDSN = dsn.FormatDSN()
+	return f, func() {
+		dropVouchers(cfg.MySQLDSN, *f.vouchers...)
+		f.proxy.Close()
+		db.Close()
+	}, nil
 }
 
 // faultDBDelay slows each request of the fault processes to MySQL.

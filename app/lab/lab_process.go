@@ -50,6 +50,9 @@ func processEnv(cfg server.Config, addr string, extra map[string]string) []strin
 		"SECKILL_CODE_RATE":      "0",
 		"SECKILL_LOG_FORMAT":     "json",
 	}
+	if cfg.NATSURL != "" {
+		env["SECKILL_NATS_URL"] = cfg.NATSURL
+	}
 	for k, v := range extra {
 		env[k] = v
 	}

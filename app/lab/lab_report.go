@@ -266,6 +266,9 @@ func writeFaults(b *strings.Builder, results []labResult) {
 			if f.StockOff != 0 {
 				cell += fmt.Sprintf("; stock off by %d", f.StockOff)
 			}
+			if f.Note != "" {
+				cell += "; " + f.Note
+			}
 			fmt.Fprintf(b, " %s |", cell)
 		}
 		b.WriteString("\n")

@@ -1,0 +1,220 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
+	"github.com/seckill-lab/seckill/app/server"
+)
+
+// The outside brokers' faults: a relay killed holding a batch the broker
+// has not confirmed, and the broker itself killed and restarted.
+
+// isBroker reports whether the backend is an outside broker, fed through
+// the outbox and the relay.
+func isBroker(queue string) bool {
+	for _, b := range server.Backends() {
+		if b.Name == queue {
+			return b.Broker != nil
+		}
+	}
+	return false
+}
+
+// brokerAddr is the host:port of the broker cfg points the nats backend
+// at.
+func natsAddr(cfg server.Config) (string, error) {
+	raw := cfg.NATSURL
+	if raw == "" {
+		raw = "nats://127.0.0.1:4222"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
+}
+
+// relayBrokerDelay slows every chunk the relay sends the broker, so a
+// forward is in flight most of the time and the kill lands in one.
+const relayBrokerDelay = 20 * time.Millisecond
+
+// killRelay kills (SIGKILL) a process whose relay holds a batch it read
+// from the outbox and the broker has not confirmed (the outbox's pending
+// count, read just before, is above zero), then starts another: the
+// entries are forwarded again (the broker drops the ones it had by order
+// id, or the store absorbs them), and none is lost.
+func (f faultLab) killRelay() faultResult {
+	if !isBroker(f.cfg.Queue) {
+		return faultResult{Note: "n/a: no relay (the script writes the queue)"}
+	}
+	if f.cfg.Queue != "nats" {
+		return faultResult{Note: "not run: the lab reaches only NATS through its proxy"}
+	}
+	addr, err := natsAddr(f.cfg)
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	proxy, err := faultproxy.Start(addr, relayBrokerDelay)
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	defer proxy.Close()
+	slow := f.cfg
+	slow.NATSURL = "nats://" + proxy.Addr()
+	p1, err := startProcess(slow, nil)
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	voucher, err := createVoucher(p1.base, f.cfg.AdminToken, faultStock)
+	if err != nil {
+		p1.kill()
+		return faultResult{Note: err.Error()}
+	}
+	*f.vouchers = append(*f.vouchers, voucher)
+	// The kill comes while shoppers buy and the relay holds a batch: the
+	// answers the dead process never gave are not accepted orders.
+	loaded := make(chan loadResult, 1)
+	go func() {
+		loaded <- runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog,
+			buyRequests(p1.base, f.tokens, []int64{voucher}, 1, faultBacklog))
+	}()
+	time.Sleep(500 * time.Millisecond)
+	deadline := time.Now().Add(30 * time.Second)
+	for metricValue(p1.base, "seckill_relay_outbox_pending") <= 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	inFlight := metricValue(p1.base, "seckill_relay_outbox_pending")
+	struck := f.rows(voucher)
+	p1.kill()
+	killedAt := time.Now()
+	accepted := (<-loaded).Status[http.StatusOK]
+	if inFlight <= 0 {
+		return faultResult{Note: "not run: the relay never held a batch to kill it in"}
+	}
+	p2, err := startProcess(f.cfg, nil)
+	if err != nil {
+		return faultResult{Note: "restart: " + err.Error()}
+	}
+	defer p2.stop()
+	r := f.recover(p2, voucher, accepted, struck, killedAt)
+	r.Note = fmt.Sprintf("%.0f outbox entries in the relay's hands at the kill", inFlight)
+	return r
+}
+
+// brokerRestart kills (SIGKILL) a NATS server of the lab's own mid-drain
+// and starts it again on the same store: orders it had stored survive
+// (the page cache keeps what the process wrote), the relay forwards
+// again what it could not, and the consumers go on.
+func (f faultLab) brokerRestart() faultResult {
+	if !isBroker(f.cfg.Queue) {
+		return faultResult{Note: "n/a: no outside broker"}
+	}
+	if f.cfg.Queue != "nats" {
+		return faultResult{Note: "not run: the lab starts only a NATS server of its own (this machine runs one RabbitMQ, shared, and no Kafka)"}
+	}
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		return faultResult{Note: "not run: no nats-server binary on this machine"}
+	}
+	dir, err := os.MkdirTemp("", "seckill-lab-nats-")
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	addr, err := freeAddr()
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	start := func() (*exec.Cmd, error) {
+		cmd := exec.Command(bin, "-a", host, "-p", port, "-js", "-sd", dir)
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		for range 100 {
+			if nc, err := nats.Connect("nats://"+addr, nats.Timeout(200*time.Millisecond)); err == nil {
+				nc.Close()
+				return cmd, nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("nats-server on %s did not start", addr)
+	}
+	ns, err := start()
+	if err != nil {
+		return faultResult{Note: err.Error()}
+	}
+	cfg := f.cfg
+	cfg.NATSURL = "nats://" + addr
+	p, err := startProcess(cfg, nil)
+	if err != nil {
+		ns.Process.Kill()
+		ns.Wait()
+		return faultResult{Note: err.Error()}
+	}
+	defer p.stop()
+	voucher, accepted, err := f.backlog(p)
+	if err != nil {
+		ns.Process.Kill()
+		ns.Wait()
+		return faultResult{Note: err.Error()}
+	}
+	struck := f.strike(voucher, accepted)
+	ns.Process.Kill()
+	ns.Wait()
+	time.Sleep(2 * time.Second) // down long enough for the relay to fail and retry
+	if ns, err = start(); err != nil {
+		return faultResult{Note: "restart: " + err.Error()}
+	}
+	defer func() { ns.Process.Kill(); ns.Wait() }()
+	return f.recover(p, voucher, accepted, struck, time.Now())
+}
+
+// dropLabStreams deletes the JetStream streams the lab's runs made on a
+// real NATS server (every key prefix the lab uses starts with "lab"), so
+// the user's server does not keep the lab's orders. The stand-ins' server
+// goes away with its process.
+func dropLabStreams(cfg server.Config) {
+	if cfg.Queue != "nats" || cfg.EmbeddedRedis() {
+		return
+	}
+	raw := cfg.NATSURL
+	if raw == "" {
+		raw = "nats://127.0.0.1:4222"
+	}
+	nc, err := nats.Connect(raw)
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx)
+	var doomed []string
+	for name := range names.Name() {
+		if strings.HasPrefix(name, "lab") && (strings.HasSuffix(name, "_orders") || strings.HasSuffix(name, "_orders_dead")) {
+			doomed = append(doomed, name)
+		}
+	}
+	for _, name := range doomed {
+		js.DeleteStream(ctx, name)
+	}
+}
