@@ -32,18 +32,27 @@ func isBroker(queue string) bool {
 	return false
 }
 
-// brokerAddr is the host:port of the broker cfg points the nats backend
-// at.
-func natsAddr(cfg server.Config) (string, error) {
-	raw := cfg.NATSURL
-	if raw == "" {
-		raw = "nats://127.0.0.1:4222"
+// brokerURL is the URL of the broker cfg's backend talks to, and the
+// function that points a configuration at another one.
+func brokerURL(cfg server.Config) (*url.URL, func(*server.Config, string), error) {
+	var raw string
+	var set func(*server.Config, string)
+	switch cfg.Queue {
+	case "nats":
+		raw, set = cfg.NATSURL, func(c *server.Config, u string) { c.NATSURL = u }
+		if raw == "" {
+			raw = "nats://127.0.0.1:4222"
+		}
+	case "rabbitmq":
+		raw, set = cfg.AMQPURL, func(c *server.Config, u string) { c.AMQPURL = u }
+		if raw == "" {
+			raw = "amqp://guest:guest@127.0.0.1:5672/"
+		}
+	default:
+		return nil, nil, fmt.Errorf("the lab does not know how to reach %s's broker", cfg.Queue)
 	}
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "", err
-	}
-	return u.Host, nil
+	return u, set, err
 }
 
 // relayBrokerDelay slows every chunk the relay sends the broker, so a
@@ -59,20 +68,19 @@ func (f faultLab) killRelay() faultResult {
 	if !isBroker(f.cfg.Queue) {
 		return faultResult{Note: "n/a: no relay (the script writes the queue)"}
 	}
-	if f.cfg.Queue != "nats" {
-		return faultResult{Note: "not run: the lab reaches only NATS through its proxy"}
-	}
-	addr, err := natsAddr(f.cfg)
+	u, set, err := brokerURL(f.cfg)
 	if err != nil {
-		return faultResult{Note: err.Error()}
+		return faultResult{Note: "not run: " + err.Error()}
 	}
-	proxy, err := faultproxy.Start(addr, relayBrokerDelay)
+	proxy, err := faultproxy.Start(u.Host, relayBrokerDelay)
 	if err != nil {
 		return faultResult{Note: err.Error()}
 	}
 	defer proxy.Close()
 	slow := f.cfg
-	slow.NATSURL = "nats://" + proxy.Addr()
+	through := *u
+	through.Host = proxy.Addr()
+	set(&slow, through.String())
 	p1, err := startProcess(slow, nil)
 	if err != nil {
 		return faultResult{Note: err.Error()}

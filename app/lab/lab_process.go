@@ -53,6 +53,9 @@ func processEnv(cfg server.Config, addr string, extra map[string]string) []strin
 	if cfg.NATSURL != "" {
 		env["SECKILL_NATS_URL"] = cfg.NATSURL
 	}
+	if cfg.AMQPURL != "" {
+		env["SECKILL_AMQP_URL"] = cfg.AMQPURL
+	}
 	for k, v := range extra {
 		env[k] = v
 	}

@@ -45,7 +45,7 @@ func TestDocsListEveryBuiltinBackend(t *testing.T) {
 	for _, b := range builtinBackends {
 		names = append(names, b.Name)
 	}
-	if want := []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup", "nats"}; !slices.Equal(names, want) {
+	if want := []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup", "nats", "rabbitmq"}; !slices.Equal(names, want) {
 		t.Errorf("built-in backends %v, want the six iterations and the outside brokers, in order: %v", names, want)
 	}
 }

@@ -7,15 +7,37 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
+	"github.com/seckill-lab/seckill/adapters/testenv"
 )
+
+// useTestBrokers points an outside broker's backend at the test's broker:
+// RabbitMQ has no stand-in to embed, so without SECKILL_TEST_AMQP_URL its
+// runs are skipped (outside CI; under CI they fail).
+func useTestBrokers(t testing.TB, cfg *Config) {
+	t.Helper()
+	if cfg.Queue != amqpqueue.Name {
+		return
+	}
+	url := testenv.BrokerURL(t, testenv.AMQPURLEnv)
+	if url == "" {
+		t.Skipf("%s is not set: RabbitMQ not tested (CI sets it)", testenv.AMQPURLEnv)
+	}
+	cfg.AMQPURL = url
+}
 
 // removeBrokerState deletes what a test's server made on a real broker
 // (its streams, named from the test's key prefix), so the machine's
 // broker does not fill up with tests' orders.
 func removeBrokerState(t testing.TB, cfg Config) {
-	if cfg.Queue != natsqueue.Name || cfg.EmbeddedRedis() {
+	if cfg.Queue == amqpqueue.Name {
+		removeRabbitMQQueues(t, cfg)
+		return
+	}
+	if cfg.Queue != natsqueue.Name || (cfg.EmbeddedRedis() && cfg.EmbeddedSQL()) {
 		return
 	}
 	url := cfg.NATSURL
@@ -40,4 +62,28 @@ func removeBrokerState(t testing.TB, cfg Config) {
 			t.Logf("remove NATS stream %s: %v", name, err)
 		}
 	}
+}
+
+func removeRabbitMQQueues(t testing.TB, cfg Config) {
+	url := cfg.AMQPURL
+	if url == "" {
+		url = amqpqueue.DefaultURL
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Logf("remove the test's RabbitMQ queues: %v", err)
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	queue := amqpqueue.QueueName(cfg.KeyPrefix)
+	for _, name := range []string{queue, queue + "_dead"} {
+		if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+			t.Logf("remove RabbitMQ queue %s: %v", name, err)
+		}
+	}
+	ch.ExchangeDelete(queue+"_dead", false, false)
 }

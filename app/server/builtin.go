@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/listqueue"
 	"github.com/seckill-lab/seckill/adapters/memqueue"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
@@ -78,7 +79,27 @@ func init() {
 		Iteration: "NATS JetStream, fed by a relay from a Redis outbox the script writes; a durable pull consumer, ack after the commit",
 		Broker:    openNATS,
 	})
+	Register(Backend{
+		Name:      amqpqueue.Name,
+		Iteration: "RabbitMQ quorum queue, fed by a relay from the Redis outbox with publisher confirms; manual acks after the commit, a dead-letter exchange",
+		Broker:    openRabbitMQ,
+	})
 	builtinBackends = Backends()
+}
+
+// openRabbitMQ opens the RabbitMQ backend on SECKILL_AMQP_URL (LoadConfig
+// refuses it on the stand-ins without one).
+func openRabbitMQ(ctx context.Context, d Deps) (core.Queue, error) {
+	url := d.Config.AMQPURL
+	if url == "" {
+		url = amqpqueue.DefaultURL
+	}
+	q, err := amqpqueue.New(ctx, amqpqueue.Config{URL: url, Queue: amqpqueue.QueueName(d.Config.KeyPrefix),
+		ConsumerPrefix: d.Config.ConsumerName, Prefetch: 2 * max(d.Config.BatchSize, 1)}, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_AMQP_URL: %w", err)
+	}
+	return q, nil
 }
 
 // openNATS opens the JetStream backend on SECKILL_NATS_URL, or, with the
@@ -87,7 +108,7 @@ func openNATS(ctx context.Context, d Deps) (core.Queue, error) {
 	cfg := natsqueue.Config{Stream: natsqueue.StreamName(d.Config.KeyPrefix),
 		ConsumerPrefix: d.Config.ConsumerName, AckWait: d.Config.ClaimMinIdle}
 	url := d.Config.NATSURL
-	if url == "" && d.Config.EmbeddedRedis() {
+	if url == "" && d.Config.EmbeddedRedis() && d.Config.EmbeddedSQL() {
 		q, err := natsqueue.NewEmbedded(ctx, cfg, d.Log)
 		if err != nil {
 			return nil, err

@@ -131,6 +131,9 @@ type Config struct {
 	// NATSURL is the nats backend's server; empty: nats://127.0.0.1:4222
 	// with real servers, an embedded one on the stand-ins.
 	NATSURL string // SECKILL_NATS_URL
+	// AMQPURL is the rabbitmq backend's broker; empty: the local default
+	// with real servers, refused on the stand-ins (nothing to embed).
+	AMQPURL string // SECKILL_AMQP_URL
 	// lookup is the environment the configuration was read from; a
 	// backend reads its own variables through it (Deps.Getenv).
 	lookup func(string) (string, bool)
@@ -263,6 +266,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.NATSURL, err = brokerURLVar(lookup, "SECKILL_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"); err != nil {
 		return c, err
 	}
+	if c.AMQPURL, err = brokerURLVar(lookup, "SECKILL_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/", "amqp", "amqps"); err != nil {
+		return c, err
+	}
 	if c.TokenLifetime, err = durationVar(lookup, "SECKILL_TOKEN_LIFETIME", DefaultTokenLifetime); err != nil {
 		return c, err
 	}
@@ -337,6 +343,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, &configError{"SECKILL_LOG_FORMAT", c.LogFormat, "want text or json"}
+	}
+	if embedded && c.Queue == "rabbitmq" && c.AMQPURL == "" {
+		return c, &configError{"SECKILL_AMQP_URL", "", "SECKILL_QUEUE=rabbitmq needs a RabbitMQ to talk to, and the stand-ins have none to embed: set SECKILL_AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/)"}
 	}
 	if embedded {
 		if len(c.JWTSecret) == 0 {

@@ -129,6 +129,7 @@ func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeSer
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	useTestBrokers(t, &cfg)
 	return startWith(t, cfg, beforeServe)
 }
 
