@@ -45,7 +45,7 @@ func TestDocsListEveryBuiltinBackend(t *testing.T) {
 	for _, b := range builtinBackends {
 		names = append(names, b.Name)
 	}
-	if want := []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup", "nats", "rabbitmq"}; !slices.Equal(names, want) {
+	if want := []string{"sync", "memory", "list", "pubsub", "stream", "streamgroup", "nats", "rabbitmq", "kafka"}; !slices.Equal(names, want) {
 		t.Errorf("built-in backends %v, want the six iterations and the outside brokers, in order: %v", names, want)
 	}
 }
@@ -76,7 +76,7 @@ func TestRegisterRefusesWhatCannotWork(t *testing.T) {
 // TestUnknownQueueNamesTheRegisteredBackends: SECKILL_QUEUE's error lists
 // what the registry holds.
 func TestUnknownQueueNamesTheRegisteredBackends(t *testing.T) {
-	_, err := LoadConfig(env(map[string]string{"SECKILL_QUEUE": "kafka"}))
+	_, err := LoadConfig(env(map[string]string{"SECKILL_QUEUE": "rocketmq"}))
 	if err == nil || !strings.Contains(err.Error(), "SECKILL_QUEUE") || !strings.Contains(err.Error(), strings.Join(BackendNames(), ", ")) {
 		t.Fatalf("err = %v, want SECKILL_QUEUE named with the registered backends", err)
 	}

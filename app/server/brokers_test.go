@@ -2,14 +2,18 @@ package server
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
+	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 )
@@ -19,6 +23,10 @@ import (
 // runs are skipped (outside CI; under CI they fail).
 func useTestBrokers(t testing.TB, cfg *Config) {
 	t.Helper()
+	if cfg.Queue == kafkaqueue.Name {
+		cfg.KafkaBrokers = testKafka(t)
+		return
+	}
 	if cfg.Queue != amqpqueue.Name {
 		return
 	}
@@ -86,4 +94,19 @@ func removeRabbitMQQueues(t testing.TB, cfg Config) {
 		}
 	}
 	ch.ExchangeDelete(queue+"_dead", false, false)
+}
+
+// testKafka is SECKILL_TEST_KAFKA_BROKERS, or an in-process kfake cluster
+// of the test's own: this machine kind runs no Kafka, so kfake is the
+// stand-in in CI too.
+func testKafka(t testing.TB) []string {
+	if v := os.Getenv(testenv.KafkaBrokersEnv); v != "" {
+		return strings.Split(v, ",")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
 }

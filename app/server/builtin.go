@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
+	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
 	"github.com/seckill-lab/seckill/adapters/listqueue"
 	"github.com/seckill-lab/seckill/adapters/memqueue"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
@@ -84,7 +85,26 @@ func init() {
 		Iteration: "RabbitMQ quorum queue, fed by a relay from the Redis outbox with publisher confirms; manual acks after the commit, a dead-letter exchange",
 		Broker:    openRabbitMQ,
 	})
+	Register(Backend{
+		Name:      kafkaqueue.Name,
+		Iteration: "Kafka topic keyed by voucher, fed by a relay from the Redis outbox (acks=all, idempotent producer); a consumer group committing after the commit, a dead-letter topic",
+		Broker:    openKafka,
+	})
 	builtinBackends = Backends()
+}
+
+// openKafka opens the Kafka backend on SECKILL_KAFKA_BROKERS (LoadConfig
+// requires them).
+func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
+	if len(d.Config.KafkaBrokers) == 0 {
+		return nil, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
+	}
+	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: d.Config.KafkaBrokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
+		ConsumerPrefix: d.Config.ConsumerName}, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_KAFKA_BROKERS: %w", err)
+	}
+	return q, nil
 }
 
 // openRabbitMQ opens the RabbitMQ backend on SECKILL_AMQP_URL (LoadConfig

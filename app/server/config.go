@@ -134,6 +134,9 @@ type Config struct {
 	// AMQPURL is the rabbitmq backend's broker; empty: the local default
 	// with real servers, refused on the stand-ins (nothing to embed).
 	AMQPURL string // SECKILL_AMQP_URL
+	// KafkaBrokers are the kafka backend's seed brokers (host:port);
+	// required for it, with real servers and on the stand-ins.
+	KafkaBrokers []string // SECKILL_KAFKA_BROKERS
 	// lookup is the environment the configuration was read from; a
 	// backend reads its own variables through it (Deps.Getenv).
 	lookup func(string) (string, bool)
@@ -343,6 +346,18 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, &configError{"SECKILL_LOG_FORMAT", c.LogFormat, "want text or json"}
+	}
+	if v := get("SECKILL_KAFKA_BROKERS", ""); v != "" {
+		for _, b := range strings.Split(v, ",") {
+			b = strings.TrimSpace(b)
+			if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+				return c, &configError{"SECKILL_KAFKA_BROKERS", v, "want host:port of the seed brokers, comma-separated"}
+			}
+			c.KafkaBrokers = append(c.KafkaBrokers, b)
+		}
+	}
+	if c.Queue == "kafka" && len(c.KafkaBrokers) == 0 {
+		return c, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated); there is no Kafka to embed"}
 	}
 	if embedded && c.Queue == "rabbitmq" && c.AMQPURL == "" {
 		return c, &configError{"SECKILL_AMQP_URL", "", "SECKILL_QUEUE=rabbitmq needs a RabbitMQ to talk to, and the stand-ins have none to embed: set SECKILL_AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/)"}

@@ -22,6 +22,7 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 					// snapshot: they live until the test's cleanup.
 					useRealServers(t, &cfg)
 				}
+				useTestBrokers(t, &cfg) // a kfake cluster's goroutines are the test's
 				before := goleak.IgnoreCurrent()
 				h := startWith(t, cfg)
 				voucher := h.openVoucher(3)

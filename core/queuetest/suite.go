@@ -48,6 +48,15 @@ type Backend struct {
 	// RedeliveryWait is how long a crashed consumer's messages take to come
 	// back (claim idle time, heartbeat expiry). Default 0.
 	RedeliveryWait time.Duration
+	// ByVoucher: the backend shares work among processes by voucher, each
+	// voucher's orders going to one consumer at a time (Kafka's
+	// partitions, keyed by voucher). The two-process test then spreads
+	// its orders over vouchers, as a sale of many would.
+	ByVoucher bool
+	// JoinWait is how long a new consumer takes to be given work (a Kafka
+	// group's rebalance); the two-process test waits that long after
+	// starting its consumers before it publishes. Default 0.
+	JoinWait time.Duration
 	// OpenAs opens queue ns as the process named process (a pod's stable
 	// name, SECKILL_CONSUMER_NAME): a restart under the same name takes
 	// back at once what its predecessor held. nil for a backend whose
@@ -291,8 +300,18 @@ func twoProcesses(t *testing.T, b scope) {
 	var wg sync.WaitGroup
 	wg.Go(func() { consume(t, q1, 1, s1, want1, 500*time.Millisecond, 20*time.Second) })
 	wg.Go(func() { consume(t, q2, 1, s2, want2, 500*time.Millisecond, 20*time.Second) })
-	time.Sleep(50 * time.Millisecond)
-	publishRange(t, b, q1, 1, n)
+	time.Sleep(50*time.Millisecond + b.JoinWait)
+	if b.ByVoucher {
+		for id := int64(1); id <= n; id++ {
+			o := Order(id)
+			o.VoucherID = 1 + id%16
+			if err := b.publish(t, q1, o); err != nil {
+				t.Fatalf("publish %d: %v", id, err)
+			}
+		}
+	} else {
+		publishRange(t, b, q1, 1, n)
+	}
 	wg.Wait()
 
 	d1, _, dup1 := s1.snapshot()

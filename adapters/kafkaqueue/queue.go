@@ -1,0 +1,618 @@
+// Package kafkaqueue is the Kafka backend (SECKILL_QUEUE=kafka): an
+// outside broker, fed by the relay from the reservation's outbox
+// (core.Relayed), with franz-go. The relay produces each order, keyed by
+// its voucher (so a voucher's orders share a partition), with acks=all and
+// the idempotent producer, and waits for the acks; consumers are members
+// of one consumer group and commit a partition's offset only past orders
+// the database committed. A poison order goes to a dead-letter topic, so
+// it does not block its partition.
+package kafkaqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seckill-lab/seckill/adapters/internal/brokerevent"
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Name is the SECKILL_QUEUE value of this backend.
+const Name = "kafka"
+
+// Config configures the queue. Zero values take the defaults, but for
+// Brokers.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string
+	// Topic of the orders. Default "seckill_orders".
+	Topic string
+	// DeadTopic holds the dead letters. Default Topic+"_dead".
+	DeadTopic string
+	// Group is the consumer group of the persisters. Default
+	// "seckill-persisters".
+	Group string
+	// Partitions of the topics, when this creates them. Default 12.
+	Partitions int32
+	// Replication of the topics, when this creates them: -1 is the
+	// brokers' default. Default -1.
+	Replication int16
+	// SessionTimeout: a member silent this long is out of the group and
+	// its partitions go to the others, with what it held uncommitted:
+	// how soon a killed process's orders move. Default 10s.
+	SessionTimeout time.Duration
+	// Block is how long one Fetch waits. Default 1s.
+	Block time.Duration
+	// ConsumerPrefix names this process's consumers (their group
+	// instance ids are not set: a restart joins as a new member).
+	ConsumerPrefix string
+}
+
+// TopicName is the topic of a deployment whose keys start with keyPrefix
+// (SECKILL_KEY_PREFIX): "seckill:" gives "seckill_orders".
+func TopicName(keyPrefix string) string { return brokerevent.Name(keyPrefix, "orders") }
+
+func (c *Config) setDefaults() {
+	if c.Topic == "" {
+		c.Topic = "seckill_orders"
+	}
+	if c.DeadTopic == "" {
+		c.DeadTopic = c.Topic + "_dead"
+	}
+	if c.Group == "" {
+		c.Group = "seckill-persisters"
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 12
+	}
+	if c.Replication == 0 {
+		c.Replication = -1
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.Block <= 0 {
+		c.Block = time.Second
+	}
+	if c.ConsumerPrefix == "" {
+		c.ConsumerPrefix = consumername.Default()
+	}
+}
+
+// Queue is the Kafka backend; it implements core.Queue and declares a
+// core.Forwarder, so the server relays the outbox to it.
+type Queue struct {
+	cfg Config
+	log *slog.Logger
+	// producer produces the orders (acks=all, idempotent) and the dead
+	// letters; admin reads offsets for stats and held orders.
+	producer *kgo.Client
+	admin    *kadm.Client
+
+	mu        sync.Mutex
+	consumers []*consumer
+}
+
+// New connects, creates the topics if missing (brokers that do not
+// create topics on first use, kfake among them, need it), and returns the
+// queue. Unreachable brokers are an error at once.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers")
+	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), kgo.ClientID("seckill-"+cfg.ConsumerPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: client: %w", err)
+	}
+	q := &Queue{cfg: cfg, log: log, producer: producer, admin: kadm.NewClient(producer)}
+	if err := q.createTopics(ctx); err != nil {
+		producer.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) createTopics(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, topic := range []string{q.cfg.Topic, q.cfg.DeadTopic} {
+		_, err := q.admin.CreateTopic(ctx, q.cfg.Partitions, q.cfg.Replication, nil, topic)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+// Config returns the effective configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Capabilities: a broker, fed by a relay (Forwarder); an order is owed
+// until its partition's committed offset passes it, and a topic keeps what
+// was consumed (a new group reads it again).
+func (q *Queue) Capabilities() core.Capabilities {
+	return core.Capabilities{
+		Name: Name,
+		Guarantees: core.Guarantees{
+			DurableAcrossConsumerCrash: true,
+			Acknowledged:               true,
+			Replayable:                 true,
+			CompetingConsumers:         true,
+			RetainsWithoutConsumer:     true,
+		},
+		Forwarder: q, Stats: q, Lister: q, DeadLetters: q,
+	}
+}
+
+// Forward produces the orders, keyed by voucher, and returns once every
+// one is acked by all in-sync replicas. The idempotent producer drops its
+// own retries; a batch the relay forwards again after a crash is a new
+// produce, absorbed by the store's idempotence (and outside consumers
+// dedup by the order id).
+func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
+	records := make([]*kgo.Record, len(orders))
+	for i, o := range orders {
+		r := &kgo.Record{Topic: q.cfg.Topic, Key: []byte(strconv.FormatInt(o.VoucherID, 10)), Value: core.EncodeOrder(o)}
+		for k, v := range brokerevent.Headers(o) {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		records[i] = r
+	}
+	if err := q.producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		return fmt.Errorf("kafka: produce: %w", err)
+	}
+	return nil
+}
+
+// Consumer returns a member of the group, a client of its own.
+func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
+	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index), held: map[int32][]int64{}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(q.cfg.Brokers...), kgo.ClientID("seckill-"+c.name),
+		kgo.ConsumerGroup(q.cfg.Group), kgo.ConsumeTopics(q.cfg.Topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(q.cfg.SessionTimeout),
+		kgo.FetchMaxWait(q.cfg.Block),
+		// What this member acked is committed before its partitions go;
+		// what it holds is delivered to the next owner (and found stored).
+		kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: consumer: %w", err)
+	}
+	c.cl = cl
+	q.mu.Lock()
+	q.consumers = append(q.consumers, c)
+	q.mu.Unlock()
+	return c, nil
+}
+
+// Close closes the producer and every consumer still open.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	cs := q.consumers
+	q.consumers = nil
+	q.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	q.producer.Close()
+	return nil
+}
+
+// heldCount is what this process's consumers hold: fetched, not acked.
+func (q *Queue) heldCount() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var n int64
+	for _, c := range q.consumers {
+		n += c.heldCount()
+	}
+	return n
+}
+
+type consumer struct {
+	q    *Queue
+	name string
+	cl   *kgo.Client
+
+	mu sync.Mutex
+	// held: per partition, the offsets fetched and not yet acked, in
+	// order; next: per partition, the offset after the last fetched.
+	held   map[int32][]int64
+	next   map[int32]int64
+	closed atomic.Bool
+}
+
+func (c *consumer) heldCount() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, offs := range c.held {
+		n += int64(len(offs))
+	}
+	return n
+}
+
+// Fetch polls the member's partitions, waiting up to Block. A record this
+// member holds (fetched again after its partition came back to it) is
+// skipped: the Consumer contract.
+func (c *consumer) Fetch(ctx context.Context, limit int) ([]core.Delivery, error) {
+	if c.closed.Load() {
+		return nil, errors.New("kafka: consumer closed")
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.q.cfg.Block)
+	defer cancel()
+	fetches := c.cl.PollRecords(pctx, limit)
+	if fetches.IsClientClosed() {
+		return nil, errors.New("kafka: consumer closed")
+	}
+	var errs []error
+	fetches.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[int32]int64{}
+	}
+	var out []core.Delivery
+	fetches.EachRecord(func(r *kgo.Record) {
+		if slices.Contains(c.held[r.Partition], r.Offset) {
+			return
+		}
+		c.held[r.Partition] = append(c.held[r.Partition], r.Offset)
+		slices.Sort(c.held[r.Partition])
+		c.next[r.Partition] = max(c.next[r.Partition], r.Offset+1)
+		out = append(out, core.Delivery{ID: deliveryID(r.Partition, r.Offset), Body: r.Value, Attempt: 1})
+	})
+	if len(out) == 0 && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, fmt.Errorf("kafka: fetch: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+func deliveryID(partition int32, offset int64) string {
+	return strconv.FormatInt(int64(partition), 10) + ":" + strconv.FormatInt(offset, 10)
+}
+
+func parseDeliveryID(id string) (int32, int64, bool) {
+	for i := range len(id) {
+		if id[i] == ':' {
+			p, err1 := strconv.ParseInt(id[:i], 10, 32)
+			o, err2 := strconv.ParseInt(id[i+1:], 10, 64)
+			return int32(p), o, err1 == nil && err2 == nil
+		}
+	}
+	return 0, 0, false
+}
+
+// Ack marks the deliveries done and commits, for each partition they are
+// of, the offset below which nothing is held any more: a partition's
+// offset is one number, so an order acked while an earlier one is still
+// held is committed once the earlier one is.
+func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
+	c.mu.Lock()
+	touched := map[int32]bool{}
+	for _, d := range ds {
+		p, o, ok := parseDeliveryID(d.ID)
+		if !ok {
+			continue
+		}
+		if i := slices.Index(c.held[p], o); i >= 0 {
+			c.held[p] = slices.Delete(c.held[p], i, i+1)
+			touched[p] = true
+		}
+	}
+	commit := c.committable(touched)
+	c.mu.Unlock()
+	return c.commit(ctx, commit)
+}
+
+// committable is, for each partition, the offset to commit: the first
+// held, or past the last fetched. Called with mu held.
+func (c *consumer) committable(partitions map[int32]bool) map[int32]int64 {
+	out := map[int32]int64{}
+	for p := range partitions {
+		if offs := c.held[p]; len(offs) > 0 {
+			out[p] = offs[0]
+		} else if n, ok := c.next[p]; ok {
+			out[p] = n
+		}
+	}
+	return out
+}
+
+func (c *consumer) commit(ctx context.Context, offsets map[int32]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	m := map[string]map[int32]kgo.EpochOffset{c.q.cfg.Topic: {}}
+	for p, o := range offsets {
+		m[c.q.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	var commitErr error
+	c.cl.CommitOffsetsSync(ctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			commitErr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					commitErr = err
+				}
+			}
+		}
+	})
+	if commitErr != nil {
+		return fmt.Errorf("kafka: commit: %w", commitErr)
+	}
+	return nil
+}
+
+// revoked commits what was acked on partitions leaving this member; what
+// it still holds will be delivered to their next owner.
+func (c *consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	c.mu.Lock()
+	ps := map[int32]bool{}
+	for _, p := range revoked[c.q.cfg.Topic] {
+		ps[p] = true
+	}
+	commit := c.committable(ps)
+	c.forget(ps)
+	c.mu.Unlock()
+	if err := c.commit(ctx, commit); err != nil {
+		c.q.log.Warn("kafka: commit at revocation failed; the next owner gets those orders again", "err", err)
+	}
+}
+
+// lost: the partitions went without a revocation (the session expired):
+// nothing can be committed for them any more.
+func (c *consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := map[int32]bool{}
+	for _, p := range lost[c.q.cfg.Topic] {
+		ps[p] = true
+	}
+	c.forget(ps)
+}
+
+// forget drops the partitions' bookkeeping. Called with mu held.
+func (c *consumer) forget(ps map[int32]bool) {
+	for p := range ps {
+		delete(c.held, p)
+		delete(c.next, p)
+	}
+}
+
+// DeadLetter produces the record to the dead-letter topic (acked by all
+// in-sync replicas), then acks the delivery, so the partition moves on.
+func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
+	rec := core.DeadLetterOf(Name, c.name, d, reason)
+	r := &kgo.Record{Topic: c.q.cfg.DeadTopic, Value: rec.Body}
+	for k, v := range brokerevent.DeadLetterHeaders(rec) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	if err := c.q.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return fmt.Errorf("kafka: dead-letter %s: %w", d.ID, err)
+	}
+	return c.Ack(ctx, []core.Delivery{d})
+}
+
+// Close leaves the group: its partitions go to the other members, from
+// the committed offsets.
+func (c *consumer) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cl.Close()
+	return nil
+}
+
+// Stats: Depth is the group's lag (end offsets minus committed ones) less
+// what this process's consumers hold; Pending is unknown (another
+// process's holdings are not told); DeadLetters is the dead-letter topic's
+// size.
+func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
+	s := core.UnknownStats
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lag, err := q.groupLag(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.Depth = max(lag-q.heldCount(), 0)
+	dead, err := q.topicSize(ctx, q.cfg.DeadTopic)
+	if err != nil {
+		return s, err
+	}
+	s.DeadLetters = dead
+	return s, nil
+}
+
+// committed is the group's committed offset of each partition of the
+// topic (0 where none is committed: the group starts at the beginning).
+func (q *Queue) committed(ctx context.Context) (map[int32]int64, error) {
+	offs, err := q.admin.FetchOffsets(ctx, q.cfg.Group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("kafka: committed offsets: %w", err)
+	}
+	out := map[int32]int64{}
+	for p, o := range offs[q.cfg.Topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+func (q *Queue) groupLag(ctx context.Context) (int64, error) {
+	committed, err := q.committed(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ends, err := q.admin.ListEndOffsets(ctx, q.cfg.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: end offsets: %w", err)
+	}
+	var lag int64
+	var errs []error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+			return
+		}
+		lag += max(o.Offset-committed[o.Partition], 0)
+	})
+	return lag, errors.Join(errs...)
+}
+
+func (q *Queue) topicSize(ctx context.Context, topic string) (int64, error) {
+	starts, err := q.admin.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: start offsets: %w", err)
+	}
+	ends, err := q.admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: end offsets: %w", err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Err == nil && s.Err == nil {
+			n += o.Offset - s.Offset
+		}
+	})
+	return n, nil
+}
+
+// HeldOrders reads the voucher's orders past the group's committed
+// offsets: not yet delivered, or delivered and not committed (with, above
+// a held one, some already stored: a rebuild counts an order once, by
+// id). It reads every partition from its committed offset to its end.
+func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	return q.readFrom(ctx, q.cfg.Topic, voucherID, true)
+}
+
+// readFrom reads topic from the group's committed offsets (fromCommitted)
+// or from the start, to the end offsets as they are now, and returns the
+// orders of voucherID (all of them when voucherID is 0).
+func (q *Queue) readFrom(ctx context.Context, topic string, voucherID int64, fromCommitted bool) ([]core.Order, error) {
+	bodies, err := q.read(ctx, topic, fromCommitted, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range bodies {
+		out = append(out, string(r.Value))
+	}
+	return core.OrdersOfVoucher(voucherID, out), nil
+}
+
+// read returns the records of topic from the group's committed offsets
+// (or the start) to the end offsets listed now, up to limit (0: all).
+func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool, limit int) ([]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ends, err := q.admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: end offsets: %w", err)
+	}
+	from := map[int32]int64{}
+	if fromCommitted {
+		if from, err = q.committed(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		starts, err := q.admin.ListStartOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: start offsets: %w", err)
+		}
+		starts.Each(func(o kadm.ListedOffset) { from[o.Partition] = o.Offset })
+	}
+	want := map[int32]kgo.Offset{}
+	until := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > from[o.Partition] {
+			want[o.Partition] = kgo.NewOffset().At(from[o.Partition])
+			until[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(q.cfg.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: reader: %w", err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(until) > 0 && (limit == 0 || len(out) < limit) {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafka: read %s: %w", topic, err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := until[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			out = append(out, r)
+			if r.Offset+1 >= end {
+				delete(until, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+// DeadLetters reads the dead-letter topic, oldest first within each
+// partition, in time order over them.
+func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+	records, err := q.read(ctx, q.cfg.DeadTopic, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []core.DeadLetter
+	for _, r := range records {
+		h := map[string]string{}
+		for _, kv := range r.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		d, err := brokerevent.DecodeDeadLetter(r.Value, h)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: dead letter %d/%d: %w", r.Partition, r.Offset, err)
+		}
+		out = append(out, d)
+	}
+	slices.SortStableFunc(out, func(a, b core.DeadLetter) int { return a.At.Compare(b.At) })
+	if int64(len(out)) > max {
+		out = out[:max]
+	}
+	return out, nil
+}
+
+var (
+	_ core.Queue     = (*Queue)(nil)
+	_ core.Forwarder = (*Queue)(nil)
+)
