@@ -125,6 +125,17 @@ func RunCompare(args []string) int {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+b.name+",") {
 			continue
 		}
+		if b.name == "kafka" && len(base.KafkaBrokers) == 0 {
+			stop, err := startLabKafka(&base)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer stop()
+		}
+		if b.name == "kafka" && labKafka != nil {
+			b.name = kfakeColumn
+		}
 		r := runLabBackend(base, b, o, progressf)
 		results = append(results, r)
 	}

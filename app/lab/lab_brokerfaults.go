@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 	"github.com/seckill-lab/seckill/app/server"
@@ -55,6 +58,39 @@ func brokerURL(cfg server.Config) (*url.URL, func(*server.Config, string), error
 	return u, set, err
 }
 
+// labKafka is the in-process kfake cluster the lab runs the kafka column
+// on when SECKILL_KAFKA_BROKERS names no Kafka (none runs on this machine
+// kind): a stand-in that speaks Kafka's protocol, groups and idempotent
+// producers, without Kafka's storage or replication. Its figures say so.
+var labKafka *kfake.Cluster
+
+// kfakeColumn names the kafka column measured on kfake.
+const kfakeColumn = "kafka (kfake stand-in)"
+
+// startLabKafka starts labKafka and points cfg at it.
+func startLabKafka(cfg *server.Config) (stop func(), err error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return nil, fmt.Errorf("compare: start kfake for the kafka column: %w", err)
+	}
+	labKafka, cfg.KafkaBrokers = c, c.ListenAddrs()
+	progressf("compare: kafka runs on kfake, franz-go's in-process Kafka (a stand-in: no Kafka on this machine; set SECKILL_KAFKA_BROKERS for a real one) at %s", strings.Join(c.ListenAddrs(), ","))
+	return func() { c.Close(); labKafka = nil }, nil
+}
+
+// slowKafkaProduce delays every produce request kfake gets by d, until
+// the returned function is called.
+func slowKafkaProduce(c *kfake.Cluster, d time.Duration) (restore func()) {
+	var done atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !done.Load() {
+			c.SleepControl(func() { time.Sleep(d) })
+		}
+		return nil, nil, false // then handled as usual
+	})
+	return func() { done.Store(true) }
+}
+
 // relayBrokerDelay slows every chunk the relay sends the broker, so a
 // forward is in flight most of the time and the kill lands in one.
 const relayBrokerDelay = 20 * time.Millisecond
@@ -68,19 +104,29 @@ func (f faultLab) killRelay() faultResult {
 	if !isBroker(f.cfg.Queue) {
 		return faultResult{Note: "n/a: no relay (the script writes the queue)"}
 	}
-	u, set, err := brokerURL(f.cfg)
-	if err != nil {
-		return faultResult{Note: "not run: " + err.Error()}
-	}
-	proxy, err := faultproxy.Start(u.Host, relayBrokerDelay)
-	if err != nil {
-		return faultResult{Note: err.Error()}
-	}
-	defer proxy.Close()
 	slow := f.cfg
-	through := *u
-	through.Host = proxy.Addr()
-	set(&slow, through.String())
+	if f.cfg.Queue == "kafka" {
+		// Kafka's clients go to the brokers the metadata names, not
+		// through a proxy of the seed: the lab slows kfake's produce
+		// instead.
+		if labKafka == nil {
+			return faultResult{Note: "not run: the lab slows only kfake's produce, and SECKILL_KAFKA_BROKERS names a real Kafka"}
+		}
+		defer slowKafkaProduce(labKafka, relayBrokerDelay)()
+	} else {
+		u, set, err := brokerURL(f.cfg)
+		if err != nil {
+			return faultResult{Note: "not run: " + err.Error()}
+		}
+		proxy, err := faultproxy.Start(u.Host, relayBrokerDelay)
+		if err != nil {
+			return faultResult{Note: err.Error()}
+		}
+		defer proxy.Close()
+		through := *u
+		through.Host = proxy.Addr()
+		set(&slow, through.String())
+	}
 	p1, err := startProcess(slow, nil)
 	if err != nil {
 		return faultResult{Note: err.Error()}
@@ -130,7 +176,10 @@ func (f faultLab) brokerRestart() faultResult {
 		return faultResult{Note: "n/a: no outside broker"}
 	}
 	if f.cfg.Queue != "nats" {
-		return faultResult{Note: "not run: the lab starts only a NATS server of its own (this machine runs one RabbitMQ, shared, and no Kafka)"}
+		return faultResult{Note: map[string]string{
+			"rabbitmq": "not run: the lab starts only a NATS server of its own (this machine's RabbitMQ is shared, and a second one would need its own Erlang node)",
+			"kafka":    "not run: kfake lives in the lab's process, and a real Kafka is not on this machine",
+		}[f.cfg.Queue]}
 	}
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {

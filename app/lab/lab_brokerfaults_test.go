@@ -32,7 +32,7 @@ func TestOutsideBrokersLoseNothingWhenKilled(t *testing.T) {
 			"SECKILL_REDIS_URL": os.Getenv(testenv.RedisURLEnv), "SECKILL_MYSQL_DSN": dsn,
 			"SECKILL_KEY_PREFIX": r.Prefix, "SECKILL_JWT_SECRET": "lab-test-secret-0123456789",
 			"SECKILL_ADMIN_TOKEN": "lab-test-admin-0123456789", "SECKILL_NATS_URL": os.Getenv(testenv.NATSURLEnv),
-			"SECKILL_AMQP_URL": os.Getenv(testenv.AMQPURLEnv),
+			"SECKILL_AMQP_URL": os.Getenv(testenv.AMQPURLEnv), "SECKILL_KAFKA_BROKERS": os.Getenv(testenv.KafkaBrokersEnv),
 		}[k]
 		return v, ok && v != ""
 	})
@@ -49,6 +49,13 @@ func TestOutsideBrokersLoseNothingWhenKilled(t *testing.T) {
 			}
 			cfg := base
 			cfg.Queue = b.Name
+			if b.Name == "kafka" && len(cfg.KafkaBrokers) == 0 {
+				stop, err := startLabKafka(&cfg) // the stand-in: no Kafka runs here
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stop()
+			}
 			f, closeLab, err := newFaultLab(cfg, 16, t.Logf)
 			if err != nil {
 				t.Fatal(err)

@@ -56,6 +56,9 @@ func processEnv(cfg server.Config, addr string, extra map[string]string) []strin
 	if cfg.AMQPURL != "" {
 		env["SECKILL_AMQP_URL"] = cfg.AMQPURL
 	}
+	if len(cfg.KafkaBrokers) > 0 {
+		env["SECKILL_KAFKA_BROKERS"] = strings.Join(cfg.KafkaBrokers, ",")
+	}
 	for k, v := range extra {
 		env[k] = v
 	}
