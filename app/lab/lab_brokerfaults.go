@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -274,4 +275,49 @@ func dropLabStreams(cfg server.Config) {
 	for _, name := range doomed {
 		js.DeleteStream(ctx, name)
 	}
+}
+
+// brokerVersions names the outside brokers the results measured, with
+// their versions, and kfake as the stand-in it is.
+func brokerVersions(cfg server.Config, results []labResult) string {
+	ran := map[string]bool{}
+	for _, r := range results {
+		ran[r.Backend] = true
+	}
+	var parts []string
+	if ran["nats"] {
+		v := "NATS (embedded nats-server, a stand-in)"
+		if !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL() {
+			v = "NATS server"
+			raw := cfg.NATSURL
+			if raw == "" {
+				raw = "nats://127.0.0.1:4222"
+			}
+			if nc, err := nats.Connect(raw, nats.Timeout(2*time.Second)); err == nil {
+				v += " " + nc.ConnectedServerVersion() + " with JetStream, file storage"
+				nc.Close()
+			}
+		}
+		parts = append(parts, v)
+	}
+	if ran["rabbitmq"] {
+		v := "RabbitMQ"
+		raw := cfg.AMQPURL
+		if raw == "" {
+			raw = "amqp://guest:guest@127.0.0.1:5672/"
+		}
+		if conn, err := amqp.Dial(raw); err == nil {
+			if s, ok := conn.Properties["version"].(string); ok {
+				v += " " + s
+			}
+			conn.Close()
+		}
+		parts = append(parts, v+" (one node: a quorum queue without fault tolerance)")
+	}
+	if ran[kfakeColumn] {
+		parts = append(parts, "Kafka: **kfake**, franz-go's in-process stand-in (no Kafka runs on this machine): it speaks the protocol, consumer groups and idempotent producers, without Kafka's disk, replication or network, so its figures are not Kafka's")
+	} else if ran["kafka"] {
+		parts = append(parts, "Kafka at "+strings.Join(cfg.KafkaBrokers, ","))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -62,6 +62,9 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))
+	if bv := brokerVersions(cfg, results); bv != "" {
+		fmt.Fprintf(&b, "- Outside brokers: %s\n", bv)
+	}
 	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on %s whose stock does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, stockOf(o.vouchers), o.drainOrders)
 	b.WriteString("| backend | seckill req/s | p50 | p99 | reservation → row p50 / p99 | drain orders/s | sell-out: accepted of stock | oversold | duplicate orders | accepted, not persisted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
