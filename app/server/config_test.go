@@ -57,7 +57,10 @@ func TestConfigWithRealServers(t *testing.T) {
 
 func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 	for variable, value := range map[string]string{
-		"SECKILL_QUEUE":           "kafka",
+		"SECKILL_QUEUE":           "rocketmq",
+		"SECKILL_NATS_URL":        "localhost:4222",
+		"SECKILL_AMQP_URL":        "http://guest:guest@localhost:5672/",
+		"SECKILL_KAFKA_BROKERS":   "kafka-1:9092,kafka-2",
 		"SECKILL_CLAIM_MIN_IDLE":  "5",
 		"SECKILL_CONSUMERS":       "-1",
 		"SECKILL_BATCH_SIZE":      "lots",
@@ -85,6 +88,44 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), variable) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s=%q: error %q should be one line naming the variable", variable, value, err)
+		}
+	}
+}
+
+// TestOutsideBrokersWithoutTheirBrokerRefuseToStart: kafka always needs
+// its brokers (there is no Kafka to embed), rabbitmq needs its URL on the
+// stand-ins (nothing to embed there; real servers default to the local
+// one), and nats on the stand-ins embeds its own server.
+func TestOutsideBrokersWithoutTheirBrokerRefuseToStart(t *testing.T) {
+	real := map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test",
+		"SECKILL_JWT_SECRET": "a-secret-of-the-tests-0123", "SECKILL_ADMIN_TOKEN": "an-admin-token-of-the-tests"}
+	withQueue := func(base map[string]string, queue string) map[string]string {
+		m := map[string]string{"SECKILL_QUEUE": queue}
+		for k, v := range base {
+			m[k] = v
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name     string
+		vars     map[string]string
+		variable string // "" when it starts
+	}{
+		{"kafka on the stand-ins", withQueue(nil, "kafka"), "SECKILL_KAFKA_BROKERS"},
+		{"kafka on real servers", withQueue(real, "kafka"), "SECKILL_KAFKA_BROKERS"},
+		{"rabbitmq on the stand-ins", withQueue(nil, "rabbitmq"), "SECKILL_AMQP_URL"},
+		{"rabbitmq on real servers", withQueue(real, "rabbitmq"), ""},
+		{"nats on the stand-ins", withQueue(nil, "nats"), ""},
+		{"kafka with brokers", withQueue(map[string]string{"SECKILL_KAFKA_BROKERS": "127.0.0.1:9092, 127.0.0.1:9093"}, "kafka"), ""},
+	} {
+		cfg, err := LoadConfig(env(c.vars))
+		switch {
+		case c.variable == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.variable != "" && (err == nil || !strings.Contains(err.Error(), c.variable) || strings.Contains(err.Error(), "\n")):
+			t.Errorf("%s: err = %v, want one line naming %s", c.name, err, c.variable)
+		case c.name == "kafka with brokers" && strings.Join(cfg.KafkaBrokers, ",") != "127.0.0.1:9092,127.0.0.1:9093":
+			t.Errorf("%s: brokers %q", c.name, cfg.KafkaBrokers)
 		}
 	}
 }

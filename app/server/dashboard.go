@@ -33,6 +33,18 @@ type dashboardQueue struct {
 	DeadLetters     *int64   `json:"deadLetters"`
 }
 
+// dashboardRelay is an outside broker's relay (nil for the others): what
+// this process forwarded, how fast, what failed, and the outbox behind it.
+type dashboardRelay struct {
+	Forwarded          int64    `json:"forwarded"`
+	ForwardedPerSecond float64  `json:"forwardedPerSecond"`
+	Failures           int64    `json:"failures"`
+	LastError          string   `json:"lastError"`
+	OutboxDepth        *int64   `json:"outboxDepth"`
+	OutboxPending      *int64   `json:"outboxPending"`
+	LagMs              *float64 `json:"lagMs"`
+}
+
 type dashboardRedis struct {
 	// Evicting: the masters whose maxmemory-policy may evict keys, as
 	// "address (policy)"; EvictedKeys: their evicted_keys.
@@ -58,6 +70,7 @@ type dashboardSnapshot struct {
 	LatencyMs  map[string]float64 `json:"latencyMs"`
 	Totals     map[string]float64 `json:"totals"`
 	Queue      dashboardQueue     `json:"queue"`
+	Relay      *dashboardRelay    `json:"relay"`
 	// Orders counts every order by lifecycle state, from the database.
 	Orders map[string]int64 `json:"orders"`
 	// Redis is what Redis says of eviction (nil on the embedded stand-in,
@@ -80,7 +93,9 @@ type dashboard struct {
 	snapshot dashboardSnapshot
 	madeAt   time.Time
 	prev     metricTotals
-	history  []dashboardPoint
+	// prevForwarded is the relay's count at the previous snapshot.
+	prevForwarded int64
+	history       []dashboardPoint
 	// charts are the snapshot's charts, drawn when first asked for.
 	charts map[string][]byte
 }
@@ -238,6 +253,17 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),
 				OldestPendingMs: knownMs(st.OldestPending), DeadLetters: known(st.DeadLetters)}
 			depth = max(st.Depth, 0)
+		}
+	}
+	if a.relay != nil {
+		if st, err := a.relay.RelayStats(ctx); err == nil {
+			r := &dashboardRelay{Forwarded: st.Forwarded, Failures: st.Failures, LastError: st.LastError,
+				OutboxDepth: known(st.Outbox.Depth), OutboxPending: known(st.Outbox.Pending), LagMs: knownMs(st.Outbox.Lag)}
+			if elapsed := cur.at.Sub(d.prev.at).Seconds(); !d.prev.at.IsZero() && elapsed > 0 {
+				r.ForwardedPerSecond = float64(st.Forwarded-d.prevForwarded) / elapsed
+			}
+			d.prevForwarded = st.Forwarded
+			s.Relay = r
 		}
 	}
 	d.prev = cur

@@ -196,3 +196,42 @@ func TestABackendThatLosesOrdersSaysSoOnTheDashboard(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOutsideBrokersRelayIsOnTheDashboardAndInMetrics: under nats the
+// relay's figures move as orders pass (what it forwarded, the outbox
+// behind it) on the dashboard and in /metrics; a Redis backend has no
+// relay and shows none.
+func TestAnOutsideBrokersRelayIsOnTheDashboardAndInMetrics(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.Queue = "nats" })
+	voucher := h.openVoucher(10)
+	for u := int64(1); u <= 4; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+	}
+	h.waitForRows(voucher, 4, 10*time.Second)
+	text := h.metricsText()
+	if !strings.Contains(text, `seckill_relay_forwarded_total{queue="nats"} 4`) || !strings.Contains(text, `seckill_relay_outbox_depth{queue="nats"} 0`) {
+		t.Fatalf("the relay's metrics do not show 4 orders forwarded and an empty outbox:\n%s", grepLines(text, "seckill_relay_"))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var relay map[string]any
+	for time.Now().Before(deadline) {
+		_, body := h.do("GET", "/api/dashboard", h.cfg.AdminToken, nil)
+		relay, _ = body["relay"].(map[string]any)
+		if relay != nil && relay["forwarded"] == float64(4) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if relay == nil || relay["forwarded"] != float64(4) || relay["failures"] != float64(0) || relay["outboxDepth"] != float64(0) {
+		t.Fatalf("dashboard relay %v, want 4 forwarded, no failure, an empty outbox", relay)
+	}
+	plain := startServer(t, "embedded", nil)
+	if _, body := plain.do("GET", "/api/dashboard", plain.cfg.AdminToken, nil); body["relay"] != nil {
+		t.Fatalf("streamgroup's dashboard shows a relay: %v", body["relay"])
+	}
+	if strings.Contains(plain.metricsText(), "seckill_relay_") {
+		t.Fatal("streamgroup's /metrics has relay series")
+	}
+}

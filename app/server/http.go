@@ -88,6 +88,8 @@ type api struct {
 	recovery   *core.Recovery
 	ledger     core.SaleLedger
 	queueStats core.StatsReporter
+	// relay is an outside broker's relay (nil for the other backends).
+	relay core.RelayReporter
 	// guarantees are the backend's declared ones (nil without a queue);
 	// dashboard makes what /dashboard shows.
 	guarantees *core.Guarantees

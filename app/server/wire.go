@@ -240,6 +240,7 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	a.queueStats = queueStats(s.queue)
 	if s.queue != nil {
+		a.relay = core.CapabilitiesOf(s.queue).Relay
 		g := core.CapabilitiesOf(s.queue).Guarantees
 		a.guarantees = &g
 		if !g.RetainsWithoutConsumer {

@@ -57,6 +57,19 @@ function render(d) {
     ["dead letters", num(q.deadLetters)],
     ["persisted per second", num(d.persistedPerSecond, 1)],
   ]);
+  const rl = d.relay;
+  $("relay-title").hidden = $("relay").hidden = !rl;
+  if (rl) {
+    figures($("relay"), [
+      ["forwarded per second", num(rl.forwardedPerSecond, 1)],
+      ["forwarded", num(rl.forwarded)],
+      ["failed forwards", num(rl.failures)],
+      ["outbox: unread", num(rl.outboxDepth)],
+      ["outbox: in a relay's hands", num(rl.outboxPending)],
+      ["outbox lag", rl.lagMs === null || rl.lagMs === undefined ? "unknown" : num(rl.lagMs) + " ms"],
+      ["last failure", rl.lastError || "none"],
+    ]);
+  }
   figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
   const o = d.orders || {};
   figures($("orders"), ["unpaid", "paid", "expired", "cancelled by shopper", "refunded"].map((k) => [k, num(o[k])]));
