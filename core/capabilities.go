@@ -22,6 +22,9 @@ type Capabilities struct {
 	Forwarder Forwarder
 	// Relay tells the relay of a relayed queue (set by Relayed).
 	Relay RelayReporter
+	// Admission turns shoppers away before anything is reserved while the
+	// queue cannot take orders (a relayed queue whose outbox is full).
+	Admission Admission
 	// Duties are the queue's background work, run while its consumers run.
 	Duties []Duty
 	// Stats tells depth, pending, lag and dead letters.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,14 @@ type RelayStats struct {
 	Outbox QueueStats
 }
 
+// Admission lets a queue turn shoppers away before anything is reserved
+// (Capabilities.Admission).
+type Admission interface {
+	// Admit returns nil, or why no order can be taken now (an error of
+	// CodeBusy: the shopper is told to retry).
+	Admit(ctx context.Context) error
+}
+
 // RelayReporter tells a relayed queue's relay (Capabilities.Relay).
 type RelayReporter interface {
 	RelayStats(ctx context.Context) (RelayStats, error)
@@ -56,10 +65,18 @@ type RelayConfig struct {
 	// batch the broker did not confirm. Defaults 100ms and 5s.
 	RetryInitial, RetryMax time.Duration
 	// FinishTimeout bounds the batch in flight at a stop: it is forwarded
-	// and acked on a context that outlives the stop by this much, so a
-	// clean stop leaves nothing for another relay to claim. Default 5s.
+	// and acked for this much longer, so a clean stop leaves nothing for
+	// another relay to claim. Default 5s.
 	FinishTimeout time.Duration
-	Log           *slog.Logger
+	// OutboxCap bounds the orders waiting in the outbox (unread, or read
+	// and not yet confirmed by the broker): at the cap, shoppers are
+	// answered 503 busy before anything is reserved, so a broker that is
+	// down fills neither Redis nor the shoppers' hopes. 0: no cap.
+	OutboxCap int64
+	// AdmitEvery is how often the outbox's backlog is read again for the
+	// cap (each instance reads it at most this often). Default 500ms.
+	AdmitEvery time.Duration
+	Log        *slog.Logger
 }
 
 func (c *RelayConfig) setDefaults() {
@@ -74,6 +91,9 @@ func (c *RelayConfig) setDefaults() {
 	}
 	if c.FinishTimeout <= 0 {
 		c.FinishTimeout = 5 * time.Second
+	}
+	if c.AdmitEvery <= 0 {
+		c.AdmitEvery = 500 * time.Millisecond
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -118,6 +138,12 @@ type relayed struct {
 
 	forwarded, failures atomic.Int64
 	lastError           atomic.Pointer[string]
+
+	// admitMu is held by the one caller reading the backlog again;
+	// backlog is the last read (-1 before any) and backlogAt its time.
+	admitMu   sync.Mutex
+	backlog   atomic.Int64
+	backlogAt atomic.Int64 // unix nanoseconds
 }
 
 func (r *relayed) Capabilities() Capabilities {
@@ -127,6 +153,9 @@ func (r *relayed) Capabilities() Capabilities {
 		Handoff:    r.oc.Handoff,
 		Shards:     r.oc.Shards,
 		Relay:      r,
+	}
+	if r.cfg.OutboxCap > 0 && r.oc.Stats != nil {
+		c.Admission = r
 	}
 	c.Duties = append(c.Duties, r.oc.Duties...)
 	c.Duties = append(c.Duties, r.bc.Duties...)
@@ -182,11 +211,7 @@ func (r *relayed) relay(ctx context.Context, shard int) error {
 		if len(ds) == 0 {
 			continue
 		}
-		// The batch in flight is finished at a stop, on a context of its
-		// own, so a clean stop leaves nothing pending for another relay.
-		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FinishTimeout)
-		r.move(ctx, work, c, ds)
-		cancel()
+		r.move(ctx, c, ds)
 	}
 	return nil
 }
@@ -194,8 +219,22 @@ func (r *relayed) relay(ctx context.Context, shard int) error {
 // move forwards one batch and acks it on the outbox. An entry that does
 // not decode is dead-lettered on the outbox (no broker could carry it to a
 // consumer that would store it); the rest are forwarded until the broker
-// confirms them or the stop's grace runs out (then they stay pending).
-func (r *relayed) move(stop, work context.Context, c Consumer, ds []Delivery) {
+// confirms them: for as long as it takes while the process runs, and for
+// FinishTimeout more once stop is done (a clean stop leaves nothing
+// pending for another relay to claim). Given up at a stop, they stay
+// pending in the outbox, for this name's restart or another's claim.
+func (r *relayed) move(stop context.Context, c Consumer, ds []Delivery) {
+	work := context.WithoutCancel(stop)
+	var graceEnd time.Time
+	gaveUp := func() bool {
+		if stop.Err() == nil {
+			return false
+		}
+		if graceEnd.IsZero() {
+			graceEnd = time.Now().Add(r.cfg.FinishTimeout)
+		}
+		return time.Now().After(graceEnd)
+	}
 	orders := make([]Order, 0, len(ds))
 	good := ds[:0:0]
 	for _, d := range ds {
@@ -213,37 +252,51 @@ func (r *relayed) move(stop, work context.Context, c Consumer, ds []Delivery) {
 	}
 	retry := r.newBackoff()
 	for {
-		// While the process runs, a broker that is down is waited for
-		// for ever; at a stop, only for the grace.
-		err := r.bc.Forwarder.Forward(work, orders)
+		actx, cancel := context.WithTimeout(work, forwardTimeout)
+		err := r.bc.Forwarder.Forward(actx, orders)
+		cancel()
 		if err == nil {
 			break
 		}
 		r.failed(err)
 		r.cfg.Log.Warn("relay: the broker did not confirm a batch; forwarding it again", "queue", r.bc.Name, "orders", len(orders), "err", err)
-		wait := retry.NextBackOff()
-		if stop.Err() != nil {
-			wait = min(wait, 200*time.Millisecond)
-		}
-		if !sleepCtx(work, wait) {
+		if gaveUp() {
 			return
 		}
+		pause(stop, retry.NextBackOff())
 	}
 	r.forwarded.Add(int64(len(orders)))
 	r.lastError.Store(nil)
 	for {
-		err := c.Ack(work, good)
+		actx, cancel := context.WithTimeout(work, forwardTimeout)
+		err := c.Ack(actx, good)
+		cancel()
 		if err == nil {
 			return
 		}
 		// Unacked, the entries are forwarded again later: a duplicate the
 		// broker or the store absorbs, never a loss.
 		r.failed(err)
-		if !sleepCtx(work, retry.NextBackOff()) {
+		if gaveUp() {
 			return
 		}
+		pause(stop, retry.NextBackOff())
 	}
 }
+
+// pause waits d before another attempt, or until stop ends; once stop has
+// ended, a short while (the grace is short).
+func pause(stop context.Context, d time.Duration) {
+	if stop.Err() != nil {
+		time.Sleep(min(d, 200*time.Millisecond))
+		return
+	}
+	sleepCtx(stop, d)
+}
+
+// forwardTimeout bounds one attempt to forward a batch (or ack it): a
+// broker that neither confirms nor refuses is tried again.
+const forwardTimeout = 10 * time.Second
 
 func (r *relayed) failed(err error) {
 	r.failures.Add(1)
@@ -267,6 +320,26 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Admit refuses while the outbox holds OutboxCap orders or more. The
+// backlog is read at most every AdmitEvery, by one caller at a time; the
+// others meanwhile use the last reading (a backlog that cannot be read
+// admits: Redis itself answers for the reservation).
+func (r *relayed) Admit(ctx context.Context) error {
+	if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.AdmitEvery && r.admitMu.TryLock() {
+		if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.AdmitEvery {
+			if st, err := r.oc.Stats.Stats(ctx); err == nil {
+				r.backlog.Store(max(st.Depth, 0) + max(st.Pending, 0))
+			}
+			r.backlogAt.Store(time.Now().UnixNano())
+		}
+		r.admitMu.Unlock()
+	}
+	if n := r.backlog.Load(); n >= r.cfg.OutboxCap {
+		return E(CodeBusy, fmt.Sprintf("the broker is not taking orders fast enough: %d wait in the outbox (the cap is %d)", n, r.cfg.OutboxCap))
+	}
+	return nil
 }
 
 // RelayStats reports the relay's counts and the outbox's state.

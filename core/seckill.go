@@ -22,7 +22,9 @@ type Seckill struct {
 	// memo answers the refusals that cannot change for a while without
 	// the live store (one that remembers nothing when none is given).
 	memo *AnswerMemo
-	now  func() time.Time
+	// admission turns shoppers away while the queue cannot take orders.
+	admission Admission
+	now       func() time.Time
 }
 
 // SeckillConfig is what the shopper's use case is made of.
@@ -41,6 +43,9 @@ type SeckillConfig struct {
 	// Memo answers remembered refusals and is told when stock comes back
 	// (nil: a memo that remembers nothing).
 	Memo *AnswerMemo
+	// Admission, if set, is asked before each reservation
+	// (Capabilities.Admission).
+	Admission Admission
 }
 
 // NewSeckill builds the use case, whole: it panics without IDs or a
@@ -53,7 +58,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, now: time.Now}
+		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id.
@@ -64,6 +69,11 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		return 0, r.Err()
 	}
 	generation := s.memo.Generation()
+	if s.admission != nil {
+		if err := s.admission.Admit(ctx); err != nil {
+			return 0, err
+		}
+	}
 	// A voucher verified in this incarnation needs nothing more (Trusted
 	// is Ensure's fast path). Otherwise Ensure may look it up (Redis, then
 	// the database): the shopper's limit comes first, or made-up ids would

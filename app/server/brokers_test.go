@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 )
 
 // useTestBrokers points an outside broker's backend at the test's broker:
@@ -109,4 +112,80 @@ func testKafka(t testing.TB) []string {
 	}
 	t.Cleanup(c.Close)
 	return c.ListenAddrs()
+}
+
+// TestABrokerThatIsDownFillsTheOutboxOnlyToItsCap: with the broker
+// unreachable the relay cannot forward, the outbox fills to
+// SECKILL_OUTBOX_CAP, and then shoppers get 503 busy with Retry-After
+// (nothing reserved) while /readyz says why; once the broker is back the
+// outbox drains, sales resume, and every order answered 200 is in the
+// database once.
+func TestABrokerThatIsDownFillsTheOutboxOnlyToItsCap(t *testing.T) {
+	url, stop, err := natsqueue.StartEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	proxy, err := faultproxy.Start(strings.TrimPrefix(url, "nats://"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	h := startServer(t, "embedded", func(c *Config) {
+		c.Queue, c.NATSURL, c.OutboxCap = "nats", "nats://"+proxy.Addr(), 5
+	})
+	voucher := h.openVoucher(100)
+	buy := func(u int64) (int, map[string]any, http.Header) {
+		return h.request("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil, nil)
+	}
+	proxy.SetDown(true)
+	accepted := 0
+	var user int64
+	deadline := time.Now().Add(10 * time.Second)
+	var status int
+	var header http.Header
+	var body map[string]any
+	for time.Now().Before(deadline) {
+		user++
+		status, body, header = buy(user)
+		if status == 200 {
+			accepted++
+			time.Sleep(20 * time.Millisecond) // the cap is read twice a second
+			continue
+		}
+		if status == 503 {
+			break
+		}
+		t.Fatalf("buy %d: %d %v", user, status, body)
+	}
+	e, _ := body["error"].(map[string]any)
+	if status != 503 || e["code"] != "busy" || header.Get("Retry-After") == "" || !strings.Contains(e["message"].(string), "outbox") {
+		t.Fatalf("with the broker down: %d %v (Retry-After %q), want 503 busy naming the outbox", status, body, header.Get("Retry-After"))
+	}
+	if accepted < 5 || accepted > 40 {
+		t.Fatalf("%d accepted before the cap of 5 answered busy", accepted)
+	}
+	if status, body := h.do("GET", "/readyz", "", nil); status != 503 || !strings.Contains(fmt.Sprint(body), "outbox") {
+		t.Fatalf("readyz with the outbox full: %d %v, want 503 saying why", status, body)
+	}
+	proxy.SetDown(false)
+	h.waitForRows(voucher, accepted, 30*time.Second)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		user++
+		if status, _, _ := buy(user); status == 200 {
+			accepted++
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sales did not resume once the broker was back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rows := h.waitForRows(voucher, accepted, 30*time.Second); rows != accepted {
+		t.Fatalf("%d rows for %d orders answered 200", rows, accepted)
+	}
+	if status, _ := h.do("GET", "/readyz", "", nil); status != 200 {
+		t.Fatalf("readyz after the broker came back: %d", status)
+	}
 }

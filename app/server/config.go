@@ -134,6 +134,9 @@ type Config struct {
 	// AMQPURL is the rabbitmq backend's broker; empty: the local default
 	// with real servers, refused on the stand-ins (nothing to embed).
 	AMQPURL string // SECKILL_AMQP_URL
+	// OutboxCap: with an outside broker, the orders the outbox may hold
+	// before shoppers are answered busy (0: no cap).
+	OutboxCap int64 // SECKILL_OUTBOX_CAP
 	// KafkaBrokers are the kafka backend's seed brokers (host:port);
 	// required for it, with real servers and on the stand-ins.
 	KafkaBrokers []string // SECKILL_KAFKA_BROKERS
@@ -269,6 +272,11 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.NATSURL, err = brokerURLVar(lookup, "SECKILL_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"); err != nil {
 		return c, err
 	}
+	outboxCap, err := intVar(lookup, "SECKILL_OUTBOX_CAP", DefaultOutboxCap, 0, 100_000_000)
+	if err != nil {
+		return c, err
+	}
+	c.OutboxCap = int64(outboxCap)
 	if c.AMQPURL, err = brokerURLVar(lookup, "SECKILL_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/", "amqp", "amqps"); err != nil {
 		return c, err
 	}
@@ -538,6 +546,10 @@ const (
 // DefaultAnswerMemo keeps stock that comes back on sale again within 250 ms
 // on every instance even when the nudge that announces it is lost.
 const DefaultAnswerMemo = 200 * time.Millisecond
+
+// DefaultOutboxCap is SECKILL_OUTBOX_CAP's default: about 20 MB of
+// Redis at the outbox's entry size, minutes of a busy sale's orders.
+const DefaultOutboxCap = 100_000
 
 // brokerURLVar reads an outside broker's URL: empty, or a URL of one of
 // the schemes with a host (example shows one in the error).

@@ -324,7 +324,11 @@ func (a *api) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	if err := a.ready(ctx); err != nil {
 		a.log.Warn("not ready", "err", err)
-		return writeError(c, fiber.StatusServiceUnavailable, string(core.CodeNotReady), "a dependency does not answer")
+		why := "a dependency does not answer"
+		if e, ok := errors.AsType[*core.Error](err); ok && e.Code == core.CodeBusy {
+			why = e.Message // the queue cannot take orders, and says why
+		}
+		return writeError(c, fiber.StatusServiceUnavailable, string(core.CodeNotReady), why)
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }

@@ -28,6 +28,8 @@ import (
 type Server struct {
 	cfg  Config
 	log  *slog.Logger
+	// admission is the queue's (nil: it always takes orders).
+	admission core.Admission
 	mini *miniredis.Miniredis // nil unless Redis is embedded
 	rdb  redis.UniversalClient
 	// clustered: rdb is a Redis Cluster client.
@@ -147,7 +149,12 @@ func (s *Server) wire(ctx context.Context) error {
 	s.board = sale.board
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Lister: s.store,
 		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
-	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher,
+	var admission core.Admission
+	if s.queue != nil {
+		admission = core.CapabilitiesOf(s.queue).Admission
+	}
+	s.admission = admission
+	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
 		Orders: s.store, Recovery: s.recovery, Memo: s.memo})
 	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
@@ -531,7 +538,14 @@ func (s *Server) normalizePhones(ctx context.Context) error {
 }
 
 func (s *Server) ready(ctx context.Context) error {
-	return errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx))
+	if err := errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx)); err != nil {
+		return err
+	}
+	if s.admission != nil {
+		// An outbox at its cap: every seckill is answered busy.
+		return s.admission.Admit(ctx)
+	}
+	return nil
 }
 
 // ServeMetrics serves /metrics on ln (SECKILL_METRICS_ADDR's listener,
