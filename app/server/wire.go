@@ -26,12 +26,12 @@ import (
 
 // Server is one wired instance: dependencies, queue, pipeline, HTTP.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
+	cfg Config
+	log *slog.Logger
 	// admission is the queue's (nil: it always takes orders).
 	admission core.Admission
-	mini *miniredis.Miniredis // nil unless Redis is embedded
-	rdb  redis.UniversalClient
+	mini      *miniredis.Miniredis // nil unless Redis is embedded
+	rdb       redis.UniversalClient
 	// clustered: rdb is a Redis Cluster client.
 	clustered bool
 	// identity follows Redis's incarnation (run_id) for recovery.
