@@ -1,0 +1,152 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// fakeOutbox is fakeQueue as the reservation's outbox: fed by a hand-off,
+// keeping what a relay read until acked, with stats.
+type fakeOutbox struct{ *fakeQueue }
+
+func (o fakeOutbox) Capabilities() core.Capabilities {
+	h := core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+		Key: func(int64) string { return "outbox" }}
+	return core.Capabilities{Name: "outbox", Handoff: &h, Stats: o,
+		Guarantees: core.Guarantees{Acknowledged: true, DurableAcrossConsumerCrash: true}}
+}
+
+func (o fakeOutbox) Stats(context.Context) (core.QueueStats, error) {
+	ready, pending, _, _ := o.state()
+	s := core.UnknownStats
+	s.Depth, s.Pending = int64(ready), int64(pending)
+	return s, nil
+}
+
+// fakeBroker confirms nothing for its first refusals forwards, then keeps
+// what it is given; at each forward it records whether the outbox had
+// acked anything of the batch already.
+type fakeBroker struct {
+	mu       sync.Mutex
+	refusals int
+	calls    int
+	got      map[int64]int
+	outbox   *fakeQueue
+	early    int // forwards that found some of their batch already acked
+}
+
+func (b *fakeBroker) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "broker", Forwarder: b, Guarantees: core.Guarantees{Acknowledged: true}}
+}
+func (b *fakeBroker) Consumer(context.Context, int) (core.Consumer, error) { return nil, errors.New("none") }
+func (b *fakeBroker) Close() error                                         { return nil }
+
+func (b *fakeBroker) Forward(_ context.Context, orders []core.Order) error {
+	_, _, acked, _ := b.outbox.state()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	if acked > 0 && b.calls <= b.refusals+1 {
+		b.early++
+	}
+	if b.calls <= b.refusals {
+		return errors.New("broker down")
+	}
+	for _, o := range orders {
+		b.got[o.ID]++
+	}
+	return nil
+}
+
+// TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed: a broker that
+// refuses the first forwards gets the same batch again until it confirms;
+// the outbox acks nothing before, every order reaches the broker, an entry
+// that does not decode is dead-lettered on the outbox, and the failures
+// are counted.
+func TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed(t *testing.T) {
+	box := newFakeQueue()
+	for id := int64(1); id <= 10; id++ {
+		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
+	}
+	box.push([]byte("not an order"), 1)
+	broker := &fakeBroker{refusals: 3, got: map[int64]int{}, outbox: box}
+	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{Batch: 100, RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := core.CapabilitiesOf(q)
+	if caps.Name != "broker" || caps.Handoff == nil || caps.Relay == nil {
+		t.Fatalf("the join: %+v", caps)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { core.RunQueueDuties(ctx, q, nil); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, pending, acked, dead := box.state()
+		if acked == 10 && dead == 1 && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outbox: %d pending, %d acked, %d dead", pending, acked, dead)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	broker.mu.Lock()
+	defer broker.mu.Unlock()
+	if len(broker.got) != 10 || broker.early != 0 {
+		t.Fatalf("broker got %d orders, %d forwards found their batch acked already", len(broker.got), broker.early)
+	}
+	st, err := caps.Relay.RelayStats(context.Background())
+	if err != nil || st.Forwarded != 10 || st.Failures != 3 || st.LastError != "" {
+		t.Fatalf("relay stats %+v, %v: want 10 forwarded, 3 failures, no error since", st, err)
+	}
+	if box.dead["11"] != string(core.DeadLetterPoison) {
+		t.Fatalf("the undecodable entry: %v", box.dead)
+	}
+}
+
+// TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap: Admit refuses with
+// busy, naming the outbox, once the backlog reaches the cap.
+func TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap(t *testing.T) {
+	box := newFakeQueue()
+	broker := &fakeBroker{got: map[int64]int{}, outbox: box}
+	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{OutboxCap: 3, AdmitEvery: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission := core.CapabilitiesOf(q).Admission
+	if admission == nil || admission.Admit(context.Background()) != nil {
+		t.Fatal("an empty outbox refuses")
+	}
+	for id := int64(1); id <= 3; id++ {
+		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7}), 1)
+	}
+	err = admission.Admit(context.Background())
+	if e, ok := errors.AsType[*core.Error](err); !ok || e.Code != core.CodeBusy || !strings.Contains(e.Message, "outbox") {
+		t.Fatalf("at the cap: %v, want busy naming the outbox", err)
+	}
+	if q, _ := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{}); core.CapabilitiesOf(q).Admission != nil {
+		t.Fatal("no cap, yet an admission")
+	}
+}
+
+// TestRelayedRefusesWhatCannotBeRelayed: an outbox the reservation does
+// not feed, or a "broker" with no Forwarder, is a wiring error.
+func TestRelayedRefusesWhatCannotBeRelayed(t *testing.T) {
+	box := newFakeQueue()
+	if _, err := core.Relayed(box, &fakeBroker{outbox: box}, core.RelayConfig{}); err == nil {
+		t.Error("an outbox without a hand-off was accepted")
+	}
+	if _, err := core.Relayed(fakeOutbox{box}, box, core.RelayConfig{}); err == nil {
+		t.Error("a broker without a Forwarder was accepted")
+	}
+}
