@@ -44,8 +44,10 @@ type fakeBroker struct {
 func (b *fakeBroker) Capabilities() core.Capabilities {
 	return core.Capabilities{Name: "broker", Forwarder: b, Guarantees: core.Guarantees{Acknowledged: true}}
 }
-func (b *fakeBroker) Consumer(context.Context, int) (core.Consumer, error) { return nil, errors.New("none") }
-func (b *fakeBroker) Close() error                                         { return nil }
+func (b *fakeBroker) Consumer(context.Context, int) (core.Consumer, error) {
+	return nil, errors.New("none")
+}
+func (b *fakeBroker) Close() error { return nil }
 
 func (b *fakeBroker) Forward(_ context.Context, orders []core.Order) error {
 	_, _, acked, _ := b.outbox.state()
