@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 // useTestBrokers points an outside broker's backend at the test's broker:
@@ -187,5 +188,69 @@ func TestABrokerThatIsDownFillsTheOutboxOnlyToItsCap(t *testing.T) {
 	}
 	if status, _ := h.do("GET", "/readyz", "", nil); status != 200 {
 		t.Fatalf("readyz after the broker came back: %d", status)
+	}
+}
+
+// TestRedisRestartedEmptyCountsWhatTheRelayForwarded: orders the relay
+// forwarded sit in the broker, held by consumers that wait on a locked
+// stock row, when Redis restarts empty. The rebuild reads them from the
+// broker (JetStream above the ack floor, Kafka from the committed
+// offsets): the voucher's stock right after the loss already counts them,
+// their buyers are refused a second order, and no unit is sold twice.
+func TestRedisRestartedEmptyCountsWhatTheRelayForwarded(t *testing.T) {
+	for _, queue := range []string{natsqueue.Name, kafkaqueue.Name} {
+		t.Run(queue, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("Redis restarts skipped in -short mode")
+			}
+			dsn, ok := testenv.MySQLDatabase(t)
+			if !ok {
+				t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+			}
+			proc := redistopology.StartRedisProcess(t)
+			cfg := testConfig()
+			cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = proc.URL(), dsn, queue
+			cfg.NATSURL = os.Getenv(testenv.NATSURLEnv)
+			if queue == natsqueue.Name && cfg.NATSURL == "" {
+				url, stop, err := natsqueue.StartEmbedded()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(stop)
+				cfg.NATSURL = url
+			}
+			useTestBrokers(t, &cfg)
+			h := startWith(t, cfg)
+			const stock, accepted = 20, 5
+			voucher := h.openVoucher(stock)
+			ctx := context.Background()
+			lock, err := h.srv.store.DB().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback()
+			var got int64
+			if err := lock.NewRaw("SELECT voucher_id FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", voucher).Scan(ctx, &got); err != nil {
+				t.Fatal(err)
+			}
+			for u := int64(1); u <= accepted; u++ {
+				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+					t.Fatalf("shopper %d: %d %v", u, status, body)
+				}
+			}
+			waitFor(t, 10*time.Second, "the relay to forward every order", func() bool {
+				return strings.Contains(h.metricsText(), `seckill_relay_forwarded_total{queue="`+queue+`"} 5`)
+			})
+			proc.RestartEmpty()
+			waitReady(t, h)
+			if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); status != 200 || body["stock"] != float64(stock-accepted) {
+				t.Fatalf("voucher right after the loss: %d %v, want stock %d: the %d orders in the broker counted", status, body, stock-accepted, accepted)
+			}
+			lock.Rollback()
+			if n := h.waitForRows(voucher, accepted, 20*time.Second); n != accepted {
+				t.Fatalf("%d of %d orders persisted", n, accepted)
+			}
+			saleAfterLoss(t, h, voucher, stock, accepted)
+		})
 	}
 }
