@@ -224,17 +224,18 @@ func (r *relayed) relay(ctx context.Context, shard int) error {
 // pending for another relay to claim). Given up at a stop, they stay
 // pending in the outbox, for this name's restart or another's claim.
 func (r *relayed) move(stop context.Context, c Consumer, ds []Delivery) {
-	work := context.WithoutCancel(stop)
-	var graceEnd time.Time
-	gaveUp := func() bool {
-		if stop.Err() == nil {
-			return false
+	// work outlives stop by the grace, however long an attempt in flight
+	// at the stop would have taken.
+	work, cancel := context.WithCancel(context.WithoutCancel(stop))
+	defer cancel()
+	graceTimer := make(chan *time.Timer, 1)
+	unhook := context.AfterFunc(stop, func() { graceTimer <- time.AfterFunc(r.cfg.FinishTimeout, cancel) })
+	defer func() {
+		if !unhook() {
+			(<-graceTimer).Stop()
 		}
-		if graceEnd.IsZero() {
-			graceEnd = time.Now().Add(r.cfg.FinishTimeout)
-		}
-		return time.Now().After(graceEnd)
-	}
+	}()
+	gaveUp := func() bool { return work.Err() != nil }
 	orders := make([]Order, 0, len(ds))
 	good := ds[:0:0]
 	for _, d := range ds {

@@ -152,3 +152,48 @@ func TestRelayedRefusesWhatCannotBeRelayed(t *testing.T) {
 		t.Error("a broker without a Forwarder was accepted")
 	}
 }
+
+// hangingBroker never answers a forward: it waits for the attempt's end.
+type hangingBroker struct{ fakeBroker }
+
+func (b *hangingBroker) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "broker", Forwarder: b, Guarantees: core.Guarantees{Acknowledged: true}}
+}
+
+func (b *hangingBroker) Forward(ctx context.Context, _ []core.Order) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestAStoppedRelayGivesUpAfterItsGrace: a broker that neither confirms
+// nor refuses holds a relay's batch; at the stop the relay tries for
+// FinishTimeout more and then gives up, leaving the batch pending in the
+// outbox (for a restart or another relay), so the process still stops in
+// time.
+func TestAStoppedRelayGivesUpAfterItsGrace(t *testing.T) {
+	box := newFakeQueue()
+	box.push(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 7, CreatedAt: time.Now()}), 1)
+	q, err := core.Relayed(fakeOutbox{box}, &hangingBroker{}, core.RelayConfig{FinishTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { core.RunQueueDuties(ctx, q, nil); close(done) }()
+	for _, pending, _, _ := box.state(); pending == 0; _, pending, _, _ = box.state() {
+		time.Sleep(time.Millisecond)
+	}
+	stopped := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relay did not stop within 5 s of the stop, with a grace of 200 ms")
+	}
+	if took := time.Since(stopped); took < 150*time.Millisecond || took > 2*time.Second {
+		t.Errorf("stopped %v after the signal, want about the grace of 200ms", took)
+	}
+	if _, pending, acked, _ := box.state(); pending != 1 || acked != 0 {
+		t.Errorf("outbox after the stop: %d pending, %d acked; want the batch left pending", pending, acked)
+	}
+}
