@@ -165,6 +165,12 @@ func (f faultLab) killRelay() faultResult {
 	defer p2.stop()
 	r := f.recover(p2, voucher, accepted, struck, killedAt)
 	r.Note = fmt.Sprintf("%.0f outbox entries in the relay's hands at the kill", inFlight)
+	if r.Lost < 0 {
+		// Requests the process reserved as it died, whose answers died
+		// with it: persisted, though nobody was told 200.
+		r.Note += fmt.Sprintf("; %d more orders than were answered 200 were persisted: reserved as the process died, their answers lost with it", -r.Lost)
+		r.Lost = 0
+	}
 	return r
 }
 
