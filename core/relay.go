@@ -138,6 +138,9 @@ type relayed struct {
 
 	forwarded, failures atomic.Int64
 	lastError           atomic.Pointer[string]
+	// inFlight counts the orders this process's relays read from the
+	// outbox and the broker has not confirmed yet.
+	inFlight atomic.Int64
 
 	// admitMu is held by the one caller reading the backlog again;
 	// backlog is the last read (-1 before any) and backlogAt its time.
@@ -251,12 +254,21 @@ func (r *relayed) move(stop context.Context, c Consumer, ds []Delivery) {
 	if len(orders) == 0 {
 		return
 	}
+	r.inFlight.Add(int64(len(orders)))
+	confirmed := false
+	defer func() {
+		if !confirmed {
+			r.inFlight.Add(-int64(len(orders)))
+		}
+	}()
 	retry := r.newBackoff()
 	for {
 		actx, cancel := context.WithTimeout(work, forwardTimeout)
 		err := r.bc.Forwarder.Forward(actx, orders)
 		cancel()
 		if err == nil {
+			confirmed = true
+			r.inFlight.Add(-int64(len(orders)))
 			break
 		}
 		r.failed(err)
@@ -360,10 +372,11 @@ func (r *relayed) RelayStats(ctx context.Context) (RelayStats, error) {
 }
 
 // stats count an order waiting in the outbox as waiting: Depth is the
-// outbox's unread entries and the broker's undelivered messages. A batch a
-// relay is forwarding is in neither (it is the relay's Outbox.Pending):
-// counting it too would count it twice the moment the broker confirmed it
-// and before the outbox ack.
+// outbox's unread entries, what this process's relays are forwarding and
+// the broker has not confirmed, and the broker's undelivered messages.
+// (Not the outbox's pending entries: a confirmed batch stays pending until
+// its ack, and would count twice; another process's batch in flight is not
+// known here.)
 func (r *relayed) stats(ctx context.Context) (QueueStats, error) {
 	o, err := r.oc.Stats.Stats(ctx)
 	if err != nil {
@@ -374,7 +387,7 @@ func (r *relayed) stats(ctx context.Context) (QueueStats, error) {
 		return UnknownStats, err
 	}
 	return QueueStats{
-		Depth:         addKnown(o.Depth, b.Depth),
+		Depth:         addKnown(addKnown(o.Depth, r.inFlight.Load()), b.Depth),
 		Pending:       b.Pending,
 		Lag:           maxKnown(o.Lag, b.Lag),
 		OldestPending: b.OldestPending,
