@@ -195,6 +195,7 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 	b.mutate(&cfg)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
+	usedPrefix(cfg.KeyPrefix)
 	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
 	defer dropLabStreams(cfg)
 

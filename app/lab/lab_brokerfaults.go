@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 	"github.com/seckill-lab/seckill/app/server"
 )
@@ -248,12 +250,26 @@ func (f faultLab) brokerRestart() faultResult {
 	return f.recover(p, voucher, accepted, struck, time.Now())
 }
 
-// dropLabStreams deletes the JetStream streams the lab's runs made on a
-// real NATS server (every key prefix the lab uses starts with "lab"), so
-// the user's server does not keep the lab's orders. The stand-ins' server
-// goes away with its process.
+// labPrefixes are the key prefixes the lab's runs used, so their broker
+// queues can be deleted afterwards (RabbitMQ cannot list its queues over
+// AMQP).
+var labPrefixes sync.Map
+
+func usedPrefix(p string) { labPrefixes.Store(p, true) }
+
+// dropLabStreams deletes what the lab's runs made on a real broker — the
+// JetStream streams (every key prefix the lab uses starts with "lab"), the
+// RabbitMQ queues of the prefixes it used — so the user's broker does not
+// keep the lab's orders. The stand-ins' brokers go away with their process.
 func dropLabStreams(cfg server.Config) {
-	if cfg.Queue != "nats" || cfg.EmbeddedRedis() {
+	if cfg.EmbeddedRedis() {
+		return
+	}
+	if cfg.Queue == "rabbitmq" {
+		dropLabQueues(cfg)
+		return
+	}
+	if cfg.Queue != "nats" {
 		return
 	}
 	raw := cfg.NATSURL
@@ -326,4 +342,33 @@ func brokerVersions(cfg server.Config, results []labResult) string {
 		parts = append(parts, "Kafka at "+strings.Join(cfg.KafkaBrokers, ","))
 	}
 	return strings.Join(parts, "; ")
+}
+
+func dropLabQueues(cfg server.Config) {
+	raw := cfg.AMQPURL
+	if raw == "" {
+		raw = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	conn, err := amqp.Dial(raw)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	labPrefixes.Range(func(k, _ any) bool {
+		queue := amqpqueue.QueueName(k.(string))
+		for _, name := range []string{queue, queue + "_dead"} {
+			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+				// A missing queue closes the channel: open another.
+				if ch, err = conn.Channel(); err != nil {
+					return false
+				}
+			}
+		}
+		ch.ExchangeDelete(queue+"_dead", false, false)
+		return true
+	})
 }

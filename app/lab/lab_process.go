@@ -33,6 +33,7 @@ type labProcess struct {
 
 // processEnv is the environment that makes a child process serve cfg.
 func processEnv(cfg server.Config, addr string, extra map[string]string) []string {
+	usedPrefix(cfg.KeyPrefix)
 	env := map[string]string{
 		"SECKILL_ADDR":           addr,
 		"SECKILL_REDIS_URL":      cfg.RedisURL,

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -101,6 +102,10 @@ func (f faultLab) runRedisFaults() []saleFaultResult {
 			continue
 		}
 		f.progress("[%s] Redis fault mid-sale: %s…", f.cfg.Queue, redisFaults[i])
+		// A key prefix of its own: an outside broker's queue is named from
+		// it, and a backlog one fault left in a shared queue would delay
+		// the next fault's orders past its settle.
+		f.cfg.KeyPrefix = "lab" + rand.Text()[:4] + ":"
 		if note := withLabT(func(t *labT) { out[i] = step(f, t) }); note != "" {
 			out[i] = saleFaultResult{Note: note}
 		}
