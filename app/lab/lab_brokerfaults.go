@@ -82,17 +82,26 @@ func startLabKafka(cfg *server.Config) (stop func(), err error) {
 	return func() { c.Close(); labKafka = nil }, nil
 }
 
-// slowKafkaProduce delays every produce request kfake gets by d, until
-// the returned function is called.
-func slowKafkaProduce(c *kfake.Cluster, d time.Duration) (restore func()) {
-	var done atomic.Bool
+// holdKafkaProduce delays every produce request kfake gets by d, and
+// after stall holds each until restore is called (which also ends the
+// delay).
+func holdKafkaProduce(c *kfake.Cluster, d time.Duration) (stall, restore func()) {
+	var done, held atomic.Bool
+	release := make(chan struct{})
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !done.Load() {
+		switch {
+		case done.Load():
+		case held.Load():
+			c.SleepControl(func() { <-release })
+		default:
 			c.SleepControl(func() { time.Sleep(d) })
 		}
 		return nil, nil, false // then handled as usual
 	})
-	return func() { done.Store(true) }
+	var once sync.Once
+	return func() { held.Store(true) }, func() {
+		once.Do(func() { done.Store(true); close(release) })
+	}
 }
 
 // relayBrokerDelay slows every chunk the relay sends the broker, so a
@@ -108,15 +117,21 @@ func (f faultLab) killRelay() faultResult {
 	if !isBroker(f.cfg.Queue) {
 		return faultResult{Note: "n/a: no relay (the script writes the queue)"}
 	}
+	// The broker is slowed, and once shoppers have bought for a moment it
+	// stops answering: the relay's batch then stays in its hands, and the
+	// kill lands in it whatever the machine's speed.
 	slow := f.cfg
+	var stall, resume func()
 	if f.cfg.Queue == "kafka" {
 		// Kafka's clients go to the brokers the metadata names, not
-		// through a proxy of the seed: the lab slows kfake's produce
-		// instead.
+		// through a proxy of the seed: the lab controls kfake instead.
 		if labKafka == nil {
-			return faultResult{Note: "not run: the lab slows only kfake's produce, and SECKILL_KAFKA_BROKERS names a real Kafka"}
+			return faultResult{Note: "not run: the lab controls only kfake's produce, and SECKILL_KAFKA_BROKERS names a real Kafka"}
 		}
-		defer slowKafkaProduce(labKafka, relayBrokerDelay)()
+		var restore func()
+		stall, restore = holdKafkaProduce(labKafka, relayBrokerDelay)
+		defer restore()
+		resume = restore
 	} else {
 		u, set, err := brokerURL(f.cfg)
 		if err != nil {
@@ -130,6 +145,7 @@ func (f faultLab) killRelay() faultResult {
 		through := *u
 		through.Host = proxy.Addr()
 		set(&slow, through.String())
+		stall, resume = proxy.Silence, proxy.Heal
 	}
 	p1, err := startProcess(slow, nil)
 	if err != nil {
@@ -148,9 +164,8 @@ func (f faultLab) killRelay() faultResult {
 		loaded <- runLoad(context.Background(), f.conns, 2*time.Minute, faultBacklog,
 			buyRequests(p1.base, f.tokens, []int64{voucher}, 1, faultBacklog))
 	}()
-	// From the first order on: with the broker slowed the relay holds a
-	// batch most of the time, but a fast load can be forwarded whole
-	// before a later look.
+	time.Sleep(300 * time.Millisecond)
+	stall()
 	deadline := time.Now().Add(30 * time.Second)
 	for metricValue(p1.base, "seckill_relay_outbox_pending") <= 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -159,6 +174,7 @@ func (f faultLab) killRelay() faultResult {
 	struck := f.rows(voucher)
 	p1.kill()
 	killedAt := time.Now()
+	resume()
 	accepted := (<-loaded).Status[http.StatusOK]
 	if inFlight <= 0 {
 		return faultResult{Note: "not run: the relay never held a batch to kill it in"}
