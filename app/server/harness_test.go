@@ -59,9 +59,23 @@ func forEachBackendAndStack(t *testing.T, fn func(t *testing.T, h *harness)) {
 // Redis Cluster, MySQL).
 func forEachBackendOn(t *testing.T, stacks []string, fn func(t *testing.T, h *harness)) {
 	t.Helper()
+	forEachBackendOnWith(t, stacks, nil, fn)
+}
+
+// forEachBackendOnWith is forEachBackendOn with settings of the test's own
+// (extra, if set, runs after the backend is chosen).
+func forEachBackendOnWith(t *testing.T, stacks []string, extra func(*Config), fn func(t *testing.T, h *harness)) {
+	t.Helper()
 	run := func(t *testing.T, mutate func(*Config)) {
 		for _, stack := range stacks {
-			t.Run(stack, func(t *testing.T) { fn(t, startServer(t, stack, mutate)) })
+			t.Run(stack, func(t *testing.T) {
+				fn(t, startServer(t, stack, func(c *Config) {
+					mutate(c)
+					if extra != nil {
+						extra(c)
+					}
+				}))
+			})
 		}
 	}
 	for _, b := range builtinBackends {
