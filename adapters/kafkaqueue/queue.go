@@ -511,27 +511,20 @@ func (q *Queue) topicSize(ctx context.Context, topic string) (int64, error) {
 // a held one, some already stored: a rebuild counts an order once, by
 // id). It reads every partition from its committed offset to its end.
 func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
-	return q.readFrom(ctx, q.cfg.Topic, voucherID, true)
-}
-
-// readFrom reads topic from the group's committed offsets (fromCommitted)
-// or from the start, to the end offsets as they are now, and returns the
-// orders of voucherID (all of them when voucherID is 0).
-func (q *Queue) readFrom(ctx context.Context, topic string, voucherID int64, fromCommitted bool) ([]core.Order, error) {
-	bodies, err := q.read(ctx, topic, fromCommitted, 0)
+	records, err := q.read(ctx, q.cfg.Topic, true)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, r := range bodies {
-		out = append(out, string(r.Value))
+	bodies := make([]string, len(records))
+	for i, r := range records {
+		bodies[i] = string(r.Value)
 	}
-	return core.OrdersOfVoucher(voucherID, out), nil
+	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
 // read returns the records of topic from the group's committed offsets
-// (or the start) to the end offsets listed now, up to limit (0: all).
-func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool, limit int) ([]*kgo.Record, error) {
+// (or the start) to the end offsets listed now.
+func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool) ([]*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ends, err := q.admin.ListEndOffsets(ctx, topic)
@@ -567,7 +560,7 @@ func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool, limi
 	}
 	defer cl.Close()
 	var out []*kgo.Record
-	for len(until) > 0 && (limit == 0 || len(out) < limit) {
+	for len(until) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("kafka: read %s: %w", topic, err)
@@ -589,7 +582,7 @@ func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool, limi
 // DeadLetters reads the dead-letter topic, oldest first within each
 // partition, in time order over them.
 func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	records, err := q.read(ctx, q.cfg.DeadTopic, false, 0)
+	records, err := q.read(ctx, q.cfg.DeadTopic, false)
 	if err != nil {
 		return nil, err
 	}
