@@ -366,11 +366,23 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 	if len(ack) == 0 {
 		return
 	}
-	// Before the ack: should this fail or the process die, the batch
-	// comes back, is found persisted, and is repaired then.
-	if err := p.recovery.RepairAfter(work, r.readIn, persisted); err != nil {
-		p.obs.QueueFailed("repair", err)
-		p.log.Error("could not tell Redis of orders persisted across its loss; left unacked to repair on redelivery",
+	// Before the ack: should the process die first, the batch comes back,
+	// is found persisted, and is repaired then. A repair that fails (Redis
+	// unreachable mid-failover) is tried again until it works or the
+	// pipeline stops: left unacked on a live consumer, the batch would not
+	// come back on a broker that redelivers only what a dead consumer
+	// held (RabbitMQ, Kafka), nor on one this process keeps telling that
+	// it still works on the batch (JetStream).
+	if _, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := p.recovery.RepairAfter(work, r.readIn, persisted)
+		if err != nil {
+			p.obs.QueueFailed("repair", err)
+			p.log.Error("could not tell Redis of orders persisted across its loss; trying again",
+				"queue", p.caps.Name, "orders", len(persisted), "err", err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(p.newBackoff()), backoff.WithMaxElapsedTime(0)); err != nil {
+		p.log.Warn("stopped before orders persisted across Redis's loss were told to it; left unacked, to repair on redelivery",
 			"queue", p.caps.Name, "orders", len(persisted), "err", err)
 		return
 	}
