@@ -31,6 +31,9 @@ type Capabilities struct {
 	Stats StatsReporter
 	// Lister lists the orders the queue holds.
 	Lister OrderHolder
+	// Holding tells whether a queue without a Lister holds any order at
+	// all, for a rebuild after the live store's loss (see HoldingProbe).
+	Holding HoldingProbe
 	// DeadLetters reads the dead letters back.
 	DeadLetters DeadLetterReader
 	// Shards is how many queues of one backend this one joins

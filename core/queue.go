@@ -172,6 +172,21 @@ type OrderHolder interface {
 	HeldOrders(ctx context.Context, voucherID int64) ([]Order, error)
 }
 
+// HoldingProbe tells whether a queue that cannot list the orders it holds
+// (no Lister) holds any at all (Capabilities.Holding): RabbitMQ, whose
+// queue outlives the live store. After the live store lost its state a
+// rebuild cannot count such a queue's orders, so the first rebuild of the
+// new incarnation waits until the queue holds none: the database then has
+// every order reserved before the loss, and the live store's buyers every
+// one after.
+type HoldingProbe interface {
+	// Holding returns "" when the queue holds no order now — none queued,
+	// none delivered to a consumer of any process and not yet
+	// acknowledged, none being forwarded to it — and otherwise what it
+	// still holds, for logs. An error: it could not tell.
+	Holding(ctx context.Context) (string, error)
+}
+
 // DeadLetterReader reads a queue's dead letters back, oldest first
 // (Capabilities.DeadLetters; every built-in queue has one). The records
 // are DeadLetter, the same for every backend.

@@ -92,6 +92,14 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 			// a rebuild of the request path would have.
 			err = nil
 		}
+		var nd notDrained
+		if errors.As(err, &nd) {
+			code := CodeBusy // a shopper retries in a moment
+			if operator {
+				code = CodeNotReconcilable
+			}
+			err = &Error{Code: code, Op: "recovery", Message: nd.message(), Err: err}
+		}
 		if ok {
 			// Another caller's rebuild: its report is that caller's.
 			return RebuildReport{VoucherID: voucherID}, err
@@ -156,6 +164,13 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		// A queue that cannot list what it holds: the live store's buyers,
 		// read under the fence (no reservation can add one now), stand for
 		// it. Those the database lacks are in a consumer's hands (or lost).
+		if r.probe != nil {
+			// The queue outlives the live store: its orders reserved before
+			// a loss are in neither the live store nor (yet) the database.
+			if err := r.awaitDrained(ctx, voucherID, inc); err != nil {
+				return RebuildReport{}, err
+			}
+		}
 		fenced, err := r.live.LiveState(ctx, voucherID)
 		if err != nil {
 			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
@@ -238,6 +253,78 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 		r.obs.Rebuilt(report)
 	}
 	return report, nil
+}
+
+// drainPoll is how often a rebuild asks again whether the queue still
+// holds orders; drainReserve is the part of the rebuild's deadline left for
+// the rebuild itself once the queue drained.
+const (
+	drainPoll    = 250 * time.Millisecond
+	drainReserve = 2 * time.Second
+)
+
+// awaitDrained returns once the queue was found holding no order in this
+// incarnation of the live store — then every order reserved before the
+// live store's loss is in the database, and every one after is among the
+// live store's buyers — or notDrained when it still holds some by the
+// rebuild's deadline: the fence is lifted, and the next request tries
+// again. The answer is kept in the live store (MarkDrained), so only the
+// first rebuild of an incarnation, in any instance, waits.
+func (r *Recovery) awaitDrained(ctx context.Context, voucherID int64, inc string) error {
+	// Without an incarnation a loss cannot be told from the process's
+	// memory: only the live store's own record counts.
+	if p := r.drainedIn.Load(); p != nil && *p == inc && inc != "" {
+		return nil
+	}
+	was, ok, err := r.live.DrainedIn(ctx)
+	if err != nil {
+		return r.failed(voucherID, Wrap("recovery: drained in", CodeUnavailable, err))
+	}
+	if ok && was == inc {
+		r.drainedIn.Store(&inc)
+		return nil
+	}
+	giveUp := time.Now().Add(3 * time.Second)
+	if d, ok := ctx.Deadline(); ok {
+		giveUp = d.Add(-drainReserve)
+	}
+	start := time.Now()
+	for {
+		what, err := r.probe.Holding(ctx)
+		if err != nil {
+			return r.failed(voucherID, Wrap("recovery: is the queue drained", CodeUnavailable, err))
+		}
+		if what == "" {
+			if err := r.live.MarkDrained(ctx, inc); err != nil {
+				return r.failed(voucherID, Wrap("recovery: mark drained", CodeUnavailable, err))
+			}
+			r.drainedIn.Store(&inc)
+			r.log.Warn("rebuild: the queue holds no order reserved before this incarnation; vouchers are rebuilt from the database",
+				"voucher", voucherID, "incarnation", inc, "waited", time.Since(start))
+			return nil
+		}
+		if time.Now().Add(drainPoll).After(giveUp) {
+			r.log.Warn("rebuild: the queue still holds orders reserved before this incarnation; the voucher stays closed until it holds none",
+				"voucher", voucherID, "incarnation", inc, "holding", what, "waited", time.Since(start))
+			return notDrained{what}
+		}
+		select {
+		case <-ctx.Done():
+			return notDrained{what}
+		case <-time.After(drainPoll):
+		}
+	}
+}
+
+// notDrained: a rebuild found the queue still holding orders it cannot
+// list (see awaitDrained). run answers it busy to a shopper and
+// not_reconcilable to an operator.
+type notDrained struct{ holding string }
+
+func (e notDrained) Error() string { return "the queue still holds " + e.holding }
+
+func (e notDrained) message() string {
+	return "the queue still holds orders reserved before the live store lost its state, and cannot list them: retry once they are persisted"
 }
 
 // waitForOther waits for another instance's rebuild of the voucher.

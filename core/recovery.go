@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,14 @@ type LiveSale interface {
 	Fenced(ctx context.Context, voucherID int64) (bool, error)
 	// LiveState reads the voucher's live state as it is, for audits.
 	LiveState(ctx context.Context, voucherID int64) (LiveState, error)
+	// DrainedIn returns the incarnation in which the queue was last found
+	// holding no order (MarkDrained); ok is false if it never was. It is kept in the live
+	// store itself, so it is lost with the state it vouches for; see
+	// HoldingProbe.
+	DrainedIn(ctx context.Context) (incarnation string, ok bool, err error)
+	// MarkDrained records that the queue was found holding no order in
+	// the incarnation.
+	MarkDrained(ctx context.Context, incarnation string) error
 	// Repair tells the live store of persisted orders it may not know:
 	// each buyer unknown to it is marked and one stock taken; a known one
 	// changes nothing. It returns the orders whose voucher had no live
@@ -95,8 +104,14 @@ type Recovery struct {
 	// holder is the queue's view of the orders it holds; nil for a queue
 	// that keeps them only in process memory (or none).
 	holder OrderHolder
-	log    *slog.Logger
-	obs    RecoveryObserver
+	// probe tells, for a queue without a holder that outlives the live
+	// store, whether it holds any order (nil: none such).
+	probe HoldingProbe
+	// drainedIn is the incarnation this process last saw the queue
+	// drained in (see awaitDrained).
+	drainedIn atomic.Pointer[string]
+	log       *slog.Logger
+	obs       RecoveryObserver
 	// fenceTTL bounds a rebuild; wait how long a request waits for another
 	// instance's rebuild before it is answered busy.
 	fenceTTL, wait time.Duration
@@ -125,6 +140,10 @@ type RecoveryConfig struct {
 	// Holder lists the orders the queue holds (nil: a queue that cannot;
 	// see Reconcile).
 	Holder OrderHolder
+	// Holding, for a queue without a Holder whose orders outlive the live
+	// store (RabbitMQ), tells whether it holds any: the first rebuild of
+	// each incarnation waits until it holds none (see HoldingProbe).
+	Holding HoldingProbe
 	// Memo is told that a rebuilt voucher's stock may have come back (and,
 	// through its nudger, every instance); nil: a memo of none.
 	Memo *AnswerMemo
@@ -157,7 +176,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 2 * time.Second
 	}
-	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, log: cfg.Log, obs: cfg.Observer,
+	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, log: cfg.Log, obs: cfg.Observer,
 		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}}
 }
 

@@ -19,6 +19,23 @@ type fakeLive struct {
 	state       map[int64]core.LiveState
 	fences      map[int64]string
 	restores    atomic.Int64
+	drainedIn   *string
+}
+
+func (l *fakeLive) DrainedIn(context.Context) (string, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.drainedIn == nil {
+		return "", false, nil
+	}
+	return *l.drainedIn, true, nil
+}
+
+func (l *fakeLive) MarkDrained(_ context.Context, inc string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drainedIn = &inc
+	return nil
 }
 
 func newFakeLive(inc string) *fakeLive {

@@ -174,6 +174,8 @@ func (r *relayed) Capabilities() Capabilities {
 	}
 	if r.oc.Holder != nil && r.bc.Holder != nil {
 		c.Lister = heldOrdersFunc(r.heldOrders)
+	} else if r.bc.Holding != nil {
+		c.Holding = holdingFunc(r.holding)
 	}
 	if r.bc.DeadLetters != nil {
 		c.DeadLetters = deadLettersFunc(r.deadLetters)
@@ -417,6 +419,20 @@ func (r *relayed) heldOrders(ctx context.Context, voucherID int64) ([]Order, err
 	}
 	return out, nil
 }
+
+// holding is what the broker holds, and what this process's relays are
+// forwarding to it. The outbox is not asked: it is in the live store, so
+// after a loss it holds only orders the live store's buyers list.
+func (r *relayed) holding(ctx context.Context) (string, error) {
+	if n := r.inFlight.Load(); n > 0 {
+		return fmt.Sprintf("%d orders being forwarded by this process's relays", n), nil
+	}
+	return r.bc.Holding.Holding(ctx)
+}
+
+type holdingFunc func(ctx context.Context) (string, error)
+
+func (f holdingFunc) Holding(ctx context.Context) (string, error) { return f(ctx) }
 
 // deadLetters are the broker's and the outbox's (an outbox entry that did
 // not decode), oldest first.

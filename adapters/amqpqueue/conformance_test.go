@@ -62,4 +62,5 @@ func removeQueues(url string, cfg amqpqueue.Config) {
 	ch.QueueDelete(cfg.Queue, false, false, false)
 	ch.QueueDelete(cfg.DeadQueue, false, false, false)
 	ch.ExchangeDelete(cfg.DeadQueue, false, false)
+	ch.ExchangeDelete(amqpqueue.RollCallExchange(cfg.Queue), false, false)
 }

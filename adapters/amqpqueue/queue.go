@@ -10,6 +10,7 @@ package amqpqueue
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,6 +105,21 @@ type Queue struct {
 	// buffered counts deliveries the broker pushed to this process's
 	// consumers that they have not fetched yet: still waiting, for Stats.
 	buffered atomic.Int64
+
+	// What this process answers a roll call with (see Holding): its
+	// consumers, and moves, which counts every delivery, ack and forward
+	// so that a roll call sees whether anything moved between two of its
+	// answers.
+	process    string
+	consumerMu sync.Mutex
+	consumers  map[*consumer]struct{}
+	moves      atomic.Int64
+	forwarding atomic.Int64
+	// failing: the last forward was not confirmed; its relay still holds
+	// the batch and will forward it again.
+	failing atomic.Bool
+	// done is closed by Close; answered when the roll-call answerer ended.
+	done, answered chan struct{}
 }
 
 // New connects and declares the queues and the dead-letter exchange. An
@@ -113,10 +129,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{cfg: cfg, log: log}
+	q := &Queue{cfg: cfg, log: log, process: cfg.ConsumerPrefix + "-" + rand.Text()[:8],
+		consumers: map[*consumer]struct{}{}, done: make(chan struct{}), answered: make(chan struct{})}
 	if _, err := q.connection(); err != nil {
 		return nil, err
 	}
+	go q.answerRollCalls()
 	return q, nil
 }
 
@@ -168,6 +186,9 @@ func (q *Queue) declare(conn *amqp.Connection) error {
 	if err := ch.QueueBind(q.cfg.DeadQueue, "", q.cfg.DeadQueue, false, nil); err != nil {
 		return fmt.Errorf("rabbitmq: bind %s: %w", q.cfg.DeadQueue, err)
 	}
+	if err := ch.ExchangeDeclare(q.rollCallExchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("rabbitmq: declare exchange %s: %w", q.rollCallExchange(), err)
+	}
 	if _, err := ch.QueueDeclare(q.cfg.Queue, true, false, false, false, amqp.Table{
 		"x-queue-type":           "quorum",
 		"x-delivery-limit":       q.cfg.DeliveryLimit,
@@ -184,9 +205,9 @@ func (q *Queue) declare(conn *amqp.Connection) error {
 func (q *Queue) Config() Config { return q.cfg }
 
 // Capabilities: a broker, fed by a relay (Forwarder). RabbitMQ cannot list
-// a queue's messages, so the queue lists no held orders (Lister nil): a
-// rebuild after Redis's loss cannot count what it holds (see
-// docs/architecture.md).
+// a queue's messages, so the queue lists no held orders (Lister nil); it
+// tells whether it holds any (Holding), so the first rebuild after Redis's
+// loss waits until it holds none (see docs/architecture.md).
 func (q *Queue) Capabilities() core.Capabilities {
 	return core.Capabilities{
 		Name: Name,
@@ -197,7 +218,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
 		},
-		Forwarder: q, Stats: q, DeadLetters: q,
+		Forwarder: q, Stats: q, DeadLetters: q, Holding: q,
 	}
 }
 
@@ -229,7 +250,14 @@ func (q *Queue) publisher() (*amqp.Channel, error) {
 // relay forwards the batch again. RabbitMQ has no dedup: a repeat is
 // absorbed by the store's idempotence (and outside consumers dedup by the
 // order id).
-func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
+func (q *Queue) Forward(ctx context.Context, orders []core.Order) (err error) {
+	q.forwarding.Add(1)
+	q.moves.Add(1)
+	defer func() {
+		q.failing.Store(err != nil)
+		q.forwarding.Add(-1)
+		q.moves.Add(1)
+	}()
 	q.pubMu.Lock()
 	defer q.pubMu.Unlock()
 	ch, err := q.publisher()
@@ -271,19 +299,30 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 
 // Consumer returns a consumer on a channel of its own.
 func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
-	return &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}, nil
+	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index)}
+	q.consumerMu.Lock()
+	q.consumers[c] = struct{}{}
+	q.consumerMu.Unlock()
+	return c, nil
 }
 
 // Close closes the connection: deliveries not acked go back to the queue
 // at once, for any consumer.
 func (q *Queue) Close() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.closed = true
-	if q.conn != nil {
-		return q.conn.Close()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
 	}
-	return nil
+	q.closed = true
+	close(q.done)
+	var err error
+	if q.conn != nil {
+		err = q.conn.Close()
+	}
+	q.mu.Unlock()
+	<-q.answered
+	return err
 }
 
 type consumer struct {
@@ -299,6 +338,11 @@ type consumer struct {
 	arrived chan struct{}
 	gone    chan struct{}
 	closed  atomic.Bool
+	// tag is the channel's consumer tag, and unacked counts what the
+	// broker delivered on the channel and the consumer has not acked (in
+	// buf or fetched), for the roll call.
+	tag     string
+	unacked int64
 }
 
 // channel is the consumer's channel, opened (and consuming) again after it
@@ -310,7 +354,7 @@ func (c *consumer) channel() (*amqp.Channel, error) {
 		return c.ch, nil
 	}
 	c.q.buffered.Add(-int64(len(c.buf)))
-	c.buf = nil
+	c.buf, c.tag, c.unacked = nil, "", 0
 	conn, err := c.q.connection()
 	if err != nil {
 		return nil, err
@@ -323,12 +367,13 @@ func (c *consumer) channel() (*amqp.Channel, error) {
 		ch.Close()
 		return nil, fmt.Errorf("rabbitmq: qos: %w", err)
 	}
-	ds, err := ch.Consume(c.q.cfg.Queue, c.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), false, false, false, false, nil)
+	tag := c.name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ds, err := ch.Consume(c.q.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("rabbitmq: consume %s: %w", c.q.cfg.Queue, err)
 	}
-	c.ch, c.arrived, c.gone = ch, make(chan struct{}, 1), make(chan struct{})
+	c.ch, c.arrived, c.gone, c.tag = ch, make(chan struct{}, 1), make(chan struct{}), tag
 	go c.pump(ch, ds, c.arrived, c.gone)
 	return ch, nil
 }
@@ -341,7 +386,9 @@ func (c *consumer) pump(ch *amqp.Channel, ds <-chan amqp.Delivery, arrived, gone
 		c.mu.Lock()
 		if c.ch == ch {
 			c.buf = append(c.buf, d)
+			c.unacked++
 			c.q.buffered.Add(1)
+			c.q.moves.Add(1)
 		}
 		c.mu.Unlock()
 		select {
@@ -461,6 +508,7 @@ func (c *consumer) Ack(_ context.Context, ds []core.Delivery) error {
 		return nil
 	}
 	var errs []error
+	acked := int64(0)
 	for _, d := range ds {
 		tag, ok := tagOf(ch, d)
 		if !ok {
@@ -468,8 +516,16 @@ func (c *consumer) Ack(_ context.Context, ds []core.Delivery) error {
 		}
 		if err := ch.Ack(tag, false); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		acked++
 	}
+	c.mu.Lock()
+	if c.ch == ch {
+		c.unacked -= acked
+	}
+	c.mu.Unlock()
+	c.q.moves.Add(acked)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("rabbitmq: ack: %w", err)
 	}
@@ -512,10 +568,13 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 // queue.
 func (c *consumer) Close() error {
 	c.closed.Store(true)
+	c.q.consumerMu.Lock()
+	delete(c.q.consumers, c)
+	c.q.consumerMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.q.buffered.Add(-int64(len(c.buf)))
-	c.buf = nil
+	c.buf, c.tag, c.unacked = nil, "", 0
 	if c.ch != nil {
 		ch := c.ch
 		c.ch = nil
@@ -596,6 +655,7 @@ func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, er
 }
 
 var (
-	_ core.Queue     = (*Queue)(nil)
-	_ core.Forwarder = (*Queue)(nil)
+	_ core.Queue        = (*Queue)(nil)
+	_ core.Forwarder    = (*Queue)(nil)
+	_ core.HoldingProbe = (*Queue)(nil)
 )

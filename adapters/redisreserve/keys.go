@@ -79,6 +79,10 @@ func (k Keys) Layout() string { return k.Prefix + "layout" }
 // unchanged Redis (Identity.Forget): a part of the incarnation.
 func (k Keys) Forgets() string { return k.Prefix + "forgets" }
 
+// Drained records the incarnation in which a queue that cannot list its
+// orders was last found holding none (core.LiveSale.MarkDrained).
+func (k Keys) Drained() string { return k.Prefix + "drained" }
+
 // StockPattern matches the stock key of every voucher, in any layout this
 // package has used (for SCAN).
 func (k Keys) StockPattern() string { return k.Prefix + "stock:{*" }

@@ -66,6 +66,27 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 	return epoch, true, nil
 }
 
+// DrainedIn implements core.LiveSale.
+func (r *Reserver) DrainedIn(ctx context.Context) (string, bool, error) {
+	inc, err := r.rdb.Get(ctx, r.keys.Drained()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("redisreserve: drained in: %w", err)
+	}
+	return inc, true, nil
+}
+
+// MarkDrained implements core.LiveSale. The key never expires: it is only
+// believed while its incarnation is the current one.
+func (r *Reserver) MarkDrained(ctx context.Context, incarnation string) error {
+	if err := r.rdb.Set(ctx, r.keys.Drained(), incarnation, 0).Err(); err != nil {
+		return fmt.Errorf("redisreserve: mark drained: %w", err)
+	}
+	return nil
+}
+
 // Fence implements core.LiveSale.
 func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	token := rand.Text()

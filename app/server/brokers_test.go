@@ -41,6 +41,66 @@ func useTestBrokers(t testing.TB, cfg *Config) {
 	cfg.AMQPURL = url
 }
 
+// TestRedisRestartedEmptyWaitsForRabbitMQToDrain: RabbitMQ cannot list
+// the orders it holds, so after Redis came back empty with 5 orders in the
+// queue and none in MySQL (a row lock holds the consumers), a rebuild from
+// MySQL alone would sell their 5 units again. The voucher stays closed —
+// a shopper is answered 503, an operator's reconcile 409 not_reconcilable
+// — until the queue holds nothing; then it sells the other 15, and no
+// order answered 200 is refused by MySQL.
+func TestRedisRestartedEmptyWaitsForRabbitMQToDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Redis restarts skipped in -short mode")
+	}
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+	}
+	proc := redistopology.StartRedisProcess(t)
+	cfg := testConfig()
+	cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = proc.URL(), dsn, amqpqueue.Name
+	useTestBrokers(t, &cfg)
+	h := startWith(t, cfg)
+	const stock, accepted = 20, 5
+	voucher := h.openVoucher(stock)
+	ctx := context.Background()
+	lock, err := h.srv.store.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	var got int64
+	if err := lock.NewRaw("SELECT voucher_id FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", voucher).Scan(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	for u := int64(1); u <= accepted; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+			t.Fatalf("shopper %d: %d %v", u, status, body)
+		}
+	}
+	waitFor(t, 10*time.Second, "the relay to forward every order", func() bool {
+		return strings.Contains(h.metricsText(), `seckill_relay_forwarded_total{queue="rabbitmq"} 5`)
+	})
+	proc.RestartEmpty()
+	waitReady(t, h)
+	if status, body := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); status != 503 {
+		t.Fatalf("voucher right after the loss, its 5 orders in RabbitMQ: %d %v, want 503 until they are persisted", status, body)
+	}
+	status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/reconcile", h.cfg.AdminToken, nil)
+	if status != 409 || errorCode(body) != "not_reconcilable" {
+		t.Fatalf("reconcile with the orders in RabbitMQ: %d %v, want 409 not_reconcilable", status, body)
+	}
+	lock.Rollback()
+	if n := h.waitForRows(voucher, accepted, 20*time.Second); n != accepted {
+		t.Fatalf("%d of %d orders persisted", n, accepted)
+	}
+	waitFor(t, 20*time.Second, "the voucher to open again once the queue drained", func() bool {
+		status, _ := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+		return status == 200
+	})
+	saleAfterLoss(t, h, voucher, stock, accepted)
+}
+
 // removeBrokerState deletes what a test's server made on a real broker
 // (its streams, named from the test's key prefix), so the machine's
 // broker does not fill up with tests' orders.

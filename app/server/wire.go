@@ -143,7 +143,7 @@ func (s *Server) wire(ctx context.Context) error {
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime)
 	if sale.live != nil {
-		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder,
+		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder, Holding: sale.holding,
 			Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
@@ -339,6 +339,9 @@ type sale struct {
 	// of stock that comes back.
 	live   core.LiveSale
 	holder core.OrderHolder
+	// holding tells whether a queue without a holder whose orders outlive
+	// Redis (RabbitMQ) holds any, for the first rebuild after a loss.
+	holding core.HoldingProbe
 	// returner gives a cancelled order's unit back to the live store, and
 	// deadlines hands out the reservations due for payment (both nil: the
 	// database is the live state).
@@ -388,7 +391,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		return sale{}, err
 	}
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.CapabilitiesOf(q).Holder, returner: reserver}
+		live: reserver, holder: core.CapabilitiesOf(q).Holder, holding: core.CapabilitiesOf(q).Holding, returner: reserver}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = reserver
 	}
