@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/internal/brokerevent"
 	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
@@ -33,7 +31,7 @@ func TestConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { removeQueues(url, broker.Config()) })
+				t.Cleanup(func() { amqpqueue.Remove(url, broker.Config().Queue) })
 				return saletest.Run(saletest.Relayed(t, r, ns, broker, 300*time.Millisecond))
 			},
 			Sell: saletest.Sell(r),
@@ -46,21 +44,4 @@ func TestConformance(t *testing.T) {
 			Shared: true,
 		})
 	})
-}
-
-// removeQueues deletes a test's queues and exchange.
-func removeQueues(url string, cfg amqpqueue.Config) {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
-	ch.QueueDelete(cfg.Queue, false, false, false)
-	ch.QueueDelete(cfg.DeadQueue, false, false, false)
-	ch.ExchangeDelete(cfg.DeadQueue, false, false)
-	ch.ExchangeDelete(amqpqueue.RollCallExchange(cfg.Queue), false, false)
 }

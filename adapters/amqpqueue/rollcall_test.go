@@ -38,7 +38,7 @@ func TestHoldingSeesEveryOrderInAnyProcess(t *testing.T) {
 		return q
 	}
 	asker, worker := open("asker"), open("worker")
-	t.Cleanup(func() { removeQueues(url, asker.Config()) })
+	t.Cleanup(func() { amqpqueue.Remove(url, cfg.Queue) })
 	holding := func() string {
 		t.Helper()
 		what, err := asker.Holding(ctx)

@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/seckill-lab/seckill/adapters/internal/brokerevent"
 	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/redisreserve/saletest"
@@ -40,7 +37,10 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { removeStreams(url, broker.Config()) })
+			t.Cleanup(func() {
+				cfg := broker.Config()
+				natsqueue.RemoveStreams(context.Background(), url, func(name string) bool { return name == cfg.Stream || name == cfg.DeadStream })
+			})
 			return saletest.Run(saletest.Relayed(t, r, ns, broker, 300*time.Millisecond))
 		}
 		queuetest.Run(t, queuetest.Backend{
@@ -57,22 +57,4 @@ func TestConformance(t *testing.T) {
 			RedeliveryWait: ackWait,
 		})
 	})
-}
-
-// removeStreams deletes a test's streams, so the machine's NATS does not
-// fill up with tests' orders.
-func removeStreams(url string, cfg natsqueue.Config) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	js.DeleteStream(ctx, cfg.Stream)
-	js.DeleteStream(ctx, cfg.DeadStream)
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -15,12 +16,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
+	"github.com/seckill-lab/seckill/adapters/natsqueue"
 	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 	"github.com/seckill-lab/seckill/app/server"
 )
@@ -289,37 +290,18 @@ func dropLabStreams(cfg server.Config) {
 	if cfg.EmbeddedRedis() {
 		return
 	}
-	if cfg.Queue == "rabbitmq" {
-		dropLabQueues(cfg)
-		return
-	}
-	if cfg.Queue != "nats" {
-		return
-	}
-	raw := cfg.NATSURL
-	if raw == "" {
-		raw = "nats://127.0.0.1:4222"
-	}
-	nc, err := nats.Connect(raw)
-	if err != nil {
-		return
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names := js.StreamNames(ctx)
-	var doomed []string
-	for name := range names.Name() {
-		if strings.HasPrefix(name, "lab") && (strings.HasSuffix(name, "_orders") || strings.HasSuffix(name, "_orders_dead")) {
-			doomed = append(doomed, name)
-		}
-	}
-	for _, name := range doomed {
-		js.DeleteStream(ctx, name)
+	switch cfg.Queue {
+	case "rabbitmq":
+		labPrefixes.Range(func(k, _ any) bool {
+			amqpqueue.Remove(cmp.Or(cfg.AMQPURL, amqpqueue.DefaultURL), amqpqueue.QueueName(k.(string)))
+			return true
+		})
+	case "nats":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		natsqueue.RemoveStreams(ctx, cmp.Or(cfg.NATSURL, natsqueue.DefaultURL), func(name string) bool {
+			return strings.HasPrefix(name, "lab") && (strings.HasSuffix(name, "_orders") || strings.HasSuffix(name, "_orders_dead"))
+		})
 	}
 }
 
@@ -366,33 +348,4 @@ func brokerVersions(cfg server.Config, results []labResult) string {
 		parts = append(parts, "Kafka at "+strings.Join(cfg.KafkaBrokers, ","))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func dropLabQueues(cfg server.Config) {
-	raw := cfg.AMQPURL
-	if raw == "" {
-		raw = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.Dial(raw)
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
-	labPrefixes.Range(func(k, _ any) bool {
-		queue := amqpqueue.QueueName(k.(string))
-		for _, name := range []string{queue, queue + "_dead"} {
-			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
-				// A missing queue closes the channel: open another.
-				if ch, err = conn.Channel(); err != nil {
-					return false
-				}
-			}
-		}
-		ch.ExchangeDelete(queue+"_dead", false, false)
-		return true
-	})
 }

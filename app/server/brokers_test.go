@@ -1,17 +1,16 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
@@ -102,62 +101,25 @@ func TestRedisRestartedEmptyWaitsForRabbitMQToDrain(t *testing.T) {
 }
 
 // removeBrokerState deletes what a test's server made on a real broker
-// (its streams, named from the test's key prefix), so the machine's
-// broker does not fill up with tests' orders.
+// (its streams or queues, named from the test's key prefix), so the
+// machine's broker does not fill up with tests' orders.
 func removeBrokerState(t testing.TB, cfg Config) {
-	if cfg.Queue == amqpqueue.Name {
-		removeRabbitMQQueues(t, cfg)
-		return
+	var err error
+	switch {
+	case cfg.Queue == amqpqueue.Name:
+		url := cmp.Or(cfg.AMQPURL, amqpqueue.DefaultURL)
+		err = amqpqueue.Remove(url, amqpqueue.QueueName(cfg.KeyPrefix))
+	case cfg.Queue == natsqueue.Name && !(cfg.EmbeddedRedis() && cfg.EmbeddedSQL()):
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		streams := natsqueue.Streams(cfg.KeyPrefix)
+		err = natsqueue.RemoveStreams(ctx, cmp.Or(cfg.NATSURL, natsqueue.DefaultURL), func(name string) bool {
+			return slices.Contains(streams, name)
+		})
 	}
-	if cfg.Queue != natsqueue.Name || (cfg.EmbeddedRedis() && cfg.EmbeddedSQL()) {
-		return
-	}
-	url := cfg.NATSURL
-	if url == "" {
-		url = natsqueue.DefaultURL
-	}
-	nc, err := nats.Connect(url)
 	if err != nil {
-		t.Logf("remove the test's NATS streams: %v", err)
-		return
+		t.Logf("remove the test's broker state: %v", err)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stream := natsqueue.StreamName(cfg.KeyPrefix)
-	for _, name := range []string{stream, stream + "_dead"} {
-		if err := js.DeleteStream(ctx, name); err != nil {
-			t.Logf("remove NATS stream %s: %v", name, err)
-		}
-	}
-}
-
-func removeRabbitMQQueues(t testing.TB, cfg Config) {
-	url := cfg.AMQPURL
-	if url == "" {
-		url = amqpqueue.DefaultURL
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Logf("remove the test's RabbitMQ queues: %v", err)
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
-	queue := amqpqueue.QueueName(cfg.KeyPrefix)
-	for _, name := range []string{queue, queue + "_dead"} {
-		if _, err := ch.QueueDelete(name, false, false, false); err != nil {
-			t.Logf("remove RabbitMQ queue %s: %v", name, err)
-		}
-	}
-	ch.ExchangeDelete(queue+"_dead", false, false)
 }
 
 // testKafka is SECKILL_TEST_KAFKA_BROKERS, or an in-process kfake cluster
