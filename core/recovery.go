@@ -43,9 +43,9 @@ type LiveSale interface {
 	// LiveState reads the voucher's live state as it is, for audits.
 	LiveState(ctx context.Context, voucherID int64) (LiveState, error)
 	// DrainedIn returns the incarnation in which the queue was last found
-	// holding no order (MarkDrained); ok is false if it never was. It is kept in the live
-	// store itself, so it is lost with the state it vouches for; see
-	// HoldingProbe.
+	// holding no order (MarkDrained); ok is false if it never was. It is
+	// kept in the live store itself, so it is lost with the state it
+	// vouches for; see HoldingProbe.
 	DrainedIn(ctx context.Context) (incarnation string, ok bool, err error)
 	// MarkDrained records that the queue was found holding no order in
 	// the incarnation.

@@ -390,8 +390,9 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	if err := reserver.Load(ctx); err != nil {
 		return sale{}, err
 	}
+	caps := core.CapabilitiesOf(q)
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: core.CapabilitiesOf(q).Holder, holding: core.CapabilitiesOf(q).Holding, returner: reserver}
+		live: reserver, holder: caps.Holder, holding: caps.Holding, returner: reserver}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = reserver
 	}
