@@ -54,7 +54,13 @@ func TestConformance(t *testing.T) {
 			return saletest.Run(saletest.Relayed(t, r, ns, broker, 300*time.Millisecond))
 		}
 		queuetest.Run(t, queuetest.Backend{
-			Open:   func(t *testing.T, ns string) core.Queue { return open(t, ns, "") },
+			// A group per namespace: groups are the cluster's, and a member
+			// an earlier subtest left (killed, its session not yet expired)
+			// would rebalance this one's group, revoking partitions between
+			// a Fetch and its Ack.
+			Open: func(t *testing.T, ns string) core.Queue {
+				return open(t, ns, brokerevent.Name(r.Prefix+ns+":", "persisters"))
+			},
 			Replay: func(t *testing.T, ns string) core.Queue { return open(t, ns, "replay-"+testenv.RandomSuffix()) },
 			Sell:   saletest.Sell(r),
 			// A kill stops the relays and the members: their partitions
