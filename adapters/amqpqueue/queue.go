@@ -589,25 +589,34 @@ func (c *consumer) Close() error {
 // unknown); DeadLetters is the dead-letter queue's ready count.
 func (q *Queue) Stats(context.Context) (core.QueueStats, error) {
 	s := core.UnknownStats
-	conn, err := q.connection()
+	states, err := q.inspect(q.cfg.Queue, q.cfg.DeadQueue)
 	if err != nil {
 		return s, err
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return s, fmt.Errorf("rabbitmq: channel: %w", err)
-	}
-	defer ch.Close()
-	main, err := ch.QueueDeclarePassive(q.cfg.Queue, true, false, false, false, nil)
-	if err != nil {
-		return s, fmt.Errorf("rabbitmq: %s: %w", q.cfg.Queue, err)
-	}
-	dead, err := ch.QueueDeclarePassive(q.cfg.DeadQueue, true, false, false, false, nil)
-	if err != nil {
-		return s, fmt.Errorf("rabbitmq: %s: %w", q.cfg.DeadQueue, err)
-	}
+	main, dead := states[0], states[1]
 	s.Depth, s.DeadLetters = int64(main.Messages)+q.buffered.Load(), int64(dead.Messages)
 	return s, nil
+}
+
+// inspect reads the named queues' state (ready messages, consumers), each
+// one answer of its leader, on a channel of its own.
+func (q *Queue) inspect(names ...string) ([]amqp.Queue, error) {
+	conn, err := q.connection()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: channel: %w", err)
+	}
+	defer ch.Close()
+	out := make([]amqp.Queue, len(names))
+	for i, name := range names {
+		if out[i], err = ch.QueueDeclarePassive(name, true, false, false, false, nil); err != nil {
+			return nil, fmt.Errorf("rabbitmq: %s: %w", name, err)
+		}
+	}
+	return out, nil
 }
 
 // DeadLetters reads the dead-letter queue without taking anything from

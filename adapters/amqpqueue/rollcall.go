@@ -77,19 +77,11 @@ func (q *Queue) Holding(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	conn, err := q.connection()
+	states, err := q.inspect(q.cfg.Queue)
 	if err != nil {
 		return "", err
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return "", fmt.Errorf("rabbitmq: channel: %w", err)
-	}
-	state, err := ch.QueueDeclarePassive(q.cfg.Queue, true, false, false, false, nil)
-	ch.Close()
-	if err != nil {
-		return "", fmt.Errorf("rabbitmq: %s: %w", q.cfg.Queue, err)
-	}
+	state := states[0]
 	after, err := q.rollCall(ctx)
 	if err != nil {
 		return "", err

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/uptrace/bun"
 )
 
 // harness is one running server, on the embedded stand-ins or on the real
@@ -371,4 +372,28 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// buyWithStockRowLocked locks the voucher's row in MySQL, so no consumer
+// can persist its orders, and has shoppers 1 to n buy it (each answered
+// 200). The caller rolls the returned transaction back to let them in.
+func (h *harness) buyWithStockRowLocked(t *testing.T, voucher, n int64) bun.Tx {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := h.srv.store.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	if err := lock.NewRaw("SELECT voucher_id FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", voucher).Scan(ctx, &got); err != nil {
+		lock.Rollback()
+		t.Fatal(err)
+	}
+	for u := int64(1); u <= n; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
+			lock.Rollback()
+			t.Fatalf("shopper %d: %d %v", u, status, body)
+		}
+	}
+	return lock
 }

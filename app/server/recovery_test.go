@@ -280,20 +280,8 @@ func TestRedisRestartedEmptyWithOrdersInFlight(t *testing.T) {
 			const stock, accepted = 20, 5
 			voucher := h.openVoucher(stock)
 			ctx := context.Background()
-			lock, err := h.srv.store.DB().BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lock := h.buyWithStockRowLocked(t, voucher, accepted)
 			defer lock.Rollback()
-			var got int64
-			if err := lock.NewRaw("SELECT voucher_id FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", voucher).Scan(ctx, &got); err != nil {
-				t.Fatal(err)
-			}
-			for u := int64(1); u <= accepted; u++ {
-				if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status != 200 {
-					t.Fatalf("shopper %d: %d %v", u, status, body)
-				}
-			}
 			waitFor(t, 10*time.Second, "the consumer to wait on the locked stock row", func() bool {
 				var waiting int
 				h.srv.store.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "+
