@@ -128,7 +128,8 @@ func Relayed(outbox, broker Queue, cfg RelayConfig) (Queue, error) {
 	case bc.Forwarder == nil:
 		return nil, fmt.Errorf("relay: %s declares no Forwarder: it is not an outside broker", bc.Name)
 	}
-	return &relayed{outbox: outbox, broker: broker, oc: oc, bc: bc, cfg: cfg}, nil
+	return &relayed{outbox: outbox, broker: broker, oc: oc, bc: bc, cfg: cfg,
+		relaying: make([]atomic.Bool, oc.Shards)}, nil
 }
 
 type relayed struct {
@@ -141,6 +142,8 @@ type relayed struct {
 	// inFlight counts the orders this process's relays read from the
 	// outbox and the broker has not confirmed yet.
 	inFlight atomic.Int64
+	// relaying marks each shard whose relay runs in this process.
+	relaying []atomic.Bool
 
 	// admitMu is held by the one caller reading the backlog again;
 	// backlog is the last read (-1 before any) and backlogAt its time.
@@ -193,6 +196,14 @@ func (r *relayed) Close() error { return errors.Join(r.outbox.Close(), r.broker.
 // runs as a Duty whose run lasts until the stop; a failure is counted and
 // retried here, so the duty never ends early.
 func (r *relayed) relay(ctx context.Context, shard int) error {
+	// One relay per shard in a process, however many times the queue's
+	// duties are started (two pipelines on one queue): two would read the
+	// shard's outbox under one consumer name, each re-reading its pending
+	// entries, and forward them twice.
+	if !r.relaying[shard].CompareAndSwap(false, true) {
+		return nil
+	}
+	defer r.relaying[shard].Store(false)
 	// The outbox join routes consumer i to shard i mod the count.
 	c, err := r.outbox.Consumer(ctx, shard)
 	if err != nil {

@@ -197,3 +197,68 @@ func TestAStoppedRelayGivesUpAfterItsGrace(t *testing.T) {
 		t.Errorf("outbox after the stop: %d pending, %d acked; want the batch left pending", pending, acked)
 	}
 }
+
+// countingOutbox is fakeOutbox counting the consumers open at once.
+type countingOutbox struct {
+	fakeOutbox
+	mu         sync.Mutex
+	open, most int
+}
+
+func (o *countingOutbox) Consumer(context.Context, int) (core.Consumer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.open++
+	o.most = max(o.most, o.open)
+	return countedConsumer{o.fakeQueue, o}, nil
+}
+
+type countedConsumer struct {
+	*fakeQueue
+	o *countingOutbox
+}
+
+func (c countedConsumer) Close() error {
+	c.o.mu.Lock()
+	defer c.o.mu.Unlock()
+	c.o.open--
+	return nil
+}
+
+// TestOneRelayPerShardHoweverOftenTheDutiesRun: the queue's duties
+// started twice at once (two pipelines on one queue) still run one relay
+// of the shard: two would read its outbox under one consumer name and
+// forward its pending entries twice.
+func TestOneRelayPerShardHoweverOftenTheDutiesRun(t *testing.T) {
+	box := &countingOutbox{fakeOutbox: fakeOutbox{newFakeQueue()}}
+	for id := int64(1); id <= 10; id++ {
+		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
+	}
+	broker := &fakeBroker{got: map[int64]int{}, outbox: box.fakeQueue}
+	q, err := core.Relayed(box, broker, core.RelayConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { core.RunQueueDuties(ctx, q, nil) })
+	wg.Go(func() { core.RunQueueDuties(ctx, q, nil) })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, _, acked, _ := box.state(); acked == 10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // ten more ticks of each set
+	cancel()
+	wg.Wait()
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	if box.most != 1 {
+		t.Fatalf("%d relays of the shard ran at once, want 1", box.most)
+	}
+	if len(broker.got) != 10 {
+		t.Fatalf("the broker got %d of the 10 orders", len(broker.got))
+	}
+}

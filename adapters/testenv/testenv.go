@@ -10,7 +10,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"io"
+	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,4 +239,35 @@ func BrokerURL(t testing.TB, env string) string {
 		t.Fatalf("%s must be set in CI (.ci/run sets it and starts the broker)", env)
 	}
 	return url
+}
+
+// Log is a logger into t's output, at warn and above: what a queue or a
+// relay warns about (a retried forward, a failed commit) is printed with
+// a failing test, where it explains the failure. It falls silent once t
+// and its cleanups are done, as a goroutine may outlive them.
+func Log(t testing.TB) *slog.Logger {
+	w := &testOutput{w: t.Output()}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
+
+func (o *testOutput) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
 }

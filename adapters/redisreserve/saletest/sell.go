@@ -74,7 +74,8 @@ func Relayed(t testing.TB, r testenv.Redis, ns string, broker core.Queue, claimA
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := core.Relayed(outbox, broker, core.RelayConfig{RetryInitial: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	q, err := core.Relayed(outbox, broker, core.RelayConfig{RetryInitial: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		Log: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,17 @@ func Run(q core.Queue) *Running {
 	r := &Running{Queue: q, stop: cancel, done: make(chan struct{})}
 	go func() { core.RunQueueDuties(ctx, q, nil); close(r.done) }()
 	return r
+}
+
+// Capabilities are the queue's without its duties: Run runs them from
+// Open to Close, and a second set (queuetest's consumers run a queue's
+// duties, as a pipeline does) would run two relays of one shard under one
+// consumer name, both re-reading its pending outbox entries, so the broker
+// would get them twice.
+func (r *Running) Capabilities() core.Capabilities {
+	caps := core.CapabilitiesOf(r.Queue)
+	caps.Duties = nil
+	return caps
 }
 
 // Halt stops the duties and waits for them.
