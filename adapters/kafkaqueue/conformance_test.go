@@ -46,7 +46,7 @@ func TestConformance(t *testing.T) {
 		open := func(t *testing.T, ns, group string) core.Queue {
 			broker, err := kafkaqueue.New(context.Background(), kafkaqueue.Config{Brokers: seeds,
 				Topic: brokerevent.Name(r.Prefix+ns+":", "orders"), Group: group, Partitions: 4,
-				SessionTimeout: 6 * time.Second, Block: 200 * time.Millisecond}, nil)
+				SessionTimeout: 6 * time.Second, Block: 200 * time.Millisecond}, testenv.Log(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,8 +41,11 @@ type Config struct {
 	Topic string
 	// DeadTopic holds the dead letters. Default Topic+"_dead".
 	DeadTopic string
-	// Group is the consumer group of the persisters. Default
-	// "seckill-persisters".
+	// Group is the consumer group of the persisters. Default: the
+	// topic's name with "_persisters" ("seckill_orders_persisters"): a
+	// group is the Kafka cluster's, so deployments sharing one cluster
+	// (each its own topic, from its key prefix) must not share it, or
+	// each one's members would rebalance the others'.
 	Group string
 	// Partitions of the topics, when this creates them. Default 12.
 	Partitions int32
@@ -58,7 +61,15 @@ type Config struct {
 	// ConsumerPrefix names this process's consumers (their group
 	// instance ids are not set: a restart joins as a new member).
 	ConsumerPrefix string
+
+	// adoptLegacy: Group was defaulted, so New adopts the offsets the
+	// legacy group committed on the topic (adoptLegacyOffsets).
+	adoptLegacy bool
 }
+
+// legacyGroup is the group every deployment's persisters joined before the
+// group was named after the topic.
+const legacyGroup = "seckill-persisters"
 
 // TopicName is the topic of a deployment whose keys start with keyPrefix
 // (SECKILL_KEY_PREFIX): "seckill:" gives "seckill_orders".
@@ -72,7 +83,8 @@ func (c *Config) setDefaults() {
 		c.DeadTopic = c.Topic + "_dead"
 	}
 	if c.Group == "" {
-		c.Group = "seckill-persisters"
+		c.Group = c.Topic + "_persisters"
+		c.adoptLegacy = true
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 12
@@ -117,7 +129,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 		return nil, errors.New("kafka: no brokers")
 	}
 	producer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.ClientID("seckill-"+cfg.ConsumerPrefix))
+		kgo.ProducerLinger(0), kgo.ClientID("seckill-"+cfg.ConsumerPrefix), kgo.WithLogger(clientLog{log}))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: client: %w", err)
 	}
@@ -126,7 +138,51 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 		producer.Close()
 		return nil, err
 	}
+	if cfg.adoptLegacy {
+		if err := q.adoptLegacyOffsets(ctx); err != nil {
+			producer.Close()
+			return nil, err
+		}
+	}
 	return q, nil
+}
+
+// adoptLegacyOffsets carries a deployment over from the legacy group: when
+// the topic's group has committed nothing and legacyGroup has, on this
+// topic, its offsets are committed for the group, so the first start under
+// the new name resumes where the old one stopped instead of delivering the
+// whole topic again. Done once (the group has offsets afterwards); a group
+// that already has members refuses the commit, and it is skipped: another
+// process started it, adopting first.
+func (q *Queue) adoptLegacyOffsets(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	mine, err := q.committed(ctx)
+	if err != nil || len(mine) > 0 {
+		return err
+	}
+	legacy, err := q.admin.FetchOffsets(ctx, legacyGroup)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: committed offsets of %s: %w", legacyGroup, err)
+	}
+	offsets := legacy.Offsets()
+	offsets.KeepFunc(func(o kadm.Offset) bool { return o.Topic == q.cfg.Topic && o.At >= 0 })
+	if len(offsets) == 0 {
+		return nil
+	}
+	resp, err := q.admin.CommitOffsets(ctx, q.cfg.Group, offsets)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		q.log.Warn("kafka: the legacy group's offsets were not adopted", "group", q.cfg.Group, "legacy", legacyGroup, "err", err)
+		return nil
+	}
+	q.log.Info("kafka: adopted the legacy group's committed offsets", "group", q.cfg.Group, "legacy", legacyGroup, "topic", q.cfg.Topic)
+	return nil
 }
 
 func (q *Queue) createTopics(ctx context.Context) error {
@@ -183,14 +239,17 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 
 // Consumer returns a member of the group, a client of its own.
 func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
-	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index), held: map[int32][]int64{}}
+	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index),
+		owned: map[int32]bool{}, held: map[int32][]int64{}, next: map[int32]int64{}, acked: make(chan struct{})}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(q.cfg.Brokers...), kgo.ClientID("seckill-"+c.name),
 		kgo.ConsumerGroup(q.cfg.Group), kgo.ConsumeTopics(q.cfg.Topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(q.cfg.SessionTimeout),
-		kgo.FetchMaxWait(q.cfg.Block),
-		// What this member acked is committed before its partitions go;
-		// what it holds is delivered to the next owner (and found stored).
-		kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))
+		kgo.FetchMaxWait(q.cfg.Block), kgo.WithLogger(clientLog{q.log.With("consumer", c.name)}),
+		// A partition is delivered from only while this member owns it;
+		// what it acked is committed before the partition goes, and what
+		// it still holds then is delivered to the next owner (and found
+		// stored).
+		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: consumer: %w", err)
 	}
@@ -231,10 +290,14 @@ type consumer struct {
 	cl   *kgo.Client
 
 	mu sync.Mutex
-	// held: per partition, the offsets fetched and not yet acked, in
-	// order; next: per partition, the offset after the last fetched.
+	// owned: the partitions the group gives this member now. held: per
+	// partition, the offsets fetched and not yet acked, in order; next:
+	// per partition, the offset after the last fetched. acked is closed
+	// (and replaced) at each ack, for a revocation waiting on one.
+	owned  map[int32]bool
 	held   map[int32][]int64
 	next   map[int32]int64
+	acked  chan struct{}
 	closed atomic.Bool
 }
 
@@ -250,7 +313,10 @@ func (c *consumer) heldCount() int64 {
 
 // Fetch polls the member's partitions, waiting up to Block. A record this
 // member holds (fetched again after its partition came back to it) is
-// skipped: the Consumer contract.
+// skipped: the Consumer contract. So is one of a partition revoked since
+// the poll returned it: its next owner starts below it (nothing past it
+// was committed), and an ack of it here would commit a partition another
+// member consumes.
 func (c *consumer) Fetch(ctx context.Context, limit int) ([]core.Delivery, error) {
 	if c.closed.Load() {
 		return nil, errors.New("kafka: consumer closed")
@@ -269,12 +335,9 @@ func (c *consumer) Fetch(ctx context.Context, limit int) ([]core.Delivery, error
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[int32]int64{}
-	}
 	var out []core.Delivery
 	fetches.EachRecord(func(r *kgo.Record) {
-		if slices.Contains(c.held[r.Partition], r.Offset) {
+		if !c.owned[r.Partition] || slices.Contains(c.held[r.Partition], r.Offset) {
 			return
 		}
 		c.held[r.Partition] = append(c.held[r.Partition], r.Offset)
@@ -324,6 +387,10 @@ func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
 		}
 	}
 	commit := c.committable(touched)
+	if len(touched) > 0 {
+		close(c.acked)
+		c.acked = make(chan struct{})
+	}
 	c.mu.Unlock()
 	return c.commit(ctx, commit)
 }
@@ -370,13 +437,47 @@ func (c *consumer) commit(ctx context.Context, offsets map[int32]int64) error {
 	return nil
 }
 
-// revoked commits what was acked on partitions leaving this member; what
-// it still holds will be delivered to their next owner.
-func (c *consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+// handoffWait bounds how long a revocation waits for the orders this
+// member holds on the partitions it gives up to be acked: a batch being
+// stored is acked in milliseconds, and then the next owner starts past it
+// rather than delivering it again. A slower store hands the rest over
+// unacked (delivered again, absorbed by the store's idempotence). The
+// group waits for the revocation, up to its rebalance timeout (60 s);
+// heartbeats go on meanwhile.
+const handoffWait = 5 * time.Second
+
+// assigned: the partitions are this member's from now on.
+func (c *consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	c.mu.Lock()
-	ps := map[int32]bool{}
-	for _, p := range revoked[c.q.cfg.Topic] {
-		ps[p] = true
+	defer c.mu.Unlock()
+	for _, p := range assigned[c.q.cfg.Topic] {
+		c.owned[p] = true
+	}
+}
+
+// revoked hands partitions over: nothing more of them is delivered, the
+// orders held on them get up to handoffWait to be acked (none when the
+// member is closing: its holder has stopped), and what was acked is
+// committed; what is still held goes to the next owner.
+func (c *consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ps := partitionSet(revoked[c.q.cfg.Topic])
+	c.mu.Lock()
+	for p := range ps {
+		delete(c.owned, p)
+	}
+	deadline := time.NewTimer(handoffWait)
+	defer deadline.Stop()
+	for waiting := true; waiting && !c.closed.Load() && c.holdsAny(ps); {
+		acked := c.acked
+		c.mu.Unlock()
+		select {
+		case <-acked:
+		case <-deadline.C:
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		}
+		c.mu.Lock()
 	}
 	commit := c.committable(ps)
 	c.forget(ps)
@@ -389,13 +490,32 @@ func (c *consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // lost: the partitions went without a revocation (the session expired):
 // nothing can be committed for them any more.
 func (c *consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	ps := partitionSet(lost[c.q.cfg.Topic])
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps := map[int32]bool{}
-	for _, p := range lost[c.q.cfg.Topic] {
-		ps[p] = true
+	for p := range ps {
+		delete(c.owned, p)
 	}
 	c.forget(ps)
+}
+
+func partitionSet(ps []int32) map[int32]bool {
+	out := make(map[int32]bool, len(ps))
+	for _, p := range ps {
+		out[p] = true
+	}
+	return out
+}
+
+// holdsAny tells whether an order of the partitions is held. Called with
+// mu held.
+func (c *consumer) holdsAny(ps map[int32]bool) bool {
+	for p := range ps {
+		if len(c.held[p]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops the partitions' bookkeeping. Called with mu held.
