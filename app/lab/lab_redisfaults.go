@@ -277,8 +277,7 @@ func (f faultLab) saleUnderFault(t *labT, redisURL string, env map[string]string
 	if !s.firstAfter.IsZero() {
 		r.Correct = s.firstAfter.Sub(s.struckAt)
 	}
-	f.settleDrained(p, voucher, r.Accepted, 90*time.Second)
-	persisted, err := f.orderIDs(voucher)
+	persisted, err := f.settleAccepted(p, voucher, s.orders, 90*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
