@@ -383,11 +383,17 @@ func RunBench(args []string) int {
 			fmt.Printf("%-72s %8s %8s  %s\n", r.name, "-", "-", r.detail)
 			continue
 		}
-		verdict, target := "meets", fmt.Sprintf("%8.2f", abs(r.target))
+		// A negative target is a ceiling: the measure must stay under it.
+		verdict, target := "meets", fmt.Sprintf("%8.2f", r.target)
 		switch {
 		case r.target == 0:
 			verdict, target = "reported", fmt.Sprintf("%8s", "-")
-		case r.target < 0 && r.ratio >= -r.target, r.target > 0 && r.ratio < r.target:
+		case r.target < 0:
+			target = fmt.Sprintf("%8s", fmt.Sprintf("<%.2f", -r.target))
+			if r.ratio >= -r.target {
+				verdict = "ABOVE CEILING"
+			}
+		case r.ratio < r.target:
 			verdict = "BELOW TARGET"
 		}
 		fmt.Printf("%-72s %8.2f %s  %s (%s)\n", r.name, r.ratio, target, verdict, r.detail)
@@ -466,8 +472,6 @@ func fetchProfile(url, path string) error {
 	}
 	return f.Close()
 }
-
-func abs(f float64) float64 { return max(f, -f) }
 
 // peakRSS is the high-water mark of a process's resident memory.
 func peakRSS(pid int) int64 {

@@ -172,6 +172,11 @@ type wrkCase struct {
 	naive    []float64
 	non2xx   [2]int64 // of the last round: server, naive
 	wantCode int      // what every request of the case is answered
+	// redisPerOrder: Redis's CPU per accepted order (the change in INFO's
+	// used_cpu_sys + used_cpu_user over the run ÷ the requests answered
+	// 2xx), each round's, server then naive; kept where orders are
+	// accepted (stock left).
+	redisPerOrder [2][]time.Duration
 }
 
 const (
@@ -213,10 +218,15 @@ func (b *bench) wrkCompare(rounds int, duration time.Duration, cpuProfile string
 					return nil, err
 				}
 				progressf("bench:   %.0f req/s, %d answered other than 2xx; %v", r.rate, r.non2xx, r.cpu)
+				at := 0
 				if side == "server" {
 					c.server, c.non2xx[0] = append(c.server, r.rate), r.non2xx
 				} else {
+					at = 1
 					c.naive, c.non2xx[1] = append(c.naive, r.rate), r.non2xx
+				}
+				if !c.soldOut {
+					c.redisPerOrder[at] = append(c.redisPerOrder[at], r.redisPerAccepted(duration))
 				}
 			}
 		}
@@ -229,8 +239,39 @@ func (b *bench) wrkCompare(rounds int, duration time.Duration, cpuProfile string
 			detail: fmt.Sprintf("median of %d rounds' ratios (spread %s); median rates %.0f and %.0f req/s; non-2xx in the last round %d and %d",
 				rounds, spread(c.server, c.naive), medianOf(c.server), medianOf(c.naive), c.non2xx[0], c.non2xx[1]),
 		})
+		if server, naive := microsOf(c.redisPerOrder[0]), microsOf(c.redisPerOrder[1]); len(server) > 0 && len(server) == len(naive) {
+			// At most (a negative target): Redis is the part of a sale one
+			// hot voucher cannot scale out, so its work per order is the
+			// voucher's ceiling.
+			out = append(out, benchTarget{
+				name:  fmt.Sprintf("Redis CPU per accepted order, server ÷ naive handler, wrk, %s (at most)", c.name),
+				ratio: pairedRatio(server, naive), target: -0.8, measured: true,
+				detail: fmt.Sprintf("median of %d rounds' ratios (spread %s); median %.1f and %.1f µs per order",
+					rounds, spread(server, naive), medianOf(server), medianOf(naive)),
+			})
+		}
 	}
 	return out, nil
+}
+
+func microsOf(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = micros(d)
+	}
+	return out
+}
+
+// redisPerAccepted is Redis's CPU per request answered 2xx: the run's
+// Redis CPU per request times requests ÷ accepted (requests from the rate,
+// as wrk reports no count).
+func (r wrkRun) redisPerAccepted(duration time.Duration) time.Duration {
+	requests := r.rate * duration.Seconds()
+	accepted := requests - float64(r.non2xx)
+	if accepted <= 0 {
+		return 0
+	}
+	return time.Duration(float64(r.cpu.Redis) * requests / accepted)
 }
 
 // spread prints the lowest and highest of the rounds' ratios: the noise
