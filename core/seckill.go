@@ -100,6 +100,11 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC()}
 	r, err := s.reserver.Reserve(ctx, o)
 	if err != nil {
+		if uc := (*UnconfirmedError)(nil); errors.As(err, &uc) {
+			// The reservation's fate is unknown (its call failed as a
+			// whole): the shopper gets the order id to look up.
+			return 0, uc
+		}
 		return 0, Wrap("seckill: reserve", CodeUnavailable, err)
 	}
 	if r.Result == VoucherMissing {

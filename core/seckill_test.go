@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -148,3 +149,32 @@ type nopBoard struct{}
 
 func (nopBoard) LoadVoucher(context.Context, core.Voucher) error      { return nil }
 func (nopBoard) RemainingStock(context.Context, int64) (int64, error) { return 0, nil }
+
+// lostReplyReserver's call failed as a whole: the reservation may or may
+// not have been made, and it says so with the order id.
+type lostReplyReserver struct{ fakeReserver }
+
+func (r *lostReplyReserver) Reserve(_ context.Context, o core.Order) (core.Reservation, error) {
+	return core.Reservation{}, fmt.Errorf("batch failed: %w", &core.UnconfirmedError{OrderID: o.ID})
+}
+
+// TestAReservationOfUnknownFateIsAnsweredWithItsOrderID: the shopper is
+// told the order id to look up (503 unconfirmed), not a bare 503, and
+// nothing is published for it.
+func TestAReservationOfUnknownFateIsAnsweredWithItsOrderID(t *testing.T) {
+	published := 0
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{n: 41}, Reserver: &lostReplyReserver{},
+		Publisher: countingPublisher{&published}})
+	_, err := s.Buy(context.Background(), 1, 1)
+	var uc *core.UnconfirmedError
+	if !errors.As(err, &uc) || uc.OrderID != 42 {
+		t.Fatalf("err = %v, want order 42 unconfirmed", err)
+	}
+	if published != 0 {
+		t.Fatalf("%d published for a reservation of unknown fate", published)
+	}
+}
+
+type countingPublisher struct{ n *int }
+
+func (p countingPublisher) Publish(context.Context, []byte) error { *p.n++; return nil }

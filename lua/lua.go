@@ -9,6 +9,15 @@ import _ "embed"
 //go:embed seckill.lua
 var Seckill string
 
+//go:embed seckill_batch.lua
+var seckillBatch string
+
+// SeckillBatch is seckill.lua for several shoppers in one call: the loop
+// of seckill_batch.lua over seckill.lua's body, inlined as the function it
+// calls (its KEYS and ARGV become the function's parameters, its returns
+// the function's), so the two cannot drift apart.
+var SeckillBatch = "local function reserve(KEYS, ARGV)\n" + Seckill + "\nend\n" + seckillBatch
+
 // Release undoes one reservation idempotently.
 //
 //go:embed release.lua

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,13 @@ type Config struct {
 	// atomic and independent of the others in its batch, and replaying one
 	// after a lost reply answers the same order id.
 	Coalesce bool
+	// Batch > 1: the reservations of one shard that arrive while the
+	// shard's previous call is in flight go together in one call of
+	// seckill_batch.lua, at most Batch each (batch.go); one that finds no
+	// call in flight goes at once. Replaces Coalesce, and keeps WAIT: one
+	// per batch, on the batch's connection. 0 or 1: a call per
+	// reservation.
+	Batch int
 	// WaitReplicas > 0: each reservation is followed by WAIT on the same
 	// connection (an explicit pipeline to the node that owns the voucher),
 	// and one that fewer replicas confirm within WaitTimeout is reported
@@ -70,6 +78,9 @@ type Reserver struct {
 	release  *redis.Script
 	// handoffArgs is the hand-off command as the script's ARGV[8..].
 	handoffArgs []any
+
+	batchersMu sync.Mutex
+	batchers   map[int]*batcher // by shard, made on first use
 }
 
 var (
@@ -163,7 +174,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
+	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -173,6 +184,9 @@ func (r *Reserver) Load(ctx context.Context) error {
 
 // Reserve runs seckill.lua for the order.
 func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
+	if r.cfg.Batch > 1 {
+		return r.reserveBatched(ctx, o)
+	}
 	if r.cfg.WaitReplicas > 0 {
 		return r.reserveConfirmed(ctx, o)
 	}

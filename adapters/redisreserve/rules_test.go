@@ -13,14 +13,19 @@ import (
 )
 
 // TestRules: the Lua reservation keeps the rule book, on each Redis, with
-// one round trip per reservation and coalesced.
+// one round trip per reservation, coalesced, and batched.
 func TestRules(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
-		for _, coalesce := range []bool{false, true} {
-			t.Run(map[bool]string{false: "plain", true: "coalesced"}[coalesce], func(t *testing.T) {
-				prefix := r.Prefix + map[bool]string{false: "p:", true: "c:"}[coalesce]
-				res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: prefix, Coalesce: coalesce,
-					Handoff: handoff("xadd", prefix+"orders")})
+		for _, mode := range []struct {
+			name     string
+			coalesce bool
+			batch    int
+			prefix   string
+		}{{"plain", false, 0, "p:"}, {"coalesced", true, 0, "c:"}, {"batched", false, 16, "b:"}} {
+			t.Run(mode.name, func(t *testing.T) {
+				prefix := r.Prefix + mode.prefix
+				res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: prefix, Coalesce: mode.coalesce,
+					Batch: mode.batch, Handoff: handoff("xadd", prefix+"orders")})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -120,6 +120,11 @@ type Config struct {
 	// go-redis's AutoPipeline (an API go-redis marks experimental); 0 turns
 	// it off, one round trip per reservation.
 	RedisCoalesce bool // SECKILL_REDIS_COALESCE
+	// RedisBatch > 1: the reservations of one shard that arrive while its
+	// previous call is in flight go together in one script call, at most
+	// this many (redisreserve.Config.Batch); it replaces the coalescing.
+	// 0: a script call per reservation.
+	RedisBatch int // SECKILL_REDIS_BATCH
 	// PprofAddr, if set, serves net/http/pprof there, apart from the API:
 	// a loopback address unless PprofPublic (profiles show internals and
 	// cost CPU on demand).
@@ -333,6 +338,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
+		return c, err
+	}
+	if c.RedisBatch, err = intVar(lookup, "SECKILL_REDIS_BATCH", 0, 0, 256); err != nil {
 		return c, err
 	}
 	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {

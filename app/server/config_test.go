@@ -71,6 +71,7 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_LOG_FORMAT":      "xml",
 		"SECKILL_JWT_SECRET":      "short",
 		"SECKILL_REDIS_COALESCE":  "sometimes",
+		"SECKILL_REDIS_BATCH":     "1000",
 		"SECKILL_PPROF_ADDR":      "6060",
 		"SECKILL_SHARDS":          "65",
 		"SECKILL_CONSUMER_LINGER": "5s",

@@ -1,0 +1,287 @@
+package redisreserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Batched reservations (Config.Batch): the reservations of one shard that
+// arrive while that shard's previous call is in flight wait for it and go
+// together in the next call of seckill_batch.lua. No timer: a reservation
+// that finds nothing in flight is sent at once, so a lone shopper waits no
+// longer than with one call each, and a batch is as large as what arrived
+// during one call (at most Config.Batch). Redis then parses, looks up and
+// sets up one script per batch rather than per shopper.
+
+var seckillBatchScript = redis.NewScript(lua.SeckillBatch)
+
+// batchArgs is how many of seckill.lua's ARGV are a member's own: the rest
+// is the hand-off command, sent once per call.
+const batchArgs = 7
+
+// batchRetry bounds the backoff between replays of a batch whose call
+// failed as a whole.
+const (
+	batchRetryFirst = 10 * time.Millisecond
+	batchRetryMax   = 200 * time.Millisecond
+	// batchTriesWithoutDeadline: a batch none of whose members has a
+	// deadline is replayed this many times at most.
+	batchTriesWithoutDeadline = 3
+)
+
+// batcher gathers one shard's reservations.
+type batcher struct {
+	r       *Reserver
+	mu      sync.Mutex
+	queue   []*batchMember
+	sending bool
+}
+
+// batchMember is one reservation waiting in a batch, and where its answer
+// goes.
+type batchMember struct {
+	ctx     context.Context
+	orderID int64
+	keys    []string
+	args    []any // seckill.lua's ARGV[1..7]
+	done    chan batchAnswer
+}
+
+type batchAnswer struct {
+	res         core.Reservation
+	unconfirmed bool // WAIT mode: the batch's WAIT fell short
+	err         error
+}
+
+// batcherOf is the batcher of the voucher's shard.
+func (r *Reserver) batcherOf(voucherID int64) *batcher {
+	shard := r.keys.shards().Of(voucherID)
+	r.batchersMu.Lock()
+	defer r.batchersMu.Unlock()
+	if r.batchers == nil {
+		r.batchers = map[int]*batcher{}
+	}
+	b, ok := r.batchers[shard]
+	if !ok {
+		b = &batcher{r: r}
+		r.batchers[shard] = b
+	}
+	return b
+}
+
+// reserveBatched hands the reservation to its shard's batcher and waits
+// for its answer, or for ctx (a batch under way goes on: the script finds
+// the deadline passed and reserves nothing, or reserves and the shopper's
+// retry is answered by the replay branch).
+func (r *Reserver) reserveBatched(ctx context.Context, o core.Order) (core.Reservation, error) {
+	keys, args := r.scriptArgs(ctx, o)
+	m := &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
+	r.batcherOf(o.VoucherID).add(m)
+	select {
+	case a := <-m.done:
+		if a.err != nil {
+			return core.Reservation{}, a.err
+		}
+		a.res.Unconfirmed = a.unconfirmed && a.res.Result == core.Reserved
+		return a.res, nil
+	case <-ctx.Done():
+		return core.Reservation{}, fmt.Errorf("redisreserve: batched reservation: %w", ctx.Err())
+	}
+}
+
+func (b *batcher) add(m *batchMember) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, m)
+	if !b.sending {
+		b.sending = true
+		go b.drain()
+	}
+}
+
+// drain sends batches while reservations wait, one call at a time.
+func (b *batcher) drain() {
+	for {
+		batch := b.next()
+		if batch == nil {
+			return
+		}
+		b.send(batch)
+	}
+}
+
+// next takes the next batch off the queue, answering the members whose
+// context ended while they waited (they are not sent); nil once the
+// queue is empty, and then the batcher stops sending.
+func (b *batcher) next() []*batchMember {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch []*batchMember
+	for len(b.queue) > 0 && len(batch) < b.r.cfg.Batch {
+		m := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		if err := m.ctx.Err(); err != nil {
+			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batched reservation: %w", err)}
+			continue
+		}
+		batch = append(batch, m)
+	}
+	if len(batch) == 0 {
+		b.sending = false
+		b.queue = nil
+		return nil
+	}
+	return batch
+}
+
+// send runs one batch and answers its members. A call that fails as a
+// whole (a timeout, a lost connection, a failover) is replayed with the
+// same order ids, which the script's replay branch makes safe, while a
+// member is still waiting; a member whose wait ends first, or a batch that
+// never got through, is told its order id and that its reservation is
+// unconfirmed (it may have been made), never a bare error.
+func (b *batcher) send(batch []*batchMember) {
+	r := b.r
+	keys := make([]string, 0, 6*len(batch))
+	args := make([]any, 0, 2+len(r.handoffArgs)+batchArgs*len(batch))
+	args = append(args, len(batch), len(r.handoffArgs))
+	args = append(args, r.handoffArgs...)
+	for _, m := range batch {
+		keys = append(keys, m.keys...)
+		args = append(args, m.args...)
+	}
+	wait := batchRetryFirst
+	for try := 1; ; try++ {
+		ctx, cancel := batchContext(batch)
+		replies, confirmed, err := r.runBatch(ctx, keys, args)
+		cancel()
+		if err == nil {
+			b.answer(batch, replies, confirmed)
+			return
+		}
+		r.log().Warn("redisreserve: a batch of reservations failed; replaying it", "members", len(batch), "try", try, "err", err)
+		if !batchWaiting(batch) || (!batchHasDeadline(batch) && try >= batchTriesWithoutDeadline) {
+			for _, m := range batch {
+				m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batched reservation: %w",
+					&core.UnconfirmedError{OrderID: m.orderID})}
+			}
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, batchRetryMax)
+	}
+}
+
+// batchContext is the call's context: it ends with the last member's
+// deadline (no member waits longer), and has none if a member has none.
+func batchContext(batch []*batchMember) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, m := range batch {
+		d, ok := m.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
+}
+
+func batchWaiting(batch []*batchMember) bool {
+	for _, m := range batch {
+		if m.ctx.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func batchHasDeadline(batch []*batchMember) bool {
+	for _, m := range batch {
+		if _, ok := m.ctx.Deadline(); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// runBatch runs the batch script; in WAIT mode followed by WAIT on the same
+// connection, whose count it returns (-1 without WAIT).
+func (r *Reserver) runBatch(ctx context.Context, keys []string, args []any) ([]any, int64, error) {
+	if r.cfg.WaitReplicas <= 0 {
+		res, err := seckillBatchScript.Run(ctx, r.rdb, keys, args...).Slice()
+		return res, -1, err
+	}
+	var node redis.Cmdable = r.rdb
+	if c, ok := r.rdb.(*redis.ClusterClient); ok {
+		n, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		node = n
+	}
+	var res, wait *redis.Cmd
+	run := func(eval bool) error {
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if eval {
+				res = seckillBatchScript.Eval(ctx, p, keys, args...)
+			} else {
+				res = seckillBatchScript.EvalSha(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", r.cfg.WaitReplicas, r.cfg.WaitTimeout.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := run(false)
+	if err != nil && redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
+		err = run(true)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	replies, err := res.Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	confirmed, err := wait.Int64()
+	if err != nil {
+		return nil, 0, fmt.Errorf("WAIT: %w", err)
+	}
+	return replies, confirmed, nil
+}
+
+// answer fans the batch's replies out to its members.
+func (b *batcher) answer(batch []*batchMember, replies []any, confirmed int64) {
+	unconfirmed := confirmed >= 0 && confirmed < int64(b.r.cfg.WaitReplicas)
+	for i, m := range batch {
+		if i >= len(replies) {
+			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batch script returned %d replies for %d members", len(replies), len(batch))}
+			continue
+		}
+		reply, ok := replies[i].([]any)
+		if !ok {
+			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batch script returned %T for a member", replies[i])}
+			continue
+		}
+		if len(reply) == 3 {
+			if code, _ := reply[0].(int64); code == -1 {
+				msg, _ := reply[1].(string)
+				m.done <- batchAnswer{err: fmt.Errorf("redisreserve: seckill script: %w", errors.New(msg))}
+				continue
+			}
+		}
+		res, err := b.r.parseReservation(reply)
+		m.done <- batchAnswer{res: res, unconfirmed: unconfirmed, err: err}
+	}
+}

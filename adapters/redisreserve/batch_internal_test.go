@@ -1,0 +1,218 @@
+package redisreserve
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// batchSale is a Reserver with batches of up to 32 on r, its hand-off an
+// XADD to the shard's queue.
+func batchSale(t *testing.T, r testenv.Redis) *Reserver {
+	t.Helper()
+	keys := Keys{Prefix: r.Prefix}
+	res, err := New(r.Client, Config{Prefix: r.Prefix, Batch: 32, Handoff: core.Handoff{
+		Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+		Key:     func(int64) string { return keys.ShardKey("queue", 0) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func loadOnSale(t *testing.T, res *Reserver, id, stock int64) {
+	t.Helper()
+	now := time.Now()
+	if err := res.LoadVoucher(context.Background(), core.Voucher{ID: id, Stock: stock,
+		BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func member(ctx context.Context, res *Reserver, orderID, userID, voucherID int64) *batchMember {
+	o := core.Order{ID: orderID, UserID: userID, VoucherID: voucherID, CreatedAt: time.Now()}
+	keys, args := res.scriptArgs(ctx, o)
+	return &batchMember{ctx: ctx, orderID: orderID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
+}
+
+// TestABatchAnswersEachMemberAsAloneInOrder: one call for five shoppers —
+// the same shopper twice, the last unit's loser, a member whose voucher's
+// state is corrupt, another voucher's buyer — answers each as its own
+// call would have, in the batch's order; the corrupt member's error is its
+// own. The batch sent again (its reply lost) answers the same ids and
+// takes nothing twice.
+func TestABatchAnswersEachMemberAsAloneInOrder(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		res := batchSale(t, r)
+		ctx := context.Background()
+		loadOnSale(t, res, 1, 1)
+		loadOnSale(t, res, 2, 5)
+		loadOnSale(t, res, 3, 5)
+		if err := r.Client.Set(ctx, res.keys.Stock(3), "not a number", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b := res.batcherOf(1)
+		makeBatch := func() []*batchMember {
+			return []*batchMember{
+				member(ctx, res, 101, 1, 1), // the last unit
+				member(ctx, res, 102, 1, 1), // the same shopper again
+				member(ctx, res, 103, 2, 1), // sold out
+				member(ctx, res, 104, 3, 3), // corrupt state: an error
+				member(ctx, res, 105, 4, 2), // another voucher
+			}
+		}
+		check := func(round string, batch []*batchMember) {
+			t.Helper()
+			var got []batchAnswer
+			for _, m := range batch {
+				got = append(got, <-m.done)
+			}
+			for i, want := range []core.Reservation{
+				{Result: core.Reserved, OrderID: 101},
+				{Result: core.AlreadyPurchased, OrderID: 101},
+				{Result: core.SoldOut},
+				{},
+				{Result: core.Reserved, OrderID: 105},
+			} {
+				if i == 3 {
+					if got[i].err == nil {
+						t.Errorf("%s: the corrupt member answered %+v, want its error", round, got[i].res)
+					}
+					continue
+				}
+				if got[i].err != nil || got[i].res != want {
+					t.Errorf("%s: member %d answered %+v, %v; want %+v", round, i, got[i].res, got[i].err, want)
+				}
+			}
+		}
+		first := makeBatch()
+		b.send(first)
+		check("first call", first)
+		again := makeBatch()
+		b.send(again) // as a replay after a lost reply
+		check("replayed", again)
+		for v, want := range map[int64]int64{1: 0, 2: 4} {
+			if n, _ := r.Client.Get(ctx, res.keys.Stock(v)).Int64(); n != want {
+				t.Errorf("voucher %d: stock %d, want %d", v, n, want)
+			}
+		}
+		if n := r.Client.XLen(ctx, res.keys.ShardKey("queue", 0)).Val(); n != 2 {
+			t.Errorf("%d orders handed off, want 2 (101 and 105, once each)", n)
+		}
+	})
+}
+
+// evalshaGate holds the first EVALSHA of the batch script until released,
+// and counts the script's calls.
+type evalshaGate struct {
+	calls   atomic.Int64
+	first   sync.Once
+	release chan struct{}
+}
+
+func (g *evalshaGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *evalshaGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 1 && strings.EqualFold(cmd.Name(), "evalsha") && args[1] == seckillBatchScript.Hash() {
+			g.calls.Add(1)
+			g.first.Do(func() { <-g.release })
+		}
+		return next(ctx, cmd)
+	}
+}
+func (g *evalshaGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestReservationsArrivingDuringACallGoInTheNext: a reservation that finds
+// no call in flight goes at once; the twenty that arrive while it is in
+// flight go together in one call; one whose context ended while it waited
+// is not sent.
+func TestReservationsArrivingDuringACallGoInTheNext(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		gate := &evalshaGate{release: make(chan struct{})}
+		client := redis.NewClient(r.Client.(*redis.Client).Options())
+		defer client.Close()
+		client.AddHook(gate)
+		r.Client = client
+		res := batchSale(t, r)
+		ctx := context.Background()
+		loadOnSale(t, res, 1, 100)
+
+		var wg sync.WaitGroup
+		answers := make([]core.Reservation, 22)
+		errs := make([]error, 22)
+		wg.Go(func() { answers[0], errs[0] = res.Reserve(ctx, core.Order{ID: 1000, UserID: 1, VoucherID: 1}) })
+		for gate.calls.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		for i := 1; i <= 20; i++ {
+			wg.Go(func() {
+				answers[i], errs[i] = res.Reserve(ctx, core.Order{ID: 1000 + int64(i), UserID: 1 + int64(i), VoucherID: 1})
+			})
+		}
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		b := res.batcherOf(1)
+		queued := func() int {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.queue)
+		}
+		for queued() < 20 {
+			time.Sleep(time.Millisecond)
+		}
+		b.add(member(gone, res, 2000, 99, 1))
+		close(gate.release)
+		wg.Wait()
+		for i := 0; i <= 20; i++ {
+			if errs[i] != nil || answers[i].Result != core.Reserved || answers[i].OrderID != 1000+int64(i) {
+				t.Errorf("reservation %d: %+v, %v", i, answers[i], errs[i])
+			}
+		}
+		if n := gate.calls.Load(); n != 2 {
+			t.Errorf("%d calls of the batch script, want 2: the first alone, then the twenty together", n)
+		}
+		if n, _ := r.Client.Get(ctx, res.keys.Stock(1)).Int64(); n != 79 {
+			t.Errorf("stock %d, want 79: the member whose context ended was sent", n)
+		}
+	})
+}
+
+// TestABatchThatNeverGetsThroughTellsEachItsOrderID: a Redis that does not
+// answer: each member is answered unconfirmed with its order id once it
+// stops waiting, never a bare error.
+func TestABatchThatNeverGetsThroughTellsEachItsOrderID(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	defer client.Close()
+	res, err := New(client, Config{Prefix: "nowhere:", Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = res.Reserve(ctx, core.Order{ID: 77, UserID: 1, VoucherID: 1})
+	var uc *core.UnconfirmedError
+	if !errors.As(err, &uc) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the order unconfirmed or the request's deadline", err)
+	}
+	// The batcher answers its member unconfirmed once it stops waiting.
+	m := member(ctx, res, 78, 2, 1)
+	res.batcherOf(1).send([]*batchMember{m})
+	a := <-m.done
+	if !errors.As(a.err, &uc) || uc.OrderID != 78 {
+		t.Fatalf("the batch that never got through answered %+v, %v; want order 78 unconfirmed", a.res, a.err)
+	}
+}
