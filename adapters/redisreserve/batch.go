@@ -222,41 +222,13 @@ func (r *Reserver) runBatch(ctx context.Context, keys []string, args []any) ([]a
 		res, err := seckillBatchScript.Run(ctx, r.rdb, keys, args...).Slice()
 		return res, -1, err
 	}
-	var node redis.Cmdable = r.rdb
-	if c, ok := r.rdb.(*redis.ClusterClient); ok {
-		n, err := c.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, 0, err
-		}
-		node = n
-	}
-	var res, wait *redis.Cmd
-	run := func(eval bool) error {
-		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if eval {
-				res = seckillBatchScript.Eval(ctx, p, keys, args...)
-			} else {
-				res = seckillBatchScript.EvalSha(ctx, p, keys, args...)
-			}
-			wait = p.Do(ctx, "WAIT", r.cfg.WaitReplicas, r.cfg.WaitTimeout.Milliseconds())
-			return nil
-		})
-		return err
-	}
-	err := run(false)
-	if err != nil && redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
-		err = run(true)
-	}
+	res, confirmed, err := r.runThenWait(ctx, seckillBatchScript, keys, args)
 	if err != nil {
 		return nil, 0, err
 	}
 	replies, err := res.Slice()
 	if err != nil {
 		return nil, 0, err
-	}
-	confirmed, err := wait.Int64()
-	if err != nil {
-		return nil, 0, fmt.Errorf("WAIT: %w", err)
 	}
 	return replies, confirmed, nil
 }

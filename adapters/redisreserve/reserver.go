@@ -228,24 +228,42 @@ func (r *Reserver) runSeckill(ctx context.Context, keys []string, args []any) ([
 // connection of the node that owns the voucher's keys.
 func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Reservation, error) {
 	keys, args := r.scriptArgs(ctx, o)
+	res, confirmed, err := r.runThenWait(ctx, r.seckill, keys, args)
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script and WAIT: %w", err)
+	}
+	reply, err := res.Slice()
+	if err != nil {
+		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
+	}
+	out, err := r.parseReservation(reply)
+	if err != nil {
+		return core.Reservation{}, err
+	}
+	out.Unconfirmed = out.Result == core.Reserved && confirmed < int64(r.cfg.WaitReplicas)
+	return out, nil
+}
+
+// runThenWait runs script, then WAIT, in one pipeline on the connection of
+// the node that owns keys[0] (WAIT confirms the writes of its own
+// connection only), and returns the script's reply and how many replicas
+// confirmed.
+func (r *Reserver) runThenWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, int64, error) {
 	var node redis.Cmdable = r.rdb
 	if c, ok := r.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return core.Reservation{}, fmt.Errorf("redisreserve: node of voucher %d: %w", o.VoucherID, err)
+			return nil, 0, fmt.Errorf("node of %s: %w", keys[0], err)
 		}
 		node = n
 	}
-	var (
-		res  *redis.Cmd
-		wait *redis.Cmd
-	)
+	var res, wait *redis.Cmd
 	run := func(eval bool) error {
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if eval {
-				res = r.seckill.Eval(ctx, p, keys, args...)
+				res = script.Eval(ctx, p, keys, args...)
 			} else {
-				res = r.seckill.EvalSha(ctx, p, keys, args...)
+				res = script.EvalSha(ctx, p, keys, args...)
 			}
 			wait = p.Do(ctx, "WAIT", r.cfg.WaitReplicas, r.cfg.WaitTimeout.Milliseconds())
 			return nil
@@ -257,18 +275,13 @@ func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Res
 		err = run(true) // a Redis that lost its script cache (a failover, a restart)
 	}
 	if err != nil {
-		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script and WAIT: %w", err)
-	}
-	out, err := r.parseReservation(res.Val().([]any))
-	if err != nil {
-		return core.Reservation{}, err
+		return nil, 0, err
 	}
 	confirmed, err := wait.Int64()
 	if err != nil {
-		return core.Reservation{}, fmt.Errorf("redisreserve: WAIT: %w", err)
+		return nil, 0, fmt.Errorf("WAIT: %w", err)
 	}
-	out.Unconfirmed = out.Result == core.Reserved && confirmed < int64(r.cfg.WaitReplicas)
-	return out, nil
+	return res, confirmed, nil
 }
 
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes

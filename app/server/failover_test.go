@@ -56,12 +56,19 @@ func TestASaleContinuesAfterAFailover(t *testing.T) {
 // answered ok. Then the primary dies and the sentinels promote the replica,
 // which never had that order: in the default mode an order answered ok is
 // gone; in the WAIT mode the one that is gone had been answered unconfirmed.
+// Batched reservations (SECKILL_REDIS_BATCH) answer the same: one WAIT per
+// batch, on the batch's connection.
 func TestReplicaConfirmedAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover skipped in -short mode")
 	}
-	for _, wait := range []bool{true, false} {
-		t.Run(map[bool]string{true: "WAIT mode", false: "default"}[wait], func(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		wait  bool
+		batch int
+	}{{"WAIT mode", true, 0}, {"WAIT mode, batched", true, 8}, {"default", false, 0}} {
+		wait := mode.wait
+		t.Run(mode.name, func(t *testing.T) {
 			dsn, ok := testenv.MySQLDatabase(t)
 			if !ok {
 				t.Skipf("%s is not set", testenv.MySQLDSNEnv)
@@ -73,6 +80,7 @@ func TestReplicaConfirmedAnswers(t *testing.T) {
 			if wait {
 				cfg.WaitReplicas, cfg.WaitTimeout = 1, 200*time.Millisecond
 			}
+			cfg.RedisBatch = mode.batch // one WAIT per batch, on its connection
 			h := startWith(t, cfg)
 			voucher := h.openVoucher(10)
 			path := "/api/vouchers/" + idString(voucher)
