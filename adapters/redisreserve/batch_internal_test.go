@@ -54,7 +54,7 @@ func member(ctx context.Context, res *Reserver, orderID, userID, voucherID int64
 // own. The batch sent again (its reply lost) answers the same ids and
 // takes nothing twice.
 func TestABatchAnswersEachMemberAsAloneInOrder(t *testing.T) {
-	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		res := batchSale(t, r)
 		ctx := context.Background()
 		loadOnSale(t, res, 1, 1)
@@ -215,4 +215,60 @@ func TestABatchThatNeverGetsThroughTellsEachItsOrderID(t *testing.T) {
 	if !errors.As(a.err, &uc) || uc.OrderID != 78 {
 		t.Fatalf("the batch that never got through answered %+v, %v; want order 78 unconfirmed", a.res, a.err)
 	}
+}
+
+// TestBatchesOfSeveralShards: vouchers spread over shards (on a cluster,
+// over its masters) are batched per shard, each batch one hash tag: many
+// concurrent buyers of many vouchers are each reserved once, and each
+// voucher's stock is taken exactly by its buyers.
+func TestBatchesOfSeveralShards(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		shards := SpreadShards(3)
+		keys := Keys{Prefix: r.Prefix, Shards: shards}
+		res, err := New(r.Client, Config{Prefix: r.Prefix, Shards: shards, Batch: 16, Handoff: core.Handoff{
+			Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+			Key:     func(v int64) string { return keys.ShardKey("queue", shards.Of(v)) }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := res.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		const vouchers, buyers = 9, 20
+		for v := int64(1); v <= vouchers; v++ {
+			loadOnSale(t, res, v, buyers)
+		}
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for v := int64(1); v <= vouchers; v++ {
+			for u := int64(1); u <= buyers; u++ {
+				wg.Go(func() {
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					got, err := res.Reserve(rctx, core.Order{ID: v*1000 + u, UserID: u, VoucherID: v, CreatedAt: time.Now()})
+					if err != nil || got.Result != core.Reserved || got.OrderID != v*1000+u {
+						failed.Add(1)
+						t.Errorf("voucher %d, buyer %d: %+v, %v", v, u, got, err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if failed.Load() > 0 {
+			return
+		}
+		for v := int64(1); v <= vouchers; v++ {
+			if n, _ := r.Client.Get(ctx, res.keys.Stock(v)).Int64(); n != 0 {
+				t.Errorf("voucher %d: %d left of %d, all bought", v, n, buyers)
+			}
+		}
+		var queued int64
+		for s := range shards.Count() {
+			queued += r.Client.XLen(ctx, keys.ShardKey("queue", s)).Val()
+		}
+		if queued != vouchers*buyers {
+			t.Errorf("%d orders handed off, want %d", queued, vouchers*buyers)
+		}
+	})
 }
