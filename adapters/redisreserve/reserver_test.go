@@ -3,6 +3,7 @@ package redisreserve_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -325,9 +326,11 @@ func TestRemainingStockOfUnknownVoucher(t *testing.T) {
 }
 
 // TestTheScriptLimitsEachShopperPerVoucher: with ShopperRate 2 a shopper's
-// first two requests for a voucher get their answers (reserved, then
-// already purchased), the third is refused RateLimited with the delay until
-// the next admission, and after that delay the shopper is admitted again.
+// reservation is not counted (it writes the buyer mark, not the limit
+// state: TestAReservationWritesNoLimitState), the next two requests get
+// their answers (already purchased), the fourth is refused RateLimited with
+// the delay until the next admission, and after that delay the shopper is
+// admitted again.
 // The limit is per shopper and voucher: another shopper, and the same
 // shopper on another voucher, are not held back. A limited request takes
 // no stock.
@@ -353,7 +356,7 @@ func TestTheScriptLimitsEachShopperPerVoucher(t *testing.T) {
 			}
 			return got
 		}
-		for i, want := range []core.ReservationResult{core.Reserved, core.AlreadyPurchased, core.RateLimited} {
+		for i, want := range []core.ReservationResult{core.Reserved, core.AlreadyPurchased, core.AlreadyPurchased, core.RateLimited} {
 			if got := reserve(7, 1); got.Result != want {
 				t.Fatalf("request %d of shopper 7: %+v, want %v", i+1, got, want)
 			}
@@ -378,6 +381,47 @@ func TestTheScriptLimitsEachShopperPerVoucher(t *testing.T) {
 		time.Sleep(limited.RetryAfter + 20*time.Millisecond)
 		if got := reserve(7, 1); got.Result != core.AlreadyPurchased {
 			t.Fatalf("after the delay: %+v, want admitted (already purchased)", got)
+		}
+	})
+}
+
+// TestAReservationWritesNoLimitState: a reservation leaves no limit key for
+// its shopper (the buyer mark stands for it), a refused request does — in
+// one script call each and in batches alike, so the costliest write of a
+// new shopper–voucher pair is gone from every accepted order.
+func TestAReservationWritesNoLimitState(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		for _, batch := range []int{0, 8} {
+			ctx := context.Background()
+			prefix := fmt.Sprintf("%sb%d:", r.Prefix, batch)
+			res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: prefix, ShopperRate: 5, Batch: batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.LoadVoucher(ctx, core.Voucher{ID: 1, Stock: 1, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			limitKeys := func(user int64) int64 {
+				t.Helper()
+				n, err := r.Client.Exists(ctx, res.Keys().Limit(1, user)).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			for i, c := range []struct {
+				user  int64
+				want  core.ReservationResult
+				limit int64
+			}{{7, core.Reserved, 0}, {8, core.SoldOut, 1}, {7, core.AlreadyPurchased, 1}} {
+				got, err := res.Reserve(ctx, core.Order{ID: int64(100 + i), UserID: c.user, VoucherID: 1, CreatedAt: time.Now()})
+				if err != nil || got.Result != c.want {
+					t.Fatalf("batch %d, request %d of shopper %d: %+v, %v; want %v", batch, i+1, c.user, got, err, c.want)
+				}
+				if n := limitKeys(c.user); n != c.limit {
+					t.Fatalf("batch %d, after request %d (%v) shopper %d has %d limit keys, want %d", batch, i+1, c.want, c.user, n, c.limit)
+				}
+			}
 		}
 	})
 }
