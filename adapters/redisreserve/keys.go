@@ -62,12 +62,17 @@ func (k Keys) ShardKey(name string, shard int) string {
 	return k.Prefix + name + ":{" + k.shards().Tag(shard) + "}"
 }
 
-// Deadlines is the sorted set of a shard's reservations by the time they
-// are due for payment.
-func (k Keys) Deadlines(shard int) string { return k.ShardKey("deadlines", shard) }
+// PayBy is the list of a shard's reservations, in the order they were
+// made, each with the time it is due for payment.
+func (k Keys) PayBy(shard int) string { return k.ShardKey("payby", shard) }
 
-// DeadlinesOf is the deadlines key of a voucher's shard.
-func (k Keys) DeadlinesOf(voucherID int64) string { return k.Deadlines(k.shards().Of(voucherID)) }
+// PayByOf is the PayBy key of a voucher's shard.
+func (k Keys) PayByOf(voucherID int64) string { return k.PayBy(k.shards().Of(voucherID)) }
+
+// Deadlines is the sorted set of a shard's reservations by the time they
+// are due for payment, as versions before PayBy recorded them: the expiry
+// still drains it.
+func (k Keys) Deadlines(shard int) string { return k.ShardKey("deadlines", shard) }
 
 // IDCounter is the ID worker's counter for the UTC day of t.
 func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().Format("20060102") }

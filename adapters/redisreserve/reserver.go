@@ -62,7 +62,7 @@ type Config struct {
 	// core.RateLimited.
 	ShopperRate int
 	// PayWindow: each reservation is recorded as due for payment this long
-	// after it (Keys.Deadlines), for ClaimDue; 0 records none.
+	// after it (Keys.PayBy), for ClaimDue; 0 records none.
 	PayWindow time.Duration
 }
 
@@ -296,7 +296,7 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order) (keys []string,
 		queueKey = r.keys.Orders(o.VoucherID)
 	}
 	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey,
-		r.keys.Limit(o.VoucherID, o.UserID), r.keys.DeadlinesOf(o.VoucherID)}
+		r.keys.Limit(o.VoucherID, o.UserID), r.keys.PayByOf(o.VoucherID)}
 	var deadline int64
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.UnixMilli()
@@ -396,13 +396,13 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 func (r *Reserver) ClaimDue(ctx context.Context, now time.Time, max int) ([]core.Order, error) {
 	var out []core.Order
 	for shard := range r.keys.shards().Count() {
-		due, err := claimScript.Run(ctx, r.rdb, []string{r.keys.Deadlines(shard)}, now.UnixMilli(), max).StringSlice()
+		due, err := claimScript.Run(ctx, r.rdb, []string{r.keys.PayBy(shard), r.keys.Deadlines(shard)}, now.UnixMilli(), max).StringSlice()
 		if err != nil {
 			return out, fmt.Errorf("redisreserve: claim deadlines: %w", err)
 		}
 		for i := 0; i+1 < len(due); i += 2 {
 			o, ok := parseDeadline(due[i])
-			ms, err := strconv.ParseFloat(due[i+1], 64) // a score, printed as a double
+			ms, err := strconv.ParseFloat(due[i+1], 64) // a legacy score is printed as a double
 			if !ok || err != nil {
 				r.log().Error("a deadline that does not parse; dropped", "member", due[i], "score", due[i+1])
 				continue

@@ -156,7 +156,7 @@ func TestUnpaidOrdersExpireAndTheirUnitsAreSoldAgain(t *testing.T) {
 				}
 				if run.expiry == ExpirySweep {
 					// The sweep alone: the reservations recorded no deadline.
-					keys, err := h.srv.rdb.Keys(context.Background(), h.cfg.KeyPrefix+"seckill:deadlines*").Result()
+					keys, err := h.srv.rdb.Keys(context.Background(), h.cfg.KeyPrefix+"seckill:payby*").Result()
 					if err != nil || len(keys) != 0 {
 						t.Fatalf("SECKILL_EXPIRY=sweep left deadline keys %v (%v)", keys, err)
 					}
