@@ -115,3 +115,15 @@ func TestAdmitKeepsTheScriptsLimit(t *testing.T) {
 		t.Fatalf("admit.lua's limit drifted from seckill.lua's:\n%s\n---\n%s", strings.Join(admit, "\n"), strings.Join(script, "\n"))
 	}
 }
+
+// TestTheBatchReadsRedisClockOnce: the batch script calls TIME once per
+// call, not once per member (a tenth of a member's cost), and every member
+// reads that clock where seckill.lua reads its own.
+func TestTheBatchReadsRedisClockOnce(t *testing.T) {
+	if n := strings.Count(lua.SeckillBatch, "redis.call('TIME')"); n != 1 {
+		t.Fatalf("the batch script calls TIME %d times, want once per call", n)
+	}
+	if !strings.Contains(lua.SeckillBatch, "local t = batchClock") || !strings.Contains(lua.Seckill, "local t = redis.call('TIME')") {
+		t.Fatal("the batch's members do not read the batch's clock where seckill.lua reads Redis's")
+	}
+}

@@ -2,29 +2,46 @@ package redisreserve_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 )
 
-// BenchmarkReserve is one reservation script per op, from parallel
-// goroutines, on real Redis when configured: one EVALSHA round trip each
-// (plain), or shared pipelines (coalesced).
+// BenchmarkReserve is one reservation per op, from 50 goroutines (the HTTP
+// load's 50 connections), each a new shopper–voucher pair as while stock
+// remains, with the rules users get by default (5 requests per shopper and
+// second, a 15-minute pay window, the stream hand-off): one EVALSHA round
+// trip each (plain), shared pipelines (coalesced), or batches of at most
+// N reservations per script call (batchN). On real Redis it also reports
+// redis-µs/order: Redis's CPU (INFO's used_cpu_sys + used_cpu_user) over
+// the run ÷ reservations — issue 26's measure, by batch size, to find the
+// knee. Redis runs nothing else meanwhile, or the figure says so.
 func BenchmarkReserve(b *testing.B) {
-	for _, coalesce := range []bool{false, true} {
-		name := map[bool]string{false: "plain", true: "coalesced"}[coalesce]
-		b.Run(name, func(b *testing.B) {
-			r, ok := testenv.RealRedis(b)
-			if !ok {
+	modes := []struct {
+		name     string
+		coalesce bool
+		batch    int
+	}{{"plain", false, 0}, {"coalesced", true, 0}, {"batch4", false, 4}, {"batch8", false, 8},
+		{"batch16", false, 16}, {"batch32", false, 32}, {"batch64", false, 64}}
+	for _, mode := range modes {
+		b.Run(mode.name, func(b *testing.B) {
+			r, real := testenv.RealRedis(b)
+			if !real {
 				r = testenv.Miniredis(b)
 			}
 			res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix,
 				Handoff: core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
-					Key: func(int64) string { return r.Prefix + "orders" }}, Coalesce: coalesce})
+					Key: func(int64) string { return r.Prefix + "orders" }},
+				Coalesce: mode.coalesce, Batch: mode.batch, ShopperRate: 5, PayWindow: 15 * time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -32,17 +49,45 @@ func BenchmarkReserve(b *testing.B) {
 			res.Load(ctx)
 			res.LoadVoucher(ctx, core.Voucher{ID: 1, Stock: 1 << 40, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)})
 			var n atomic.Int64
-			// 50 goroutines per core at most, like the HTTP load's 50
-			// connections: coalescing needs callers waiting together.
-			b.SetParallelism(25)
+			b.SetParallelism(25) // × 2 cores here: 50 callers, so that batches can form
+			var before float64
+			if real {
+				before = redisCPUSeconds(b, r.Client)
+			}
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := n.Add(1)
-					if _, err := res.Reserve(ctx, core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()}); err != nil {
-						b.Fatal(err)
+					got, err := res.Reserve(ctx, core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Now()})
+					if err != nil || got.Result != core.Reserved {
+						b.Fatalf("reserve %d: %+v, %v", id, got, err)
 					}
 				}
 			})
+			b.StopTimer()
+			if real {
+				b.ReportMetric((redisCPUSeconds(b, r.Client)-before)*1e6/float64(b.N), "redis-µs/order")
+			}
 		})
 	}
+}
+
+// redisCPUSeconds is the Redis server's CPU time so far, system and user.
+func redisCPUSeconds(b *testing.B, rdb redis.UniversalClient) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, value, _ := strings.Cut(line, ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatal(fmt.Errorf("INFO cpu %s: %w", name, err))
+			}
+			total += f
+		}
+	}
+	return total
 }
