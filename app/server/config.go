@@ -123,7 +123,8 @@ type Config struct {
 	// RedisBatch > 1: the reservations of one shard that arrive while its
 	// previous call is in flight go together in one script call, at most
 	// this many (redisreserve.Config.Batch); it replaces the coalescing.
-	// 0: a script call per reservation.
+	// 0 or 1: a script call per reservation (coalesced or not, by
+	// RedisCoalesce).
 	RedisBatch int // SECKILL_REDIS_BATCH
 	// PprofAddr, if set, serves net/http/pprof there, apart from the API:
 	// a loopback address unless PprofPublic (profiles show internals and
@@ -340,7 +341,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
 		return c, err
 	}
-	if c.RedisBatch, err = intVar(lookup, "SECKILL_REDIS_BATCH", 0, 0, 256); err != nil {
+	if c.RedisBatch, err = intVar(lookup, "SECKILL_REDIS_BATCH", DefaultRedisBatch, 0, 256); err != nil {
 		return c, err
 	}
 	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {
@@ -537,6 +538,13 @@ const DefaultRequestTimeout = 2 * time.Second
 // DefaultPayWindow is SECKILL_PAY_WINDOW's default: the contract's 15
 // minutes, the classic shops' (mall's and gomall's order timeouts).
 const DefaultPayWindow = 15 * time.Minute
+
+// DefaultRedisBatch is SECKILL_REDIS_BATCH's default: BenchmarkReserve's
+// Redis CPU per order falls from a call each to batches of 16 and 32, and
+// no further at 64 (docs/performance.md); and with one call in flight per
+// shard, a shard's reservations are bounded by this many per round trip,
+// so smaller batches cost throughput where Redis is far.
+const DefaultRedisBatch = 32
 
 // Defaults of the pools and the token lifetime.
 const (

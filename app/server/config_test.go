@@ -24,7 +24,7 @@ func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
 	}
 	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
 		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken ||
-		!c.RedisCoalesce || c.PprofAddr != "" || c.BatchSize != 500 || c.AnswerMemo != 200*time.Millisecond {
+		!c.RedisCoalesce || c.RedisBatch != 32 || c.PprofAddr != "" || c.BatchSize != 500 || c.AnswerMemo != 200*time.Millisecond {
 		t.Fatalf("defaults: %+v", c)
 	}
 	other, _ := LoadConfig(env(nil))
