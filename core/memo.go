@@ -17,6 +17,11 @@ import (
 //     judged on the live store's clock (the script reports the time to the
 //     opening by its own clock, so no local clock enters).
 //   - Ended: for Lifetime, once the sale closed more than a second ago.
+//   - Already purchased, per shopper: for Lifetime, with the order id the
+//     409 carries. A buyer's mark goes away only through a release (a
+//     cancellation or expiry, a failed hand-off, a rebuild, a Redis that
+//     lost it), and each of those forgets the voucher here and nudges
+//     every instance, or starts a new incarnation.
 //
 // It only ever refuses, so it cannot oversell. An entry made in another
 // incarnation of the live store is ignored. Its worst case is Lifetime:
@@ -32,6 +37,15 @@ type AnswerMemo struct {
 	// one is not remembered after it.
 	generation uint64
 	entries    map[int64]memoEntry
+	// buyers are the shoppers known to hold an order, per voucher.
+	buyers     map[int64]map[int64]buyerEntry
+	buyerCount int
+}
+
+type buyerEntry struct {
+	orderID     int64
+	until       time.Time
+	incarnation string
 }
 
 type memoEntry struct {
@@ -54,7 +68,8 @@ const edgeMargin = time.Second
 // remembers nothing). nudger may be nil (a single instance, or no way to
 // reach the others: lifetime alone bounds them).
 func NewAnswerMemo(lifetime time.Duration, nudger StockNudger) *AnswerMemo {
-	return &AnswerMemo{lifetime: lifetime, nudger: nudger, now: time.Now, entries: map[int64]memoEntry{}}
+	return &AnswerMemo{lifetime: lifetime, nudger: nudger, now: time.Now, entries: map[int64]memoEntry{},
+		buyers: map[int64]map[int64]buyerEntry{}}
 }
 
 // Generation is read before a reservation and handed to Remember with its
@@ -75,6 +90,70 @@ func (m *AnswerMemo) Answer(voucherID int64, incarnation string) (ReservationRes
 		return 0, false
 	}
 	return e.result, true
+}
+
+// Buyer is the order the shopper is remembered to hold for the voucher,
+// in this incarnation: the reservation would answer already purchased
+// with it.
+func (m *AnswerMemo) Buyer(voucherID, userID int64, incarnation string) (int64, bool) {
+	m.mu.RLock()
+	e, ok := m.buyers[voucherID][userID]
+	m.mu.RUnlock()
+	if !ok || e.incarnation != incarnation || !m.now().Before(e.until) {
+		return 0, false
+	}
+	return e.orderID, true
+}
+
+// RememberBuyer keeps that the shopper holds the order (a reservation
+// made, or already purchased), if nothing was forgotten since generation
+// was read.
+func (m *AnswerMemo) RememberBuyer(voucherID, userID, orderID int64, incarnation string, generation uint64) {
+	if m.lifetime <= 0 || orderID <= 0 {
+		return
+	}
+	until := m.now().Add(m.lifetime)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.generation != generation {
+		return
+	}
+	of := m.buyers[voucherID]
+	if of == nil {
+		of = map[int64]buyerEntry{}
+		m.buyers[voucherID] = of
+	}
+	if _, ok := of[userID]; !ok {
+		m.buyerCount++
+	}
+	of[userID] = buyerEntry{orderID: orderID, until: until, incarnation: incarnation}
+	if m.buyerCount > maxMemoBuyers {
+		m.sweepBuyersLocked()
+	}
+}
+
+// maxMemoBuyers bounds the buyers kept: a lifetime's worth of a busy sale
+// (200 ms of 100,000 reservations a second is 20,000). Past it, expired
+// entries are swept, and if all are live, forgotten.
+const maxMemoBuyers = 1 << 16
+
+func (m *AnswerMemo) sweepBuyersLocked() {
+	now := m.now()
+	for v, of := range m.buyers {
+		for u, e := range of {
+			if !now.Before(e.until) {
+				delete(of, u)
+				m.buyerCount--
+			}
+		}
+		if len(of) == 0 {
+			delete(m.buyers, v)
+		}
+	}
+	if m.buyerCount > maxMemoBuyers {
+		clear(m.buyers)
+		m.buyerCount = 0
+	}
 }
 
 // Remember keeps a reservation's answer if it cannot change for a while
@@ -132,6 +211,8 @@ func (m *AnswerMemo) Forget(voucherID int64) {
 	defer m.mu.Unlock()
 	m.generation++
 	delete(m.entries, voucherID)
+	m.buyerCount -= len(m.buyers[voucherID])
+	delete(m.buyers, voucherID)
 }
 
 // Clear drops everything (a reconnect, when nudges may have been missed).
@@ -140,6 +221,8 @@ func (m *AnswerMemo) Clear() {
 	defer m.mu.Unlock()
 	m.generation++
 	clear(m.entries)
+	clear(m.buyers)
+	m.buyerCount = 0
 }
 
 // StockBack forgets the voucher here and nudges every other instance to.

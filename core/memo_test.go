@@ -200,3 +200,81 @@ func (s *seqIDs) NextID(context.Context) (int64, error) { s.n++; return s.n, nil
 type refusingPublisher struct{}
 
 func (refusingPublisher) Publish(context.Context, []byte) error { return ErrQueueFull }
+
+// TestTheMemoKeepsBuyersUntilTheirMarkMayHaveGone: a shopper remembered as
+// holding an order is answered with it, for that voucher, shopper and
+// incarnation only, for the lifetime at most; forgetting the voucher (a
+// release here or on another instance, a rebuild) or everything drops it,
+// and a buyer learned before a Forget is not remembered after it.
+func TestTheMemoKeepsBuyersUntilTheirMarkMayHaveGone(t *testing.T) {
+	m, c := testMemo(time.Minute, nil)
+	m.RememberBuyer(1, 7, 42, "a", m.Generation())
+	if id, ok := m.Buyer(1, 7, "a"); !ok || id != 42 {
+		t.Fatalf("buyer 7 of voucher 1: %d %v, want order 42", id, ok)
+	}
+	for _, probe := range []struct {
+		voucher, user int64
+		incarnation   string
+	}{{1, 8, "a"}, {2, 7, "a"}, {1, 7, "b"}} {
+		if id, ok := m.Buyer(probe.voucher, probe.user, probe.incarnation); ok {
+			t.Fatalf("%+v answered from the memo with order %d", probe, id)
+		}
+	}
+	c.t = c.t.Add(time.Minute)
+	if _, ok := m.Buyer(1, 7, "a"); ok {
+		t.Fatal("a buyer still answered after the lifetime")
+	}
+
+	m.RememberBuyer(1, 7, 42, "a", m.Generation())
+	m.RememberBuyer(2, 7, 43, "a", m.Generation())
+	m.Forget(1) // the voucher's stock came back: a mark may have gone
+	if _, ok := m.Buyer(1, 7, "a"); ok {
+		t.Fatal("a buyer of a forgotten voucher still answered")
+	}
+	if id, ok := m.Buyer(2, 7, "a"); !ok || id != 43 {
+		t.Fatalf("forgetting voucher 1 dropped voucher 2's buyer: %d %v", id, ok)
+	}
+	stale := m.Generation()
+	m.Forget(3)
+	m.RememberBuyer(1, 9, 44, "a", stale)
+	if _, ok := m.Buyer(1, 9, "a"); ok {
+		t.Fatal("a buyer learned before a Forget was remembered after it")
+	}
+	m.Clear()
+	if _, ok := m.Buyer(2, 7, "a"); ok {
+		t.Fatal("Clear kept a buyer")
+	}
+	off, _ := testMemo(0, nil)
+	off.RememberBuyer(1, 7, 42, "a", off.Generation())
+	if _, ok := off.Buyer(1, 7, "a"); ok {
+		t.Fatal("a memo with no lifetime remembered a buyer")
+	}
+}
+
+// TestTheBuyersKeptAreBounded: past maxMemoBuyers, expired buyers are
+// swept; if all are live, they are forgotten rather than grow the map.
+func TestTheBuyersKeptAreBounded(t *testing.T) {
+	m, c := testMemo(time.Second, nil)
+	for u := int64(1); u <= maxMemoBuyers; u++ {
+		m.RememberBuyer(1+u%3, u, u, "", m.Generation())
+	}
+	if m.buyerCount != maxMemoBuyers {
+		t.Fatalf("%d buyers counted, want %d", m.buyerCount, maxMemoBuyers)
+	}
+	c.t = c.t.Add(2 * time.Second)
+	m.RememberBuyer(1, -1, 1, "", m.Generation()) // one over: the expired go
+	if m.buyerCount != 1 || len(m.buyers) != 1 {
+		t.Fatalf("after the sweep %d buyers in %d vouchers, want the 1 live", m.buyerCount, len(m.buyers))
+	}
+	for u := int64(1); u <= maxMemoBuyers; u++ {
+		m.RememberBuyer(1, u, u, "", m.Generation())
+	}
+	if m.buyerCount != 0 || len(m.buyers) != 0 {
+		t.Fatalf("%d live buyers over the bound were kept, want them forgotten", m.buyerCount)
+	}
+	m.RememberBuyer(2, 5, 5, "", m.Generation())
+	m.Forget(2)
+	if m.buyerCount != 0 {
+		t.Fatalf("the count is %d after forgetting the only buyer", m.buyerCount)
+	}
+}

@@ -65,6 +65,12 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
 	// Cached by the live store's adapter: no round trip.
 	incarnation, _ := s.recovery.Incarnation(ctx)
+	// The buyer before the voucher's refusals, as the script checks: a
+	// holder learns the order id, never "sold out" (from memory, when
+	// this instance saw it lately).
+	if held, ok := s.memo.Buyer(voucherID, userID, incarnation); ok {
+		return 0, &AlreadyPurchasedError{OrderID: held}
+	}
 	if r, ok := s.memo.Answer(voucherID, incarnation); ok {
 		return 0, r.Err()
 	}
@@ -120,7 +126,11 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		}
 	}
 	if err := r.Err(); err != nil {
-		s.memo.Remember(voucherID, incarnation, generation, r)
+		if r.Result == AlreadyPurchased {
+			s.memo.RememberBuyer(voucherID, userID, r.OrderID, incarnation, generation)
+		} else {
+			s.memo.Remember(voucherID, incarnation, generation, r)
+		}
 		return 0, err
 	}
 	if s.publisher != nil {
@@ -140,9 +150,10 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	}
 	if r.Unconfirmed {
 		// Reserved and handed on all the same: only its survival of a
-		// failover is in doubt.
+		// failover is in doubt (so it is not remembered either).
 		return 0, &UnconfirmedError{OrderID: r.OrderID}
 	}
+	s.memo.RememberBuyer(voucherID, userID, r.OrderID, incarnation, generation)
 	return r.OrderID, nil
 }
 

@@ -178,3 +178,51 @@ func TestAReservationOfUnknownFateIsAnsweredWithItsOrderID(t *testing.T) {
 type countingPublisher struct{ n *int }
 
 func (p countingPublisher) Publish(context.Context, []byte) error { *p.n++; return nil }
+
+// alreadyHeldReserver answers already purchased with the held order, and
+// counts its calls.
+type alreadyHeldReserver struct {
+	fakeReserver
+	calls int
+}
+
+func (r *alreadyHeldReserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
+	r.calls++
+	if r.calls == 1 {
+		return r.fakeReserver.Reserve(ctx, o)
+	}
+	return core.Reservation{Result: core.AlreadyPurchased, OrderID: 1}, nil
+}
+
+// TestABuyerIsAnsweredFromMemory: once a shopper's reservation is made,
+// their next requests for the voucher are answered 409 with the order id
+// without asking the live store, until the memo forgets the voucher (a
+// release); what the store then answers (already purchased) is remembered
+// too. Another shopper is still asked.
+func TestABuyerIsAnsweredFromMemory(t *testing.T) {
+	r := &alreadyHeldReserver{}
+	memo := core.NewAnswerMemo(time.Minute, nil)
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: r, Memo: memo})
+	ctx := context.Background()
+	if id, err := s.Buy(ctx, 7, 1); err != nil || id != 1 {
+		t.Fatalf("first buy: %d, %v", id, err)
+	}
+	held := func(want int) {
+		t.Helper()
+		_, err := s.Buy(ctx, 7, 1)
+		if id, ok := core.HeldOrderOf(err); !ok || id != 1 || core.CodeOf(err) != core.CodeAlreadyPurchased {
+			t.Fatalf("a buyer again: %v, want already purchased with order 1", err)
+		}
+		if r.calls != want {
+			t.Fatalf("the live store was asked %d times, want %d", r.calls, want)
+		}
+	}
+	held(1)
+	held(1)
+	memo.Forget(1)
+	held(2) // asked once more, then remembered again
+	held(2)
+	if _, err := s.Buy(ctx, 8, 1); r.calls != 3 {
+		t.Fatalf("another shopper was not asked (%v)", err)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/lua"
 )
 
 // commandCounter counts the commands a client sends, pipelines included,
@@ -20,6 +23,7 @@ import (
 type commandCounter struct {
 	mu    sync.Mutex
 	names []string
+	shas  []string // of each EVALSHA, in order
 }
 
 func (*commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -45,14 +49,38 @@ func (c *commandCounter) add(cmd redis.Cmder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.names = append(c.names, cmd.Name())
+	if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 {
+		c.shas = append(c.shas, fmt.Sprint(args[1]))
+	}
 }
+
+// reservations counts the reservation scripts (one reservation each, or a
+// batch) run since the last take, leaving out what the instance's duties
+// send meanwhile.
+func (c *commandCounter) reservations() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, sha := range c.shas {
+		if sha == reservationScriptSHA || sha == batchScriptSHA {
+			n++
+		}
+	}
+	c.names, c.shas = nil, nil
+	return n
+}
+
+var (
+	reservationScriptSHA = redis.NewScript(lua.Seckill).Hash()
+	batchScriptSHA       = redis.NewScript(lua.SeckillBatch).Hash()
+)
 
 // take returns the commands counted since the last take.
 func (c *commandCounter) take() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.names
-	c.names = nil
+	c.names, c.shas = nil, nil
 	return out
 }
 
@@ -239,4 +267,69 @@ func TestReadyRefusalsMatchTheErrorHandler(t *testing.T) {
 	if len(refusals) != 4 {
 		t.Fatalf("%d ready refusals, want sold out, not started, ended, already purchased", len(refusals))
 	}
+}
+
+// TestABuyerIsAnsweredFromMemoryUntilTheirOrderIsCancelled: two instances
+// on one Redis, a memo that would last a minute. A shopper who bought is
+// answered 409 with the order id from memory on both — no Redis command —
+// and, once they cancel on the first, may buy again on the second within
+// 250 ms: the release nudged it to forget.
+func TestABuyerIsAnsweredFromMemoryUntilTheirOrderIsCancelled(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.AnswerMemo = time.Minute }, func(t *testing.T, a *harness) {
+		cfgB := a.cfg
+		cfgB.Consumers = 0
+		if a.srv.mini != nil {
+			cfgB.RedisURL = "redis://" + a.srv.mini.Addr()
+		}
+		b := startWith(t, cfgB)
+		voucher := a.openVoucher(5)
+		path := "/api/vouchers/" + idString(voucher) + "/seckill"
+		shopper := a.shopper(1)
+		status, body := a.do("POST", path, shopper, nil)
+		if status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		order := body["orderId"].(string)
+		// Each instance learns it once — from the reservation, or from
+		// Redis's 409 (A's first reservation of a new voucher verified it,
+		// which forgets the voucher, so its answer is not kept) — then
+		// answers from memory.
+		for _, h := range []*harness{a, b} {
+			if status, body := h.do("POST", path, shopper, nil); status != 409 || errorCode(body) != "already_purchased" {
+				t.Fatalf("a buyer: %d %v", status, body)
+			}
+		}
+		for _, h := range []*harness{a, b} {
+			counter := &commandCounter{}
+			h.srv.rdb.AddHook(counter)
+			for range 3 {
+				status, body := h.do("POST", path, shopper, nil)
+				held, _ := body["error"].(map[string]any)["orderId"].(string)
+				if status != 409 || errorCode(body) != "already_purchased" || held != order {
+					t.Fatalf("a buyer again: %d %v, want 409 already_purchased with order %s", status, body, order)
+				}
+			}
+			if n := counter.reservations(); n != 0 {
+				t.Fatalf("a buyer's repeats ran %d reservation scripts; want none", n)
+			}
+		}
+		a.waitForRows(voucher, 1, 10*time.Second)
+		if status, body := a.do("POST", "/api/orders/"+order+"/cancel", shopper, nil); status != 200 {
+			t.Fatalf("cancel: %d %v", status, body)
+		}
+		cancelled := time.Now()
+		for {
+			status, body := b.do("POST", path, shopper, nil)
+			if status == 200 {
+				break
+			}
+			if errorCode(body) != "already_purchased" || time.Since(cancelled) > 5*time.Second {
+				t.Fatalf("B after the cancellation: %d %v", status, body)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if took := time.Since(cancelled); took > 250*time.Millisecond {
+			t.Fatalf("B let the shopper buy again %v after the cancellation; the bound is 250 ms", took)
+		}
+	})
 }
