@@ -2,36 +2,20 @@
 // lists its KEYS, ARGV and every return value.
 package lua
 
-import (
-	_ "embed"
-	"strings"
-)
+import _ "embed"
 
 // Seckill is the atomic reservation shared by every Redis-backed queue.
 //
 //go:embed seckill.lua
 var Seckill string
 
+// SeckillBatch is seckill.lua's reservation for several shoppers in one
+// call: the same rules in the same order and the same answers, with each
+// voucher's state read once per call and the members' writes made once
+// per voucher (its header says how).
+//
 //go:embed seckill_batch.lua
-var seckillBatch string
-
-// SeckillBatch is seckill.lua for several shoppers in one call: the loop
-// of seckill_batch.lua over seckill.lua's body, inlined as the function it
-// calls (its KEYS and ARGV become the function's parameters, its returns
-// the function's), so the two cannot drift apart. One change: the body
-// reads Redis's clock from the batch (batchClock, read once per call)
-// instead of calling TIME for each member.
-var SeckillBatch = "local batchClock\nlocal function reserve(KEYS, ARGV)\n" + seckillOnBatchClock() + "\nend\n" + seckillBatch
-
-// seckillClock is the line of seckill.lua that reads Redis's clock.
-const seckillClock = "local t = redis.call('TIME')"
-
-func seckillOnBatchClock() string {
-	if strings.Count(Seckill, seckillClock) != 1 {
-		panic("lua: seckill.lua must read Redis's clock in exactly one line: " + seckillClock)
-	}
-	return strings.Replace(Seckill, seckillClock, "local t = batchClock", 1)
-}
+var SeckillBatch string
 
 // Release undoes one reservation idempotently.
 //

@@ -1,10 +1,24 @@
--- seckill_batch.lua: seckill.lua for several shoppers in one call, so that
--- Redis parses, looks up and sets up one script for a batch instead of one
--- per shopper. Each member runs seckill.lua's body (inlined below as
--- reserve, by the lua package), in the order given, under redis.pcall's Lua
--- counterpart: an error in one member is that member's answer, and
--- neither undoes nor hides the others'. Redis's clock is read once, for
--- the whole call: every member runs within the call's few milliseconds.
+-- seckill_batch.lua: seckill.lua's reservation for several shoppers in one
+-- call. The rules, their order and the answers are seckill.lua's (its
+-- header documents them; TestRules holds both to one rule book); what a
+-- batch changes is how often Redis is asked:
+--
+--   - Redis's clock is read once per call, and each voucher's state (its
+--     stock, window and total, and the whole-check's HLEN) once per call:
+--     no member of the call changes it but through this script, which
+--     keeps its own count.
+--   - The writes of the members that reserve are gathered and made once
+--     per voucher at the end — one DECRBY of the stock, one HSET of the
+--     buyer marks, one RPUSH of the deadlines — instead of one of each per
+--     member. A script is atomic, so nothing else sees the state between.
+--     Within the call the gathered marks are read before Redis's: the same
+--     shopper twice is answered as two calls would be.
+--   - Each member's hand-off runs first, its reservation is counted only
+--     if it succeeded: a member whose hand-off raises an error reserves
+--     nothing (in seckill.lua the stock is taken first).
+--
+-- Each member runs under pcall: an error is that member's answer, and
+-- neither undoes nor hides the others'.
 --
 -- KEYS[1] .. KEYS[6] -> the first member's KEYS[1..6] of seckill.lua, and
 --            KEYS[6i+1 .. 6i+6] member i's (i from 0); every key of one
@@ -19,21 +33,139 @@
 
 local n = tonumber(ARGV[1])
 local h = tonumber(ARGV[2])
-batchClock = redis.call('TIME')
--- One KEYS and one ARGV table for every member, refilled in place rather
--- than built anew (reserve keeps no reference to either): the tables were
--- a tenth of a batch's cost. The hand-off command is the same for all.
-local keys, argv = {}, {}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The hand-off command, with the positions of '$key' and '$body'.
+local cmd, keyAt, bodyAt = {}, {}, {}
 for j = 1, h do
-  argv[7 + j] = ARGV[2 + j]
+  local arg = ARGV[2 + j]
+  cmd[j] = arg
+  if arg == '$key' then
+    keyAt[#keyAt + 1] = j
+  elseif arg == '$body' then
+    bodyAt[#bodyAt + 1] = j
+  end
 end
+
+-- vouchers[stock key]: the voucher's state as read, with what this call
+-- reserved of it; marks[orders key]: the buyer marks to write;
+-- dues[deadlines key]: the deadlines to push.
+local vouchers, marks, dues = {}, {}, {}
+local markKeys, dueKeys = {}, {}
+
+local function voucherState(stockKey, windowKey, ordersKey)
+  local v = vouchers[stockKey]
+  if v then
+    return v
+  end
+  v = {sold = 0}
+  local stock = redis.call('GET', stockKey)
+  local window = redis.call('HMGET', windowKey, 'begin', 'end', 'total')
+  if not stock or not window[1] or not window[2] then
+    v.missing = true
+  elseif window[3] and redis.call('HLEN', ordersKey) + tonumber(stock) ~= tonumber(window[3]) then
+    v.missing = true -- not whole: seckill.lua's answer 1
+  else
+    v.stock, v.begin, v.finish = tonumber(stock), tonumber(window[1]), tonumber(window[2])
+  end
+  vouchers[stockKey] = v
+  return v
+end
+
+local function mark(ordersKey, user, orderId)
+  local m = marks[ordersKey]
+  if not m then
+    m = {}
+    marks[ordersKey] = m
+    markKeys[#markKeys + 1] = ordersKey
+  end
+  m[user] = orderId
+end
+
+local function reserve(i)
+  local k, a = 6 * i, 2 + h + 7 * i
+  local stockKey, windowKey, ordersKey, queueKey, limitKey, duesKey =
+    KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local user, orderId, body, rate, deadline, payBy, voucher =
+    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7]
+
+  local v = voucherState(stockKey, windowKey, ordersKey)
+  if v.missing then
+    return {1, '', 0}
+  end
+  local held = marks[ordersKey] and marks[ordersKey][user]
+  if not held then
+    held = redis.call('HGET', ordersKey, user)
+  end
+  if held == orderId then
+    mark(ordersKey, user, held) -- rewritten, as seckill.lua does, for a WAIT
+    return {0, held, -1}
+  end
+  if deadline > 0 and now > deadline then
+    return {7, '', now - deadline}
+  end
+  local limitTat
+  if rate > 0 then
+    local interval = 1000 / rate
+    local tat = tonumber(redis.call('GET', limitKey) or now)
+    if tat < now then
+      tat = now
+    end
+    local nextTat = tat + interval
+    local admitAt = nextTat - 1000 -- a burst of one second's worth
+    if now < admitAt then
+      return {6, '', math.ceil(admitAt - now)}
+    end
+    limitTat = nextTat
+  end
+  local refusal
+  if now < v.begin then
+    refusal = {2, '', v.begin - now}
+  elseif now >= v.finish then
+    refusal = {3, '', now - v.finish}
+  elseif held then
+    refusal = {5, held, 0}
+  elseif v.stock - v.sold <= 0 then
+    refusal = {4, '', 0}
+  end
+  if refusal then
+    if limitTat then
+      redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))
+    end
+    return refusal
+  end
+
+  local receivers = 0
+  if h > 0 then
+    for _, j in ipairs(keyAt) do
+      cmd[j] = queueKey
+    end
+    for _, j in ipairs(bodyAt) do
+      cmd[j] = body
+    end
+    local reply = redis.call(unpack(cmd))
+    if type(reply) == 'number' then
+      receivers = reply
+    end
+  end
+  v.sold = v.sold + 1
+  mark(ordersKey, user, orderId)
+  if payBy > 0 then
+    local d = dues[duesKey]
+    if not d then
+      d = {}
+      dues[duesKey] = d
+      dueKeys[#dueKeys + 1] = duesKey
+    end
+    d[#d + 1] = payBy .. ':' .. orderId .. ':' .. user .. ':' .. voucher
+  end
+  return {0, orderId, receivers}
+end
+
 local out = {}
 for i = 0, n - 1 do
-  local k = 6 * i
-  keys[1], keys[2], keys[3], keys[4], keys[5], keys[6] = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
-  local a = 2 + h + 7 * i
-  argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7] = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
-  local ok, reply = pcall(reserve, keys, argv)
+  local ok, reply = pcall(reserve, i)
   if ok then
     out[i + 1] = reply
   elseif type(reply) == 'table' and reply.err then
@@ -41,5 +173,22 @@ for i = 0, n - 1 do
   else
     out[i + 1] = {-1, tostring(reply), 0}
   end
+end
+
+for stockKey, v in pairs(vouchers) do
+  if v.sold > 0 then
+    redis.call('DECRBY', stockKey, v.sold)
+  end
+end
+for _, key in ipairs(markKeys) do
+  local pairsOf = {}
+  for user, orderId in pairs(marks[key]) do
+    pairsOf[#pairsOf + 1] = user
+    pairsOf[#pairsOf + 1] = orderId
+  end
+  redis.call('HSET', key, unpack(pairsOf))
+end
+for _, key in ipairs(dueKeys) do
+  redis.call('RPUSH', key, unpack(dues[key]))
 end
 return out

@@ -3,6 +3,8 @@ package redisreserve
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,6 +271,149 @@ func TestBatchesOfSeveralShards(t *testing.T) {
 		}
 		if queued != vouchers*buyers {
 			t.Errorf("%d orders handed off, want %d", queued, vouchers*buyers)
+		}
+	})
+}
+
+// TestABatchLeavesTheStateOfOneCallEach: the batch script reads each
+// voucher once and gathers its members' writes, so it is held to
+// seckill.lua by their results: the same forty reservations — repeats,
+// a voucher selling out in the middle, one not started, one unknown, a
+// shopper over the limit — made one call each and in one batch answer
+// the same, and leave the same stock, buyer marks, deadlines, limit state
+// and queue.
+func TestABatchLeavesTheStateOfOneCallEach(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		created := time.Now().Truncate(time.Millisecond)
+		sale := func(prefix string, batch int) *Reserver {
+			keys := Keys{Prefix: prefix}
+			res, err := New(r.Client, Config{Prefix: prefix, Batch: batch, ShopperRate: 2, PayWindow: time.Minute,
+				Handoff: core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+					Key: func(int64) string { return keys.ShardKey("queue", 0) }}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			loadOnSale(t, res, 1, 5)
+			loadOnSale(t, res, 2, 50)
+			if err := res.LoadVoucher(ctx, core.Voucher{ID: 3, Stock: 5, BeginAt: created.Add(time.Hour), EndAt: created.Add(2 * time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		type request struct{ order, user, voucher int64 }
+		var requests []request
+		for i := int64(1); i <= 40; i++ {
+			requests = append(requests, request{order: 100 + i, user: 1 + i%9, voucher: 1 + i%4}) // voucher 4 is unknown
+		}
+		for i := int64(1); i <= 4; i++ { // refused twice (not started), then over the limit
+			requests = append(requests, request{order: 200 + i, user: 5, voucher: 3})
+		}
+		one, batched := sale(r.Prefix+"one:", 0), sale(r.Prefix+"batch:", 64)
+		var want []core.Reservation
+		for _, q := range requests {
+			got, err := one.Reserve(ctx, core.Order{ID: q.order, UserID: q.user, VoucherID: q.voucher, CreatedAt: created})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, got)
+		}
+		var batch []*batchMember
+		for _, q := range requests {
+			o := core.Order{ID: q.order, UserID: q.user, VoucherID: q.voucher, CreatedAt: created}
+			keys, args := batched.scriptArgs(ctx, o)
+			batch = append(batch, &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)})
+		}
+		batched.batcherOf(1).send(batch)
+		results := map[core.ReservationResult]int{}
+		for i, m := range batch {
+			a := <-m.done
+			got, w := a.res, want[i]
+			got.RetryAfter, w.RetryAfter = 0, 0 // measured in milliseconds apart
+			got.WindowEdge, w.WindowEdge = 0, 0
+			if a.err != nil || got != w {
+				t.Errorf("request %+v: batched %+v, %v; one call %+v", requests[i], a.res, a.err, want[i])
+			}
+			results[w.Result]++
+		}
+		for _, r := range []core.ReservationResult{core.Reserved, core.AlreadyPurchased, core.SoldOut, core.NotStarted, core.VoucherMissing, core.RateLimited} {
+			if results[r] == 0 {
+				t.Errorf("no request was answered %v (%v): the case is not covered", r, results)
+			}
+		}
+		state := func(res *Reserver) string {
+			var b strings.Builder
+			for v := int64(1); v <= 3; v++ {
+				stock, _ := r.Client.Get(ctx, res.keys.Stock(v)).Result()
+				marks, _ := r.Client.HGetAll(ctx, res.keys.Orders(v)).Result()
+				fmt.Fprintf(&b, "voucher %d: stock %s, buyers %v\n", v, stock, marks)
+			}
+			dues, _ := r.Client.LRange(ctx, res.keys.PayBy(0), 0, -1).Result()
+			slices.Sort(dues)
+			fmt.Fprintf(&b, "deadlines %v\n", dues)
+			for u := int64(1); u <= 9; u++ {
+				for v := int64(1); v <= 4; v++ {
+					if n, _ := r.Client.Exists(ctx, res.keys.Limit(v, u)).Result(); n > 0 {
+						fmt.Fprintf(&b, "limit %d/%d ", u, v)
+					}
+				}
+			}
+			entries, _ := r.Client.XRange(ctx, res.keys.ShardKey("queue", 0), "-", "+").Result()
+			for _, e := range entries {
+				fmt.Fprintf(&b, "\nqueued %v", e.Values["order"])
+			}
+			return b.String()
+		}
+		if a, b := state(one), state(batched); a != b {
+			t.Fatalf("the batch left\n%s\none call each left\n%s", b, a)
+		}
+	})
+}
+
+// TestAMemberWhoseHandOffFailsReservesNothing: in a batch, a member's
+// hand-off runs before its reservation counts, so one that raises an
+// error (its queue key holds the wrong type) is answered that error and
+// takes no stock and marks no buyer, while the others are reserved.
+func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		keys := Keys{Prefix: r.Prefix}
+		res, err := New(r.Client, Config{Prefix: r.Prefix, Batch: 8, Handoff: core.Handoff{
+			Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+			Key:     func(v int64) string { return keys.ShardKey(fmt.Sprintf("queue%d", v), 0) }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadOnSale(t, res, 1, 5)
+		loadOnSale(t, res, 2, 5)
+		if err := r.Client.Set(ctx, keys.ShardKey("queue2", 0), "not a stream", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		batch := []*batchMember{member(ctx, res, 11, 1, 1), member(ctx, res, 12, 2, 2), member(ctx, res, 13, 3, 1)}
+		res.batcherOf(1).send(batch)
+		for i, m := range batch {
+			a := <-m.done
+			if i == 1 {
+				if a.err == nil || !strings.Contains(a.err.Error(), "WRONGTYPE") {
+					t.Errorf("the member whose hand-off failed: %+v, %v; want its WRONGTYPE error", a.res, a.err)
+				}
+				continue
+			}
+			if a.err != nil || a.res.Result != core.Reserved {
+				t.Errorf("member %d: %+v, %v", i, a.res, a.err)
+			}
+		}
+		if n, _ := r.Client.Get(ctx, keys.Stock(2)).Int64(); n != 5 {
+			t.Errorf("voucher 2's stock is %d, want 5: the failed hand-off took a unit", n)
+		}
+		if n, _ := r.Client.HLen(ctx, keys.Orders(2)).Result(); n != 0 {
+			t.Errorf("voucher 2 has %d buyers, want none", n)
+		}
+		if n, _ := r.Client.Get(ctx, keys.Stock(1)).Int64(); n != 3 {
+			t.Errorf("voucher 1's stock is %d, want 3", n)
 		}
 	})
 }
