@@ -19,7 +19,9 @@ import (
 
 // commandCounter counts the commands a client sends, pipelines included,
 // by name. INFO is left out: the identity watcher sends it once a second
-// whatever the requests do.
+// whatever the requests do; so is a new connection's handshake (HELLO,
+// CLIENT SETINFO, AUTH, SELECT), which the pool sends whenever a duty
+// holds the connection a request would have used.
 type commandCounter struct {
 	mu    sync.Mutex
 	names []string
@@ -43,7 +45,8 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 }
 
 func (c *commandCounter) add(cmd redis.Cmder) {
-	if cmd.Name() == "info" {
+	switch cmd.Name() {
+	case "info", "hello", "client", "auth", "select":
 		return
 	}
 	c.mu.Lock()
