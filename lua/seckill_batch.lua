@@ -7,12 +7,13 @@
 --     stock, window and total, and the whole-check's HLEN) once per call:
 --     no member of the call changes it but through this script, which
 --     keeps its own count.
---   - The writes of the members that reserve are gathered and made once
---     per voucher at the end — one DECRBY of the stock, one HSET of the
---     buyer marks, one RPUSH of the deadlines — instead of one of each per
---     member. A script is atomic, so nothing else sees the state between.
---     Within the call the gathered marks are read before Redis's: the same
---     shopper twice is answered as two calls would be.
+--   - The stock taken is counted here and written once per voucher at the
+--     end (one DECRBY), the deadlines once per shard (one RPUSH of them
+--     all), instead of one write each per member. A script is atomic, so
+--     nothing else sees the state between. The buyer marks are written as
+--     each member reserves (HSET), so the same shopper twice in a call is
+--     answered as two calls would be: gathering them too saved little more
+--     on one hot voucher and cost more on many (issue 26's measurements).
 --   - Each member's hand-off runs first, its reservation is counted only
 --     if it succeeded: a member whose hand-off raises an error reserves
 --     nothing (in seckill.lua the stock is taken first).
@@ -49,10 +50,9 @@ for j = 1, h do
 end
 
 -- vouchers[stock key]: the voucher's state as read, with what this call
--- reserved of it; marks[orders key]: the buyer marks to write;
--- dues[deadlines key]: the deadlines to push.
-local vouchers, marks, dues = {}, {}, {}
-local markKeys, dueKeys = {}, {}
+-- sold of it; dues[deadlines key]: the deadlines to push.
+local vouchers, dues = {}, {}
+local dueKeys = {}
 
 local function voucherState(stockKey, windowKey, ordersKey)
   local v = vouchers[stockKey]
@@ -73,16 +73,6 @@ local function voucherState(stockKey, windowKey, ordersKey)
   return v
 end
 
-local function mark(ordersKey, user, orderId)
-  local m = marks[ordersKey]
-  if not m then
-    m = {}
-    marks[ordersKey] = m
-    markKeys[#markKeys + 1] = ordersKey
-  end
-  m[user] = orderId
-end
-
 local function reserve(i)
   local k, a = 6 * i, 2 + h + 7 * i
   local stockKey, windowKey, ordersKey, queueKey, limitKey, duesKey =
@@ -94,12 +84,10 @@ local function reserve(i)
   if v.missing then
     return {1, '', 0}
   end
-  local held = marks[ordersKey] and marks[ordersKey][user]
-  if not held then
-    held = redis.call('HGET', ordersKey, user)
-  end
+  local held = redis.call('HGET', ordersKey, user)
   if held == orderId then
-    mark(ordersKey, user, held) -- rewritten, as seckill.lua does, for a WAIT
+    -- Rewritten, as seckill.lua does, so that a WAIT confirms it too.
+    redis.call('HSET', ordersKey, user, held)
     return {0, held, -1}
   end
   if deadline > 0 and now > deadline then
@@ -150,7 +138,7 @@ local function reserve(i)
     end
   end
   v.sold = v.sold + 1
-  mark(ordersKey, user, orderId)
+  redis.call('HSET', ordersKey, user, orderId)
   if payBy > 0 then
     local d = dues[duesKey]
     if not d then
@@ -179,14 +167,6 @@ for stockKey, v in pairs(vouchers) do
   if v.sold > 0 then
     redis.call('DECRBY', stockKey, v.sold)
   end
-end
-for _, key in ipairs(markKeys) do
-  local pairsOf = {}
-  for user, orderId in pairs(marks[key]) do
-    pairsOf[#pairsOf + 1] = user
-    pairsOf[#pairsOf + 1] = orderId
-  end
-  redis.call('HSET', key, unpack(pairsOf))
 end
 for _, key in ipairs(dueKeys) do
   redis.call('RPUSH', key, unpack(dues[key]))
