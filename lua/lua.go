@@ -17,6 +17,12 @@ var Seckill string
 //go:embed seckill_batch.lua
 var SeckillBatch string
 
+// Naive is the classic design's first reservation script, the benchmarks'
+// reference.
+//
+//go:embed naive.lua
+var Naive string
+
 // Release undoes one reservation idempotently.
 //
 //go:embed release.lua

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
 )
 
 // BenchmarkReserve is one reservation per op, from 50 goroutines (the HTTP
@@ -35,6 +36,9 @@ func BenchmarkReserve(b *testing.B) {
 	}{{"plain", false, 0, 1}, {"coalesced", true, 0, 1}, {"batch4", false, 4, 1}, {"batch8", false, 8, 1},
 		{"batch16", false, 16, 1}, {"batch32", false, 32, 1}, {"batch64", false, 64, 1},
 		{"coalesced-32vouchers", true, 0, 32}, {"batch32-32vouchers", false, 32, 32}}
+	for _, vouchers := range []int64{1, 32} {
+		b.Run(fmt.Sprintf("naive-%dvouchers", vouchers), func(b *testing.B) { benchmarkNaive(b, vouchers) })
+	}
 	for _, mode := range modes {
 		b.Run(mode.name, func(b *testing.B) {
 			r, real := testenv.RealRedis(b)
@@ -74,6 +78,44 @@ func BenchmarkReserve(b *testing.B) {
 				b.ReportMetric((redisCPUSeconds(b, r.Client)-before)*1e6/float64(b.N), "redis-µs/order")
 			}
 		})
+	}
+}
+
+// benchmarkNaive is BenchmarkReserve's reference: lua/naive.lua, the
+// classic design's first script (stock, a set of buyers, XADD), one
+// EVALSHA per reservation as its handler sends it, on the same load.
+func benchmarkNaive(b *testing.B, vouchers int64) {
+	r, real := testenv.RealRedis(b)
+	if !real {
+		r = testenv.Miniredis(b)
+	}
+	ctx := context.Background()
+	script := redis.NewScript(lua.Naive)
+	for v := int64(1); v <= vouchers; v++ {
+		if err := r.Client.Set(ctx, fmt.Sprintf("%snaive:stock:%d", r.Prefix, v), 1<<40, 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n atomic.Int64
+	b.SetParallelism(25)
+	var before float64
+	if real {
+		before = redisCPUSeconds(b, r.Client)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := n.Add(1)
+			v := 1 + id%vouchers
+			keys := []string{fmt.Sprintf("%snaive:stock:%d", r.Prefix, v), fmt.Sprintf("%snaive:order:%d", r.Prefix, v), r.Prefix + "naive:orders"}
+			if code, err := script.Run(ctx, r.Client, keys, id, v, id).Int(); err != nil || code != 0 {
+				b.Fatalf("naive %d: %d, %v", id, code, err)
+			}
+		}
+	})
+	b.StopTimer()
+	if real {
+		b.ReportMetric((redisCPUSeconds(b, r.Client)-before)*1e6/float64(b.N), "redis-µs/order")
 	}
 }
 

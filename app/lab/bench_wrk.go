@@ -20,6 +20,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/app/server"
+	"github.com/seckill-lab/seckill/lua"
 )
 
 // The skeptical user's measurement: an outside load tool (wrk) against the
@@ -29,20 +30,9 @@ import (
 // NaiveHandlerCommand is the binary's subcommand that runs RunNaiveHandler.
 const NaiveHandlerCommand = "naive-handler"
 
-// naiveScript is the seed's original reservation, as the classic design
-// first writes it: stock, one order per user by a set, the stream.
-const naiveScript = `
-if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then
-  return 1
-end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  return 2
-end
-redis.call('INCRBY', KEYS[1], -1)
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('XADD', KEYS[3], '*', 'userId', ARGV[1], 'voucherId', ARGV[2], 'id', ARGV[3])
-return 0
-`
+// naiveScript is lua/naive.lua: the seed's original reservation, as the
+// classic design first writes it.
+var naiveScript = lua.Naive
 
 // naiveKeys are the naive handler's keys for a voucher, under prefix.
 func naiveKeys(prefix string, voucher int64) []string {
