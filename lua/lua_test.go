@@ -98,14 +98,15 @@ func TestScriptsDocumentKeysArgvAndReturns(t *testing.T) {
 	}
 }
 
-// TestAdmitKeepsTheScriptsLimit: admit.lua counts a request against the
-// same limit as seckill.lua, so its GCRA must be the script's, line for
-// line, on the same key, up to where each keeps the new state (admit.lua
-// at once; seckill.lua only if it refuses the request, and then with the
-// same SET).
+// TestAdmitKeepsTheScriptsLimit: admit.lua and seckill_batch.lua count a
+// request against the same limit as seckill.lua, so their GCRA must be the
+// script's, line for line, on the same key, up to where each keeps the new
+// state (admit.lua at once; the reservation scripts only if they refuse
+// the request, and then with the same SET).
 func TestAdmitKeepsTheScriptsLimit(t *testing.T) {
-	if !strings.Contains(lua.Seckill, "redis.call('SET', KEYS[5], limitTat, 'PX', math.ceil(limitTat - now))") {
-		t.Fatal("seckill.lua no longer keeps the limit state as admit.lua does")
+	if !strings.Contains(lua.Seckill, "redis.call('SET', KEYS[5], limitTat, 'PX', math.ceil(limitTat - now))") ||
+		!strings.Contains(lua.SeckillBatch, "redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))") {
+		t.Fatal("a reservation script no longer keeps the limit state as admit.lua does")
 	}
 	gcra := func(name, src, endMark string) []string {
 		start := strings.Index(src, "local interval = 1000 / rate")
@@ -115,7 +116,7 @@ func TestAdmitKeepsTheScriptsLimit(t *testing.T) {
 		}
 		var lines []string
 		for _, l := range strings.Split(src[start:end], "\n") {
-			l = strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(l, "KEYS[5]", "KEY"), "KEYS[1]", "KEY"))
+			l = strings.TrimSpace(strings.NewReplacer("KEYS[5]", "KEY", "KEYS[1]", "KEY", "limitKey", "KEY").Replace(l))
 			if l != "" && !strings.HasPrefix(l, "return") {
 				lines = append(lines, l)
 			}
@@ -124,8 +125,11 @@ func TestAdmitKeepsTheScriptsLimit(t *testing.T) {
 	}
 	script := gcra("seckill.lua", lua.Seckill, "limitTat = nextTat")
 	admit := gcra("admit.lua", lua.Admit, "redis.call('SET', KEYS[1], nextTat, 'PX', math.ceil(nextTat - now))")
-	if strings.Join(script, "\n") != strings.Join(admit, "\n") {
-		t.Fatalf("admit.lua's limit drifted from seckill.lua's:\n%s\n---\n%s", strings.Join(admit, "\n"), strings.Join(script, "\n"))
+	batch := gcra("seckill_batch.lua", lua.SeckillBatch, "limitTat = nextTat")
+	for name, other := range map[string][]string{"admit.lua": admit, "seckill_batch.lua": batch} {
+		if strings.Join(script, "\n") != strings.Join(other, "\n") {
+			t.Fatalf("%s's limit drifted from seckill.lua's:\n%s\n---\n%s", name, strings.Join(other, "\n"), strings.Join(script, "\n"))
+		}
 	}
 }
 
