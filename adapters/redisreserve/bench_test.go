@@ -57,26 +57,12 @@ func BenchmarkReserve(b *testing.B) {
 			for v := int64(1); v <= mode.vouchers; v++ {
 				res.LoadVoucher(ctx, core.Voucher{ID: v, Stock: 1 << 40, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)})
 			}
-			var n atomic.Int64
-			b.SetParallelism(25) // × 2 cores here: 50 callers, so that batches can form
-			var before float64
-			if real {
-				before = redisCPUSeconds(b, r.Client)
-			}
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					id := n.Add(1)
-					got, err := res.Reserve(ctx, core.Order{ID: id, UserID: id, VoucherID: 1 + id%mode.vouchers, CreatedAt: time.Now()})
-					if err != nil || got.Result != core.Reserved {
-						b.Fatalf("reserve %d: %+v, %v", id, got, err)
-					}
+			reserveInParallel(b, r, real, func(id int64) {
+				got, err := res.Reserve(ctx, core.Order{ID: id, UserID: id, VoucherID: 1 + id%mode.vouchers, CreatedAt: time.Now()})
+				if err != nil || got.Result != core.Reserved {
+					b.Fatalf("reserve %d: %+v, %v", id, got, err)
 				}
 			})
-			b.StopTimer()
-			if real {
-				b.ReportMetric((redisCPUSeconds(b, r.Client)-before)*1e6/float64(b.N), "redis-µs/order")
-			}
 		})
 	}
 }
@@ -96,6 +82,19 @@ func benchmarkNaive(b *testing.B, vouchers int64) {
 			b.Fatal(err)
 		}
 	}
+	reserveInParallel(b, r, real, func(id int64) {
+		v := 1 + id%vouchers
+		keys := []string{fmt.Sprintf("%snaive:stock:%d", r.Prefix, v), fmt.Sprintf("%snaive:order:%d", r.Prefix, v), r.Prefix + "naive:orders"}
+		if code, err := script.Run(ctx, r.Client, keys, id, v, id).Int(); err != nil || code != 0 {
+			b.Fatalf("naive %d: %d, %v", id, code, err)
+		}
+	})
+}
+
+// reserveInParallel runs reserve for ids 1..b.N from 50 goroutines (× 2
+// cores here: the HTTP load's 50 connections, so that batches can form)
+// and, on real Redis, reports Redis's CPU per reservation.
+func reserveInParallel(b *testing.B, r testenv.Redis, real bool, reserve func(id int64)) {
 	var n atomic.Int64
 	b.SetParallelism(25)
 	var before float64
@@ -105,12 +104,7 @@ func benchmarkNaive(b *testing.B, vouchers int64) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			id := n.Add(1)
-			v := 1 + id%vouchers
-			keys := []string{fmt.Sprintf("%snaive:stock:%d", r.Prefix, v), fmt.Sprintf("%snaive:order:%d", r.Prefix, v), r.Prefix + "naive:orders"}
-			if code, err := script.Run(ctx, r.Client, keys, id, v, id).Int(); err != nil || code != 0 {
-				b.Fatalf("naive %d: %d, %v", id, code, err)
-			}
+			reserve(n.Add(1))
 		}
 	})
 	b.StopTimer()
