@@ -44,7 +44,13 @@ func (r *Recovery) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 	var held []Order
 	if r.holder != nil {
 		a.QueueHolds = true
-		if held, err = r.holder.HeldOrders(ctx, voucherID); err != nil {
+		// The voucher's buckets say which shards hold its orders.
+		found, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher)
+		if err != nil {
+			return a, err
+		}
+		found.ID = voucherID
+		if held, err = HeldOrdersOf(ctx, r.holder, found); err != nil {
 			return a, Wrap("audit: held orders", CodeUnavailable, err)
 		}
 	}

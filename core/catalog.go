@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -101,6 +102,16 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 	if err := v.Validate(); err != nil {
 		return err
+	}
+	v.Buckets = v.BucketCount()
+	if v.Buckets > 1 {
+		bb, ok := c.board.(BucketBoard)
+		switch {
+		case !ok:
+			return E(CodeBadRequest, "buckets: this backend keeps every voucher in one bucket")
+		case v.Buckets > bb.MaxBuckets():
+			return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d here (a bucket per shard: SECKILL_SHARDS)", bb.MaxBuckets()))
+		}
 	}
 	if err := c.repo.CreateVoucher(ctx, v); err != nil {
 		return Wrap("create voucher", CodeUnavailable, err)

@@ -120,11 +120,16 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	start := time.Now()
 	// A voucher the database does not have is not fenced: requests for
 	// made-up ids leave nothing behind in Redis.
-	if _, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher); err != nil {
+	found, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher)
+	found.ID = voucherID
+	if err != nil {
 		if errors.Is(err, ErrVoucherNotFound) {
 			return RebuildReport{}, err
 		}
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: find voucher", CodeUnavailable, err))
+	}
+	if bb, ok := r.live.(BucketBoard); ok {
+		bb.KnowBuckets(voucherID, found.BucketCount())
 	}
 	before, err := r.live.LiveState(ctx, voucherID)
 	if err != nil {
@@ -137,7 +142,7 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	if !ok {
 		return RebuildReport{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
 	}
-	report, err := r.rebuildFenced(ctx, voucherID, token, start, before, operator)
+	report, err := r.rebuildFenced(ctx, found, token, start, before, operator)
 	if err != nil && !errors.Is(err, ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
 		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
 			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
@@ -146,7 +151,8 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	return report, err
 }
 
-func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token string, start time.Time, before LiveState, operator bool) (RebuildReport, error) {
+func (r *Recovery) rebuildFenced(ctx context.Context, found Voucher, token string, start time.Time, before LiveState, operator bool) (RebuildReport, error) {
+	voucherID := found.ID
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: incarnation", CodeUnavailable, err))
@@ -157,7 +163,7 @@ func (r *Recovery) rebuildFenced(ctx context.Context, voucherID int64, token str
 	// seen at least once, and the union by id counts it once.
 	var held []Order
 	if r.holder != nil {
-		if held, err = r.holder.HeldOrders(ctx, voucherID); err != nil {
+		if held, err = HeldOrdersOf(ctx, r.holder, found); err != nil {
 			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: held orders", CodeUnavailable, err))
 		}
 	} else {

@@ -176,7 +176,7 @@ func (r *relayed) Capabilities() Capabilities {
 		c.Stats = statsFunc(r.stats)
 	}
 	if r.oc.Holder != nil && r.bc.Holder != nil {
-		c.Lister = heldOrdersFunc(r.heldOrders)
+		c.Lister = heldBucketsFunc(r.heldOrders)
 	} else if r.bc.Holding != nil {
 		c.Holding = holdingFunc(r.holding)
 	}
@@ -411,12 +411,13 @@ func (r *relayed) stats(ctx context.Context) (QueueStats, error) {
 // heldOrders reads the outbox before the broker: an order the relay moves
 // in between is then seen in one of them at least (twice is harmless: the
 // list is by order id).
-func (r *relayed) heldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	inOutbox, err := r.oc.Holder.HeldOrders(ctx, voucherID)
+func (r *relayed) heldOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error) {
+	v := Voucher{ID: voucherID, Buckets: buckets}
+	inOutbox, err := HeldOrdersOf(ctx, r.oc.Holder, v)
 	if err != nil {
 		return nil, err
 	}
-	inBroker, err := r.bc.Holder.HeldOrders(ctx, voucherID)
+	inBroker, err := HeldOrdersOf(ctx, r.bc.Holder, v)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func (s *sharded) Capabilities() Capabilities {
 		c.Stats = statsFunc(s.stats)
 	}
 	if lists {
-		c.Lister = heldOrdersFunc(s.heldOrders)
+		c.Lister = heldBucketsFunc(s.heldOrders)
 	}
 	if reads {
 		c.DeadLetters = deadLettersFunc(s.deadLetters)
@@ -170,8 +170,24 @@ func maxKnown[T ~int64](a, b T) T {
 	return max(a, b)
 }
 
-func (s *sharded) heldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return s.caps[s.shards.Of(voucherID)].Lister.HeldOrders(ctx, voucherID)
+// heldOrders asks the shard of each of the voucher's buckets (one, for a
+// voucher in one bucket).
+func (s *sharded) heldOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error) {
+	var all []Order
+	asked := make(map[int]bool, buckets)
+	for b := range max(buckets, 1) {
+		shard := s.shards.OfBucket(voucherID, b, buckets)
+		if asked[shard] {
+			continue
+		}
+		asked[shard] = true
+		held, err := s.caps[shard].Lister.HeldOrders(ctx, voucherID)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, held...)
+	}
+	return all, nil
 }
 
 // deadLetters takes up to max from each shard and keeps the oldest max.
@@ -195,14 +211,10 @@ func (s *sharded) deadLetters(ctx context.Context, max int64) ([]DeadLetter, err
 // Capabilities holds (http.HandlerFunc's way).
 type (
 	statsFunc       func(ctx context.Context) (QueueStats, error)
-	heldOrdersFunc  func(ctx context.Context, voucherID int64) ([]Order, error)
 	deadLettersFunc func(ctx context.Context, max int64) ([]DeadLetter, error)
 )
 
 func (f statsFunc) Stats(ctx context.Context) (QueueStats, error) { return f(ctx) }
-func (f heldOrdersFunc) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
-	return f(ctx, voucherID)
-}
 func (f deadLettersFunc) DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
 	return f(ctx, max)
 }

@@ -18,7 +18,15 @@ type Voucher struct {
 	Stock       int64
 	BeginAt     time.Time
 	EndAt       time.Time
+	// Buckets splits a hot voucher's live stock over this many buckets,
+	// each on its own shard (so on a Redis Cluster on several masters),
+	// a shopper's requests going to one bucket by user id (BucketOf).
+	// 0 and 1: one, the voucher's own keys. Fixed at creation.
+	Buckets int
 }
+
+// BucketCount is v.Buckets, 1 when unset.
+func (v Voucher) BucketCount() int { return max(v.Buckets, 1) }
 
 // VoucherSummary is a voucher as an operator's list shows it: Stock is
 // the database's stock column (units neither persisted as a live order nor
@@ -34,6 +42,10 @@ const MaxStock = 1_000_000_000
 // MaxValue bounds payValue and actualValue (minor units): sums over a
 // sale's orders stay far inside every integer type on the way.
 const MaxValue = 1_000_000_000_000
+
+// MaxBuckets bounds Voucher.Buckets (a store may allow fewer: one bucket
+// per shard, BucketBoard).
+const MaxBuckets = 64
 
 // MaxTitleRunes caps a title's length in characters (the column holds 255
 // bytes: 64 four-byte characters fit whatever the title is).
@@ -62,6 +74,8 @@ func (v Voucher) Validate() error {
 		return E(CodeBadRequest, "payValue must not exceed actualValue (what the shopper pays, for what the voucher is worth)")
 	case v.Stock <= 0 || v.Stock > MaxStock:
 		return E(CodeBadRequest, "stock must be between 1 and 1000000000")
+	case v.Buckets < 0 || v.Buckets > MaxBuckets:
+		return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d", MaxBuckets))
 	case v.BeginAt.IsZero():
 		return E(CodeBadRequest, "beginTime is required")
 	case v.EndAt.IsZero():

@@ -103,3 +103,19 @@ var WithdrawCode string
 //
 //go:embed restore_buyers.lua
 var RestoreBuyers string
+
+// BucketPend records a transfer between two buckets of a voucher as
+// pending at the borrower.
+//
+//go:embed bucket_pend.lua
+var BucketPend string
+
+// BucketTake takes a transfer's units from the lending bucket, once.
+//
+//go:embed bucket_take.lua
+var BucketTake string
+
+// BucketGive adds a transfer's units to the borrowing bucket, once.
+//
+//go:embed bucket_give.lua
+var BucketGive string

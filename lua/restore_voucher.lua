@@ -13,6 +13,10 @@
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
 -- KEYS[4] -> seckill:order:{shard}:voucherId:restoring:<token>  hash: the
 --            staged buyers (restore_buyers.lua)
+-- KEYS[5] -> seckill:transfers:{shard}:voucherId  hash: transfers between
+--            the voucher's buckets (bucket_pend.lua); the rebuild counted
+--            every unit afresh, so those under way are void
+-- (for one bucket of a bucketed voucher, that bucket's keys: name:id/b)
 --
 -- ARGV[1] -> the rebuild's fence token
 -- ARGV[2] -> window begin (unix ms)
@@ -20,6 +24,9 @@
 -- ARGV[4] -> remaining stock
 -- ARGV[5] -> the live store's incarnation the state is rebuilt for
 -- ARGV[6] -> how many buyers were staged
+-- ARGV[7] -> the buckets' new generation (bucket_take.lua refuses a
+--            transfer recorded in another)
+-- ARGV[8] -> how many buckets the voucher has
 --
 -- Returns:
 --   1   restored
@@ -43,9 +50,10 @@ if buyers > 0 then
 else
   redis.call('DEL', KEYS[3])
 end
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[5])
 -- total: the units on sale, each left or a buyer's (seckill.lua checks it).
 local total = tonumber(ARGV[4]) + buyers
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total)
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total,
+  'gen', ARGV[7], 'buckets', ARGV[8])
 redis.call('SET', KEYS[1], ARGV[4])
 return 1

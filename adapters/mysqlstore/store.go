@@ -185,6 +185,7 @@ type seckillVoucherRow struct {
 	Stock         int64     `bun:"stock"`
 	BeginTime     time.Time `bun:"begin_time"`
 	EndTime       time.Time `bun:"end_time"`
+	Buckets       int       `bun:"buckets"`
 	CreateTime    time.Time `bun:"create_time"`
 	UpdateTime    time.Time `bun:"update_time"`
 }
@@ -440,7 +441,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 			return fmt.Errorf("mysqlstore: insert voucher: %w", err)
 		}
 		sk := seckillVoucherRow{VoucherID: row.ID, Stock: v.Stock, BeginTime: v.BeginAt.UTC(),
-			EndTime: v.EndAt.UTC(), CreateTime: now, UpdateTime: now}
+			EndTime: v.EndAt.UTC(), Buckets: v.BucketCount(), CreateTime: now, UpdateTime: now}
 		if _, err := tx.NewInsert().Model(&sk).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: insert seckill voucher: %w", err)
 		}
@@ -473,9 +474,10 @@ func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error
 		Stock      int64     `bun:"stock"`
 		BeginTime  time.Time `bun:"begin_time"`
 		EndTime    time.Time `bun:"end_time"`
+		Buckets    int       `bun:"buckets"`
 	}
 	err := db.NewSelect().
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time").
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
 		Where("v.id = ?", id).
@@ -487,7 +489,7 @@ func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error
 		return core.Voucher{}, fmt.Errorf("mysqlstore: find voucher: %w", err)
 	}
 	return core.Voucher{ID: row.ID, Title: row.Title, PayValue: row.PayValue, ActualValue: row.ActualValue,
-		Stock: row.Stock, BeginAt: row.BeginTime.UTC(), EndAt: row.EndTime.UTC()}, nil
+		Stock: row.Stock, BeginAt: row.BeginTime.UTC(), EndAt: row.EndTime.UTC(), Buckets: row.Buckets}, nil
 }
 
 var (
@@ -504,9 +506,10 @@ func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) (
 		Stock      int64     `bun:"stock"`
 		BeginTime  time.Time `bun:"begin_time"`
 		EndTime    time.Time `bun:"end_time"`
+		Buckets    int       `bun:"buckets"`
 	}
 	err := s.db.NewSelect().
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time").
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
 		Where("sv.end_time > ?", now.UTC()).
@@ -519,7 +522,7 @@ func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) (
 	out := make([]core.Voucher, len(rows))
 	for i, r := range rows {
 		out[i] = core.Voucher{ID: r.ID, Title: r.Title, PayValue: r.PayValue, ActualValue: r.ActualValue,
-			Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC()}
+			Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC(), Buckets: r.Buckets}
 	}
 	return out, nil
 }

@@ -61,9 +61,8 @@ type batchAnswer struct {
 	err         error
 }
 
-// batcherOf is the batcher of the voucher's shard.
-func (r *Reserver) batcherOf(voucherID int64) *batcher {
-	shard := r.keys.shards().Of(voucherID)
+// batcherOf is the batcher of a shard.
+func (r *Reserver) batcherOf(shard int) *batcher {
 	r.batchersMu.Lock()
 	defer r.batchersMu.Unlock()
 	if r.batchers == nil {
@@ -81,10 +80,10 @@ func (r *Reserver) batcherOf(voucherID int64) *batcher {
 // for its answer, or for ctx (a batch under way goes on: the script finds
 // the deadline passed and reserves nothing, or reserves and the shopper's
 // retry is answered by the replay branch).
-func (r *Reserver) reserveBatched(ctx context.Context, o core.Order) (core.Reservation, error) {
-	keys, args := r.scriptArgs(ctx, o)
+func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
+	keys, args := r.scriptArgs(ctx, o, bk)
 	m := &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
-	r.batcherOf(o.VoucherID).add(m)
+	r.batcherOf(bk.Shard).add(m)
 	select {
 	case a := <-m.done:
 		if a.err != nil {

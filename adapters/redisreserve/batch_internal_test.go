@@ -45,7 +45,7 @@ func loadOnSale(t *testing.T, res *Reserver, id, stock int64) {
 
 func member(ctx context.Context, res *Reserver, orderID, userID, voucherID int64) *batchMember {
 	o := core.Order{ID: orderID, UserID: userID, VoucherID: voucherID, CreatedAt: time.Now()}
-	keys, args := res.scriptArgs(ctx, o)
+	keys, args := res.scriptArgs(ctx, o, res.keys.Bucket(voucherID, 0, 1))
 	return &batchMember{ctx: ctx, orderID: orderID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
 }
 
@@ -65,7 +65,7 @@ func TestABatchAnswersEachMemberAsAloneInOrder(t *testing.T) {
 		if err := r.Client.Set(ctx, res.keys.Stock(3), "not a number", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		b := res.batcherOf(1)
+		b := res.batcherOf(res.keys.shards().Of(1))
 		makeBatch := func() []*batchMember {
 			return []*batchMember{
 				member(ctx, res, 101, 1, 1), // the last unit
@@ -167,7 +167,7 @@ func TestReservationsArrivingDuringACallGoInTheNext(t *testing.T) {
 		}
 		gone, cancel := context.WithCancel(ctx)
 		cancel()
-		b := res.batcherOf(1)
+		b := res.batcherOf(res.keys.shards().Of(1))
 		queued := func() int {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -212,7 +212,7 @@ func TestABatchThatNeverGetsThroughTellsEachItsOrderID(t *testing.T) {
 	}
 	// The batcher answers its member unconfirmed once it stops waiting.
 	m := member(ctx, res, 78, 2, 1)
-	res.batcherOf(1).send([]*batchMember{m})
+	res.batcherOf(res.keys.shards().Of(1)).send([]*batchMember{m})
 	a := <-m.done
 	if !errors.As(a.err, &uc) || uc.OrderID != 78 {
 		t.Fatalf("the batch that never got through answered %+v, %v; want order 78 unconfirmed", a.res, a.err)
@@ -324,10 +324,10 @@ func TestABatchLeavesTheStateOfOneCallEach(t *testing.T) {
 		var batch []*batchMember
 		for _, q := range requests {
 			o := core.Order{ID: q.order, UserID: q.user, VoucherID: q.voucher, CreatedAt: created}
-			keys, args := batched.scriptArgs(ctx, o)
+			keys, args := batched.scriptArgs(ctx, o, batched.keys.Bucket(o.VoucherID, 0, 1))
 			batch = append(batch, &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)})
 		}
-		batched.batcherOf(1).send(batch)
+		batched.batcherOf(batched.keys.shards().Of(1)).send(batch)
 		results := map[core.ReservationResult]int{}
 		for i, m := range batch {
 			a := <-m.done
@@ -393,7 +393,7 @@ func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		batch := []*batchMember{member(ctx, res, 11, 1, 1), member(ctx, res, 12, 2, 2), member(ctx, res, 13, 3, 1)}
-		res.batcherOf(1).send(batch)
+		res.batcherOf(res.keys.shards().Of(1)).send(batch)
 		for i, m := range batch {
 			a := <-m.done
 			if i == 1 {

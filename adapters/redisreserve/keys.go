@@ -55,6 +55,35 @@ func (k Keys) Limit(voucherID, userID int64) string {
 	return k.voucherKey("limit", voucherID) + ":" + strconv.FormatInt(userID, 10)
 }
 
+// BucketKeys name one bucket's keys (core.Voucher.Buckets): its stock,
+// window and buyers as a whole voucher has them, and the transfers
+// between it and the voucher's other buckets, all under the tag of the
+// bucket's shard. Bucket 0 is the voucher's own keys, so a voucher of one
+// bucket is laid out as before buckets; bucket b > 0 of voucher v is named
+// v/b.
+type BucketKeys struct {
+	Bucket, Shard                    int
+	Stock, Window, Orders, Transfers string
+	limit                            string
+}
+
+// Limit is a shopper's rate-limit state in this bucket (the shopper's
+// bucket: core.BucketOf).
+func (b BucketKeys) Limit(userID int64) string { return b.limit + ":" + strconv.FormatInt(userID, 10) }
+
+// Bucket names the keys of bucket b of a voucher split into buckets.
+func (k Keys) Bucket(voucherID int64, b, buckets int) BucketKeys {
+	shards := k.shards()
+	shard := shards.OfBucket(voucherID, b, buckets)
+	name := strconv.FormatInt(voucherID, 10)
+	if b > 0 {
+		name += "/" + strconv.Itoa(b)
+	}
+	at := func(kind string) string { return k.Prefix + kind + ":{" + shards.Tag(shard) + "}:" + name }
+	return BucketKeys{Bucket: b, Shard: shard, Stock: at("stock"), Window: at("window"), Orders: at("order"),
+		Transfers: at("transfers"), limit: at("limit")}
+}
+
 // ShardKey is a queue's key for one shard: name, then the shard's tag.
 // A queue fed by the reservation uses it so that its key shares the slot
 // of the vouchers of its shard.

@@ -37,30 +37,42 @@ func (r *Reserver) Incarnation(ctx context.Context) (string, error) {
 }
 
 // VerifiedIn implements core.LiveSale: the incarnation recorded with the
-// voucher's window, if its state is whole: the stock exists, and the
-// buyers and the stock left add up to the window's total (a Redis that
-// evicts keys can drop one of them under an unchanged run_id).
+// voucher's window, if its state is whole: in every bucket the stock
+// exists, the buyers and the stock left add up to the window's total (a
+// Redis that evicts keys can drop one of them under an unchanged run_id),
+// and the incarnation is the same.
 func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, error) {
-	var stock *redis.StringCmd
-	var window *redis.SliceCmd
-	var buyers *redis.IntCmd
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stock = p.Get(ctx, r.keys.Stock(voucherID))
-		window = p.HMGet(ctx, r.keys.Window(voucherID), "epoch", "total")
-		buyers = p.HLen(ctx, r.keys.Orders(voucherID))
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return "", false, err
+	}
+	all := r.allBuckets(voucherID, buckets)
+	stock := make([]*redis.StringCmd, len(all))
+	window := make([]*redis.SliceCmd, len(all))
+	buyers := make([]*redis.IntCmd, len(all))
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, bk := range all {
+			stock[i] = p.Get(ctx, bk.Stock)
+			window[i] = p.HMGet(ctx, bk.Window, "epoch", "total")
+			buyers[i] = p.HLen(ctx, bk.Orders)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", false, fmt.Errorf("redisreserve: verified in: %w", err)
 	}
-	left, serr := stock.Int64()
-	epoch, ok := window.Val()[0].(string)
-	if serr != nil || !ok {
-		return "", false, nil
-	}
-	if total, ok := window.Val()[1].(string); ok {
-		if n, err := strconv.ParseInt(total, 10, 64); err == nil && buyers.Val()+left != n {
+	var epoch string
+	for i := range all {
+		left, serr := stock[i].Int64()
+		e, ok := window[i].Val()[0].(string)
+		if serr != nil || !ok || (i > 0 && e != epoch) {
 			return "", false, nil
+		}
+		epoch = e
+		if total, ok := window[i].Val()[1].(string); ok {
+			if n, err := strconv.ParseInt(total, 10, 64); err == nil && buyers[i].Val()+left != n {
+				return "", false, nil
+			}
 		}
 	}
 	return epoch, true, nil
@@ -87,15 +99,32 @@ func (r *Reserver) MarkDrained(ctx context.Context, incarnation string) error {
 	return nil
 }
 
-// Fence implements core.LiveSale.
+// Fence implements core.LiveSale: every bucket of the voucher, with one
+// token; none if another rebuild holds any.
 func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
-	token := rand.Text()
-	n, err := fenceScript.Run(ctx, r.rdb, []string{r.keys.Window(voucherID), r.keys.Stock(voucherID)},
-		token, ttl.Milliseconds()).Int()
+	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
-		return "", false, fmt.Errorf("redisreserve: fence voucher %d: %w", voucherID, err)
+		return "", false, err
 	}
-	return token, n == 1, nil
+	token := rand.Text()
+	all := r.allBuckets(voucherID, buckets)
+	for i, bk := range all {
+		n, err := fenceScript.Run(ctx, r.rdb, []string{bk.Window, bk.Stock}, token, ttl.Milliseconds()).Int()
+		if err == nil && n == 1 {
+			continue
+		}
+		// Lift what this fence took: the other rebuild restores the voucher.
+		for _, taken := range all[:i] {
+			if uerr := unfenceScript.Run(ctx, r.rdb, []string{taken.Window}, token).Err(); uerr != nil {
+				r.log().Warn("fence: could not lift a bucket's fence; it expires on its own", "voucher", voucherID, "bucket", taken.Bucket, "err", uerr)
+			}
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("redisreserve: fence voucher %d: %w", voucherID, err)
+		}
+		return token, false, nil
+	}
+	return token, true, nil
 }
 
 // restoreChunk is how many buyers one restore_buyers.lua call stages: a
@@ -103,20 +132,42 @@ func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration
 // behind, where 100,000 buyers in one call held Redis for the whole list.
 const restoreChunk = 2000
 
-// Restore implements core.LiveSale: the buyers are staged in chunks under
-// the fence, then one script swaps them in with the stock and window and
-// lifts the fence. Every call checks the fence token, so a rebuild that
+// Restore implements core.LiveSale: for each bucket, its buyers (by
+// core.BucketOf) are staged in chunks under the fence, then one script
+// swaps them in with the bucket's share of the stock and the window, voids
+// the transfers under way (the rebuild counted every unit afresh) and lifts
+// the bucket's fence. Every call checks the fence token, so a rebuild that
 // outlived its fence changes nothing.
 func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token string) error {
 	v := s.Voucher
-	staging := r.keys.Orders(v.ID) + ":restoring:" + token
-	window := r.keys.Window(v.ID)
-	args := make([]any, 0, 1+2*min(len(s.Buyers), restoreChunk))
+	n := v.BucketCount()
+	r.learnBuckets(v.ID, n)
+	buyers := make([]map[int64]int64, n)
+	for b := range buyers {
+		buyers[b] = map[int64]int64{}
+	}
+	for user, order := range s.Buyers {
+		buyers[core.BucketOf(user, n)][user] = order
+	}
+	shares := splitStock(v.Stock, n)
+	// Bucket 0, whose window names the count, last.
+	for b := n - 1; b >= 0; b-- {
+		if err := r.restoreBucket(ctx, v, r.keys.Bucket(v.ID, b, n), n, shares[b], buyers[b], s.Incarnation, token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys, buckets int, stock int64,
+	buyers map[int64]int64, incarnation, token string) error {
+	staging := bk.Orders + ":restoring:" + token
+	args := make([]any, 0, 1+2*min(len(buyers), restoreChunk))
 	stage := func() error {
 		if len(args) == 1 {
 			return nil
 		}
-		n, err := restoreBuyersScript.Run(ctx, r.rdb, []string{window, staging}, args...).Int()
+		n, err := restoreBuyersScript.Run(ctx, r.rdb, []string{bk.Window, staging}, args...).Int()
 		if err != nil {
 			return fmt.Errorf("redisreserve: restore voucher %d: stage buyers: %w", v.ID, err)
 		}
@@ -127,7 +178,7 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 		return nil
 	}
 	args = append(args, token)
-	for user, order := range s.Buyers {
+	for user, order := range buyers {
 		args = append(args, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10))
 		if len(args) == 1+2*restoreChunk {
 			if err := stage(); err != nil {
@@ -139,8 +190,8 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 		return err
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
-		[]string{r.keys.Stock(v.ID), window, r.keys.Orders(v.ID), staging},
-		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.Stock, s.Incarnation, len(s.Buyers)).Int()
+		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers},
+		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
 	}
@@ -153,24 +204,44 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 	return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
 }
 
-// Unfence implements core.LiveSale.
+// Unfence implements core.LiveSale: every bucket this token fenced.
 func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) error {
-	return unfenceScript.Run(ctx, r.rdb, []string{r.keys.Window(voucherID)}, token).Err()
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, bk := range r.allBuckets(voucherID, buckets) {
+		errs = append(errs, unfenceScript.Run(ctx, r.rdb, []string{bk.Window}, token).Err())
+	}
+	return errors.Join(errs...)
 }
 
-// Fenced implements core.LiveSale.
+// Fenced implements core.LiveSale: a rebuild's fence holds some bucket.
 func (r *Reserver) Fenced(ctx context.Context, voucherID int64) (bool, error) {
-	var fence *redis.SliceCmd
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return false, err
+	}
+	all := r.allBuckets(voucherID, buckets)
+	fence := make([]*redis.SliceCmd, len(all))
 	var now *redis.TimeCmd
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fence = p.HMGet(ctx, r.keys.Window(voucherID), "fence", "fenceUntil")
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, bk := range all {
+			fence[i] = p.HMGet(ctx, bk.Window, "fence", "fenceUntil")
+		}
 		now = p.Time(ctx)
 		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("redisreserve: fenced: %w", err)
 	}
-	return fencedAt(fence.Val(), now.Val()), nil
+	for _, f := range fence {
+		if fencedAt(f.Val(), now.Val()) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fencedAt reads a window's fence fields against Redis's clock.
@@ -185,36 +256,63 @@ func fencedAt(fields []any, now time.Time) bool {
 
 var _ core.LiveSale = (*Reserver)(nil)
 
-// LiveState implements core.LiveSale.
+// LiveState implements core.LiveSale, over the voucher's buckets: the
+// stock is their sum with the units in transit between them, the buyers
+// their union; present if every bucket is, fenced if any is, and verified
+// in the incarnation they all record.
 func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveState, error) {
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return core.LiveState{}, err
+	}
+	all := r.allBuckets(voucherID, buckets)
 	var (
-		stock  *redis.StringCmd
-		epoch  *redis.StringCmd
-		buyers *redis.MapStringStringCmd
-		fence  *redis.SliceCmd
+		stock  = make([]*redis.StringCmd, len(all))
+		epoch  = make([]*redis.StringCmd, len(all))
+		buyers = make([]*redis.MapStringStringCmd, len(all))
+		fence  = make([]*redis.SliceCmd, len(all))
 		now    *redis.TimeCmd
 	)
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stock = p.Get(ctx, r.keys.Stock(voucherID))
-		epoch = p.HGet(ctx, r.keys.Window(voucherID), "epoch")
-		buyers = p.HGetAll(ctx, r.keys.Orders(voucherID))
-		fence = p.HMGet(ctx, r.keys.Window(voucherID), "fence", "fenceUntil")
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, bk := range all {
+			stock[i] = p.Get(ctx, bk.Stock)
+			epoch[i] = p.HGet(ctx, bk.Window, "epoch")
+			buyers[i] = p.HGetAll(ctx, bk.Orders)
+			fence[i] = p.HMGet(ctx, bk.Window, "fence", "fenceUntil")
+		}
 		now = p.Time(ctx)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return core.LiveState{}, fmt.Errorf("redisreserve: live state: %w", err)
 	}
-	s := core.LiveState{Buyers: map[int64]int64{}, Fenced: fencedAt(fence.Val(), now.Val()), VerifiedIn: epoch.Val()}
-	if n, err := stock.Int64(); err == nil {
-		s.Present, s.Stock = true, n
-	}
-	for u, o := range buyers.Val() {
-		user, err1 := strconv.ParseInt(u, 10, 64)
-		order, err2 := strconv.ParseInt(o, 10, 64)
-		if err1 == nil && err2 == nil {
-			s.Buyers[user] = order
+	s := core.LiveState{Buyers: map[int64]int64{}, Present: true, VerifiedIn: epoch[0].Val()}
+	for i := range all {
+		if n, err := stock[i].Int64(); err == nil {
+			s.Stock += n
+		} else {
+			s.Present = false
 		}
+		if epoch[i].Val() != s.VerifiedIn {
+			s.VerifiedIn = ""
+		}
+		s.Fenced = s.Fenced || fencedAt(fence[i].Val(), now.Val())
+		for u, o := range buyers[i].Val() {
+			user, err1 := strconv.ParseInt(u, 10, 64)
+			order, err2 := strconv.ParseInt(o, 10, 64)
+			if err1 == nil && err2 == nil {
+				s.Buyers[user] = order
+			}
+		}
+	}
+	if !s.Present {
+		s.Stock = 0
+	} else if buckets > 1 {
+		transfers, err := r.readTransfers(ctx, voucherID, buckets)
+		if err != nil {
+			return core.LiveState{}, err
+		}
+		s.Stock += transfers.inTransit()
 	}
 	return s, nil
 }
@@ -233,9 +331,17 @@ func (r *Reserver) RefreshIncarnation(ctx context.Context) (string, error) {
 // pipeline. EVAL, not EVALSHA: repairs follow a Redis that lost its
 // script cache too, and they are rare.
 func (r *Reserver) Repair(ctx context.Context, orders []core.Order) ([]core.Order, error) {
+	bks := make([]BucketKeys, len(orders))
+	for i, o := range orders {
+		bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+		if err != nil {
+			return nil, fmt.Errorf("redisreserve: repair: %w", err)
+		}
+		bks[i] = bk
+	}
 	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, o := range orders {
-			repairScript.Eval(ctx, p, []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}, o.UserID, o.ID)
+		for i, o := range orders {
+			repairScript.Eval(ctx, p, []string{bks[i].Stock, bks[i].Orders}, o.UserID, o.ID)
 		}
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
@@ -81,6 +82,14 @@ type Reserver struct {
 
 	batchersMu sync.Mutex
 	batchers   map[int]*batcher // by shard, made on first use
+
+	// bucketCounts: voucher id -> its buckets (core.Voucher.Buckets),
+	// which never change: learnt where the voucher's state is written
+	// or verified, else read from its window (bucketsOf).
+	bucketCounts sync.Map
+	// borrowing: one borrow at a time per bucket in this process; the
+	// shoppers of a dry bucket who arrive meanwhile share its outcome.
+	borrowing singleflight.Group
 }
 
 var (
@@ -144,19 +153,31 @@ func ForQueue(rdb redis.UniversalClient, q core.Queue, cfg Config) (*Reserver, c
 func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
 	n := int64(r.keys.shards().Count())
 	for v := int64(1); v <= max(32, 2*n); v++ {
-		keys, _ := r.scriptArgs(ctx, core.Order{VoucherID: v})
-		slots := map[int64][]string{}
-		for _, k := range keys {
-			slot, err := r.rdb.ClusterKeySlot(ctx, k).Result()
-			if err != nil {
-				return fmt.Errorf("redisreserve: cluster keyslot %s: %w", k, err)
+		// Each voucher whole, and voucher 1 split into a bucket per shard.
+		bucketsOfV := map[bool]int{true: int(n), false: 1}[v == 1]
+		for b := range bucketsOfV {
+			if err := r.checkSlots(ctx, core.Order{VoucherID: v}, r.keys.Bucket(v, b, bucketsOfV)); err != nil {
+				return err
 			}
-			slots[slot] = append(slots[slot], k)
 		}
-		if len(slots) > 1 {
-			return fmt.Errorf("redisreserve: the reservation of voucher %d touches keys in %d cluster slots %v: "+
-				"every key of one script call, the queue key included, must carry the hash tag of the voucher's shard", v, len(slots), slots)
+	}
+	return nil
+}
+
+// checkSlots: the keys of one reservation in bucket bk share one slot.
+func (r *Reserver) checkSlots(ctx context.Context, o core.Order, bk BucketKeys) error {
+	keys, _ := r.scriptArgs(ctx, o, bk)
+	slots := map[int64][]string{}
+	for _, k := range keys {
+		slot, err := r.rdb.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("redisreserve: cluster keyslot %s: %w", k, err)
 		}
+		slots[slot] = append(slots[slot], k)
+	}
+	if len(slots) > 1 {
+		return fmt.Errorf("redisreserve: the reservation of voucher %d (bucket %d) touches keys in %d cluster slots %v: "+
+			"every key of one script call, the queue key included, must carry the hash tag of the voucher's shard", o.VoucherID, bk.Bucket, len(slots), slots)
 	}
 	return nil
 }
@@ -174,7 +195,8 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript} {
+	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript,
+		pendScript, takeScript, giveScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -182,15 +204,30 @@ func (r *Reserver) Load(ctx context.Context) error {
 	return nil
 }
 
-// Reserve runs seckill.lua for the order.
+// Reserve runs seckill.lua for the order, in the shopper's bucket of the
+// voucher; a bucket found dry borrows from the others (buckets.go).
 func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation, error) {
+	buckets, err := r.bucketsOf(ctx, o.VoucherID)
+	if err != nil {
+		return core.Reservation{}, err
+	}
+	bk := r.keys.Bucket(o.VoucherID, core.BucketOf(o.UserID, buckets), buckets)
+	res, err := r.reserveIn(ctx, o, bk)
+	if err != nil || res.Result != core.SoldOut || buckets == 1 {
+		return res, err
+	}
+	return r.reserveBorrowing(ctx, o, bk, buckets, res)
+}
+
+// reserveIn runs the reservation in one bucket.
+func (r *Reserver) reserveIn(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
 	if r.cfg.Batch > 1 {
-		return r.reserveBatched(ctx, o)
+		return r.reserveBatched(ctx, o, bk)
 	}
 	if r.cfg.WaitReplicas > 0 {
-		return r.reserveConfirmed(ctx, o)
+		return r.reserveConfirmed(ctx, o, bk)
 	}
-	keys, args := r.scriptArgs(ctx, o)
+	keys, args := r.scriptArgs(ctx, o, bk)
 	res, err := r.runSeckill(ctx, keys, args)
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script: %w", err)
@@ -226,8 +263,8 @@ func (r *Reserver) runSeckill(ctx context.Context, keys []string, args []any) ([
 
 // reserveConfirmed runs the script and WAIT in one pipeline on the
 // connection of the node that owns the voucher's keys.
-func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order) (core.Reservation, error) {
-	keys, args := r.scriptArgs(ctx, o)
+func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
+	keys, args := r.scriptArgs(ctx, o, bk)
 	res, confirmed, err := r.runThenWait(ctx, r.seckill, keys, args)
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script and WAIT: %w", err)
@@ -285,18 +322,22 @@ func (r *Reserver) runThenWait(ctx context.Context, script *redis.Script, keys [
 }
 
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes
-// them; a test holds the two equal.
-func (r *Reserver) scriptArgs(ctx context.Context, o core.Order) (keys []string, args []any) {
+// them, for the order's bucket bk; a test holds the two equal.
+func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) (keys []string, args []any) {
 	var queueKey string
-	if r.cfg.Handoff.Key != nil {
-		queueKey = r.cfg.Handoff.Key(o.VoucherID)
-	} else {
+	switch {
+	case r.cfg.Handoff.Key == nil:
 		// Untouched by the script, but every KEYS slot must name a key of
-		// the voucher's slot.
-		queueKey = r.keys.Orders(o.VoucherID)
+		// the bucket's slot.
+		queueKey = bk.Orders
+	case bk.Bucket == 0:
+		queueKey = r.cfg.Handoff.Key(o.VoucherID)
+	default:
+		// The queue of the bucket's shard: a queue's key depends on the
+		// shard alone (core.Handoff.Key), asked here of a voucher id there.
+		queueKey = r.cfg.Handoff.Key(r.voucherOnShard(bk.Shard))
 	}
-	keys = []string{r.keys.Stock(o.VoucherID), r.keys.Window(o.VoucherID), r.keys.Orders(o.VoucherID), queueKey,
-		r.keys.Limit(o.VoucherID, o.UserID), r.keys.PayByOf(o.VoucherID)}
+	keys = []string{bk.Stock, bk.Window, bk.Orders, queueKey, bk.Limit(o.UserID), r.keys.PayBy(bk.Shard)}
 	var deadline int64
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.UnixMilli()
@@ -363,9 +404,14 @@ func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
 	return out, nil
 }
 
-// Release runs release.lua: the stock comes back if this order holds it.
+// Release runs release.lua: the stock comes back if this order holds it,
+// to its buyer's bucket.
 func (r *Reserver) Release(ctx context.Context, o core.Order) error {
-	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}
+	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+	if err != nil {
+		return err
+	}
+	keys := []string{bk.Stock, bk.Orders}
 	if err := r.release.Run(ctx, r.rdb, keys, o.UserID, o.ID).Err(); err != nil {
 		return fmt.Errorf("redisreserve: release script: %w", err)
 	}
@@ -376,7 +422,11 @@ func (r *Reserver) Release(ctx context.Context, o core.Order) error {
 // order's unit back on sale, and its buyer free to buy again, if the
 // buyer's mark still names it.
 func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnResult, error) {
-	keys := []string{r.keys.Stock(o.VoucherID), r.keys.Orders(o.VoucherID)}
+	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{bk.Stock, bk.Orders}
 	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
@@ -433,7 +483,11 @@ func parseDeadline(m string) (core.Order, bool) {
 
 // ReservedOrder returns the order the user holds for the voucher.
 func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (int64, bool, error) {
-	v, err := r.rdb.HGet(ctx, r.keys.Orders(voucherID), strconv.FormatInt(userID, 10)).Int64()
+	bk, err := r.buyerBucket(ctx, voucherID, userID)
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := r.rdb.HGet(ctx, bk.Orders, strconv.FormatInt(userID, 10)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
@@ -443,35 +497,75 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 	return v, true, nil
 }
 
-// LoadVoucher writes a voucher's stock and window in one transaction, so
-// the script never sees one without the other, with the incarnation of
-// Redis they were written in.
+// LoadVoucher writes a voucher's stock and window in one transaction per
+// bucket, so the script never sees one without the other, with the
+// incarnation of Redis they were written in. A voucher in buckets has its
+// stock split evenly; bucket 0, whose window names the count, is written
+// last, so whoever reads the count finds every bucket.
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 	inc, err := r.Incarnation(ctx)
 	if err != nil {
 		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
 	}
-	_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.keys.Window(v.ID), "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", v.Stock)
-		p.Set(ctx, r.keys.Stock(v.ID), v.Stock, 0)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
+	n := v.BucketCount()
+	shares := splitStock(v.Stock, n)
+	for b := n - 1; b >= 0; b-- {
+		bk := r.keys.Bucket(v.ID, b, n)
+		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n)
+			p.Set(ctx, bk.Stock, shares[b], 0)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("redisreserve: load voucher %d bucket %d: %w", v.ID, b, err)
+		}
 	}
+	r.learnBuckets(v.ID, n)
 	return nil
 }
 
-// RemainingStock is the live stock count.
-func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, error) {
-	n, err := r.rdb.Get(ctx, r.keys.Stock(voucherID)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, core.ErrVoucherNotFound
+// splitStock splits units over n buckets as evenly as they go.
+func splitStock(units int64, n int) []int64 {
+	shares := make([]int64, n)
+	for b := range shares {
+		shares[b] = units / int64(n)
+		if int64(b) < units%int64(n) {
+			shares[b]++
+		}
 	}
+	return shares
+}
+
+// RemainingStock is the live stock count, summed over the voucher's
+// buckets (a unit moving between two buckets is in neither for a moment).
+func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, error) {
+	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
+		return 0, err
+	}
+	all := r.allBuckets(voucherID, buckets)
+	cmds := make([]*redis.StringCmd, len(all))
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, bk := range all {
+			cmds[i] = p.Get(ctx, bk.Stock)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("redisreserve: stock: %w", err)
 	}
-	return n, nil
+	var total int64
+	for _, c := range cmds {
+		n, err := c.Int64()
+		if errors.Is(err, redis.Nil) {
+			return 0, core.ErrVoucherNotFound
+		}
+		if err != nil {
+			return 0, fmt.Errorf("redisreserve: stock: %w", err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 var admitScript = redis.NewScript(lua.Admit)
@@ -479,7 +573,11 @@ var admitScript = redis.NewScript(lua.Admit)
 // Admit implements core.ShopperLimit: admit.lua, the seckill script's limit
 // on the same key.
 func (r *Reserver) Admit(ctx context.Context, userID, voucherID int64) (core.Reservation, error) {
-	res, err := admitScript.Run(ctx, r.rdb, []string{r.keys.Limit(voucherID, userID)}, r.cfg.ShopperRate).Int64Slice()
+	bk, err := r.buyerBucket(ctx, voucherID, userID)
+	if err != nil {
+		return core.Reservation{}, err
+	}
+	res, err := admitScript.Run(ctx, r.rdb, []string{bk.Limit(userID)}, r.cfg.ShopperRate).Int64Slice()
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: admit: %w", err)
 	}

@@ -488,11 +488,17 @@ type voucherJSON struct {
 	Stock       int64     `json:"stock"`
 	BeginTime   time.Time `json:"beginTime"`
 	EndTime     time.Time `json:"endTime"`
+	// Buckets is shown only for a voucher split over several (a hot one).
+	Buckets int `json:"buckets,omitempty"`
 }
 
 func toVoucherJSON(v core.Voucher) voucherJSON {
-	return voucherJSON{ID: v.ID, Title: v.Title, PayValue: v.PayValue, ActualValue: v.ActualValue,
+	out := voucherJSON{ID: v.ID, Title: v.Title, PayValue: v.PayValue, ActualValue: v.ActualValue,
 		Stock: v.Stock, BeginTime: v.BeginAt.UTC(), EndTime: v.EndAt.UTC()}
+	if v.Buckets > 1 {
+		out.Buckets = v.Buckets
+	}
+	return out
 }
 
 func (a *api) createVoucher(c *fiber.Ctx) error {
@@ -503,16 +509,19 @@ func (a *api) createVoucher(c *fiber.Ctx) error {
 		Stock       int64     `json:"stock"`
 		BeginTime   time.Time `json:"beginTime"`
 		EndTime     time.Time `json:"endTime"`
+		// Buckets (optional, default 1) splits a hot voucher's stock
+		// over that many shards: core.Voucher.Buckets.
+		Buckets int `json:"buckets"`
 	}
 	if err := decodeStrict(c, &req); err != nil {
 		return err
 	}
 	v := core.Voucher{Title: req.Title, PayValue: req.PayValue, ActualValue: req.ActualValue,
-		Stock: req.Stock, BeginAt: req.BeginTime, EndAt: req.EndTime}
+		Stock: req.Stock, BeginAt: req.BeginTime, EndAt: req.EndTime, Buckets: req.Buckets}
 	if err := a.catalog.Create(c.UserContext(), &v); err != nil {
 		return err
 	}
-	a.log.Info("voucher created", "voucher", v.ID, "stock", v.Stock, "begin", v.BeginAt, "end", v.EndAt)
+	a.log.Info("voucher created", "voucher", v.ID, "stock", v.Stock, "begin", v.BeginAt, "end", v.EndAt, "buckets", v.Buckets)
 	return c.Status(fiber.StatusCreated).JSON(toVoucherJSON(v))
 }
 

@@ -23,7 +23,8 @@ const httpDrain = 3 * time.Second
 // once Redis is in the planned key layout (migrateLayout, before any):
 //
 //  1. redis watchers — Redis's incarnation every second, its eviction
-//     policy and count every 5 s (duties, on one ticker each);
+//     policy and count every 5 s, the transfers between a hot voucher's
+//     buckets left pending every 5 s (duties, on one ticker each);
 //  2. stock nudges — the pub/sub listener that tells this instance's
 //     memos of stock that came back on another;
 //  3. pipeline — the consumers, with the queue's own duties;
@@ -38,7 +39,9 @@ const httpDrain = 3 * time.Second
 func (s *Server) services(ln net.Listener) core.Services {
 	var ss core.Services
 	if watchers := s.watcherDuties(); len(watchers) > 0 {
-		ss = append(ss, core.DutiesService("redis watchers", watchers, nil))
+		ss = append(ss, core.DutiesService("redis watchers", watchers, func(d core.Duty, err error) {
+			s.log.Warn("redis watchers", "duty", d.Name, "err", err)
+		}))
 	}
 	if s.nudges != nil { // the sold-out memo and the unknown vouchers both forget on a nudge
 		ss = append(ss, core.NewService("stock nudges", func(ctx context.Context) error {
@@ -90,7 +93,7 @@ func (s *Server) watcherDuties() []core.Duty {
 	if !s.cfg.EmbeddedRedis() {
 		duties = append(duties, s.evictionDuty())
 	}
-	return duties
+	return append(duties, s.saleDuties...)
 }
 
 // identityDuty asks Redis for its incarnation every second, beside the

@@ -36,7 +36,9 @@ type Server struct {
 	clustered bool
 	// identity follows Redis's incarnation (run_id) for recovery.
 	identity *redisreserve.Identity
-	recovery *core.Recovery
+	// saleDuties are the reservation's duties (sale.duties).
+	saleDuties []core.Duty
+	recovery   *core.Recovery
 	// memo answers sold out (not started, ended) from memory; nudges
 	// keeps it in step with the other instances (nil without Redis).
 	memo *core.AnswerMemo
@@ -122,7 +124,7 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.queue, s.shards = sale.queue, sale.shards
+	s.queue, s.shards, s.saleDuties = sale.queue, sale.shards, sale.duties
 	if sale.layout.keys.Shards.Count() > 0 {
 		s.layout = &sale.layout
 	}
@@ -347,6 +349,9 @@ type sale struct {
 	// database is the live state).
 	returner  core.UnitReturner
 	deadlines core.Deadlines
+	// duties are the reservation's own: re-driving transfers between a
+	// hot voucher's buckets.
+	duties []core.Duty
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -392,7 +397,8 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	caps := core.CapabilitiesOf(q)
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: caps.Holder, holding: caps.Holding, returner: reserver}
+		live: reserver, holder: caps.Holder, holding: caps.Holding, returner: reserver,
+		duties: []core.Duty{reserver.TransfersDuty()}}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = reserver
 	}

@@ -1,0 +1,358 @@
+package redisreserve
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// A hot voucher's buckets (core.Voucher.Buckets): each bucket is a whole
+// voucher's live state (stock, window, buyers) on the shard
+// core.Shards.OfBucket names, so the reservation script runs unchanged on
+// the shopper's bucket (core.BucketOf). A bucket the script finds dry
+// borrows from the others by a transfer, in three steps on two Redis
+// masters, each atomic and each safe to run again:
+//
+//  1. bucket_pend.lua records the transfer pending at the borrower
+//     (in:<id>), before any unit moves;
+//  2. bucket_take.lua takes up to half the lender's stock, once per id
+//     (out:<id> keeps what it granted, and a replay answers that);
+//  3. bucket_give.lua adds the units at the borrower and removes the
+//     pending record in one step, so they arrive once.
+//
+// A unit is always in one bucket's stock, a buyer's, or in transit (an
+// out: record whose in: is still pending), never two of these, and a crash
+// between the steps leaves a pending record that the transfers duty
+// re-drives. out: records outlive transferMaxAge, after which a take
+// refuses the id, so a late replay can never take twice.
+
+var (
+	pendScript = redis.NewScript(lua.BucketPend)
+	takeScript = redis.NewScript(lua.BucketTake)
+	giveScript = redis.NewScript(lua.BucketGive)
+)
+
+const (
+	// transferMaxAge: a transfer takes no units once this old (by the
+	// lender's clock against the borrower's record; Redis masters' clocks
+	// are far closer than this).
+	transferMaxAge = time.Minute
+	// transferRecordKept: a granted transfer's record stays this long
+	// after it was applied, past transferMaxAge, so no replay finds it gone.
+	transferRecordKept = 2 * time.Minute
+	// transferRedriveAfter: the duty leaves a pending transfer younger than
+	// this to the shopper's request that started it.
+	transferRedriveAfter = 5 * time.Second
+	// borrowRounds bounds the borrows one reservation waits for: each takes
+	// half a lender's stock, and other shoppers of the bucket may sell what
+	// arrived before this one retries.
+	borrowRounds = 16
+	// borrowWant is what a borrower asks for: the lender grants half its
+	// stock, up to this.
+	borrowWant = 1 << 30
+	// borrowTimeout bounds one borrow (three script calls per lender),
+	// whoever waits for it.
+	borrowTimeout = 2 * time.Second
+)
+
+// MaxBuckets implements core.BucketBoard: a bucket per shard.
+func (r *Reserver) MaxBuckets() int { return r.keys.shards().Count() }
+
+// voucherOnShard is a voucher id of the shard (core.Shards.Of), for asking
+// the hand-off's key of a bucket's shard.
+func (r *Reserver) voucherOnShard(shard int) int64 {
+	if shard == 0 {
+		return int64(r.keys.shards().Count())
+	}
+	return int64(shard)
+}
+
+// learnBuckets remembers a voucher's bucket count (it never changes).
+func (r *Reserver) learnBuckets(voucherID int64, buckets int) {
+	r.bucketCounts.Store(voucherID, max(buckets, 1))
+}
+
+// KnowBuckets implements core.BucketBoard.
+func (r *Reserver) KnowBuckets(voucherID int64, buckets int) { r.learnBuckets(voucherID, buckets) }
+
+// bucketsOf is the voucher's bucket count: remembered, or read from its
+// window (bucket 0's). A voucher with no window yet (unknown, or forgotten
+// by Redis) counts as one bucket and is not remembered: its rebuild writes
+// the count.
+func (r *Reserver) bucketsOf(ctx context.Context, voucherID int64) (int, error) {
+	if n, ok := r.bucketCounts.Load(voucherID); ok {
+		return n.(int), nil
+	}
+	text, err := r.rdb.HGet(ctx, r.keys.Window(voucherID), "buckets").Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		if exists, err := r.rdb.Exists(ctx, r.keys.Window(voucherID)).Result(); err == nil && exists == 1 {
+			r.learnBuckets(voucherID, 1) // written before buckets: one
+		}
+		return 1, nil
+	case err != nil:
+		return 0, fmt.Errorf("redisreserve: buckets of voucher %d: %w", voucherID, err)
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("redisreserve: buckets of voucher %d: %q", voucherID, text)
+	}
+	r.learnBuckets(voucherID, n)
+	return n, nil
+}
+
+// buyerBucket is the keys of the shopper's bucket of the voucher.
+func (r *Reserver) buyerBucket(ctx context.Context, voucherID, userID int64) (BucketKeys, error) {
+	n, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return BucketKeys{}, err
+	}
+	return r.keys.Bucket(voucherID, core.BucketOf(userID, n), n), nil
+}
+
+// allBuckets is the keys of each of the voucher's buckets.
+func (r *Reserver) allBuckets(voucherID int64, buckets int) []BucketKeys {
+	out := make([]BucketKeys, max(buckets, 1))
+	for b := range out {
+		out[b] = r.keys.Bucket(voucherID, b, buckets)
+	}
+	return out
+}
+
+// reserveBorrowing follows a reservation its bucket answered sold out:
+// the bucket borrows from the others and the reservation runs again, until
+// it is answered otherwise or no other bucket has a unit to lend. Only
+// then is the shopper told sold out.
+func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk BucketKeys, buckets int, res core.Reservation) (core.Reservation, error) {
+	// The first try counted this request against the shopper's limit.
+	ctx = core.Admitted(ctx)
+	for range borrowRounds {
+		got, err := r.borrow(ctx, o.VoucherID, bk.Bucket, buckets)
+		if err != nil {
+			return core.Reservation{}, err
+		}
+		if got == 0 {
+			return res, nil // every bucket is dry
+		}
+		if res, err = r.reserveIn(ctx, o, bk); err != nil || res.Result != core.SoldOut {
+			return res, err
+		}
+	}
+	// Units keep arriving and going to other shoppers first: not sold out.
+	return core.Reservation{}, core.ErrBusy
+}
+
+// borrow moves units into bucket b from the first other bucket that has
+// some, and reports how many came (0: none had any). Concurrent borrows of
+// one bucket in this process share one.
+func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) (int64, error) {
+	key := strconv.FormatInt(voucherID, 10) + "/" + strconv.Itoa(b)
+	ch := r.borrowing.DoChan(key, func() (any, error) {
+		// Not the first caller's deadline: the others share it.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), borrowTimeout)
+		defer cancel()
+		for i := 1; i < buckets; i++ {
+			got, err := r.transfer(bctx, voucherID, (b+i)%buckets, b, buckets)
+			if err != nil {
+				return int64(0), err
+			}
+			if got > 0 {
+				return got, nil
+			}
+		}
+		return int64(0), nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return 0, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, res.Err)
+		}
+		return res.Val.(int64), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, ctx.Err())
+	}
+}
+
+// transfer moves units from bucket from to bucket to, and reports how
+// many arrived.
+func (r *Reserver) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (int64, error) {
+	lender, borrower := r.keys.Bucket(voucherID, from, buckets), r.keys.Bucket(voucherID, to, buckets)
+	id := rand.Text()
+	pend, err := pendScript.Run(ctx, r.rdb, []string{borrower.Stock, borrower.Window, borrower.Transfers}, id, from, borrowWant).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("pend: %w", err)
+	}
+	if len(pend) != 3 || pend[0] != int64(1) {
+		return 0, nil // the borrower is fenced: a rebuild counts its units
+	}
+	gen, _ := pend[1].(string)
+	at, _ := pend[2].(int64)
+	return r.completeTransfer(ctx, pendingTransfer{id: id, lender: lender, borrower: borrower, gen: gen, at: at})
+}
+
+// pendingTransfer is a transfer recorded pending at its borrower.
+type pendingTransfer struct {
+	id               string
+	lender, borrower BucketKeys
+	gen              string
+	at               int64 // unix ms, the borrower's clock
+}
+
+// completeTransfer runs a pending transfer's take and give (each a no-op
+// the second time) and reports how many units arrived.
+func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (int64, error) {
+	granted, err := takeScript.Run(ctx, r.rdb, []string{t.lender.Stock, t.lender.Window, t.lender.Transfers},
+		t.id, t.borrower.Bucket, borrowWant, t.gen, t.at, transferMaxAge.Milliseconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("take: %w", err)
+	}
+	switch granted {
+	case -1:
+		return 0, nil // the lender is fenced: the duty tries again later
+	case -2, -3:
+		granted = 0 // void: nothing was or will be taken; the record goes
+	}
+	n, err := giveScript.Run(ctx, r.rdb, []string{t.borrower.Stock, t.borrower.Window, t.borrower.Transfers}, t.id, granted).Int()
+	if err != nil {
+		return 0, fmt.Errorf("give: %w", err)
+	}
+	if n != 1 {
+		return 0, nil // given before, wiped by a rebuild, or fenced (kept)
+	}
+	return granted, nil
+}
+
+// transferState is what the buckets' transfer records say: the pending
+// transfers, and the granted ones with their units.
+type transferState struct {
+	pending []pendingTransfer
+	// granted: transfer id -> units, and when and in which bucket it was
+	// granted.
+	granted map[string]grantedTransfer
+}
+
+type grantedTransfer struct {
+	units  int64
+	at     int64
+	lender BucketKeys
+}
+
+// inTransit counts the units granted and not yet given.
+func (s transferState) inTransit() int64 {
+	var n int64
+	for _, p := range s.pending {
+		n += s.granted[p.id].units
+	}
+	return n
+}
+
+// readTransfers reads every bucket's transfer records.
+func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets int) (transferState, error) {
+	all := r.allBuckets(voucherID, buckets)
+	cmds := make([]*redis.MapStringStringCmd, len(all))
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, bk := range all {
+			cmds[i] = p.HGetAll(ctx, bk.Transfers)
+		}
+		return nil
+	})
+	if err != nil {
+		return transferState{}, fmt.Errorf("redisreserve: transfers of voucher %d: %w", voucherID, err)
+	}
+	s := transferState{granted: map[string]grantedTransfer{}}
+	for i, c := range cmds {
+		for field, value := range c.Val() {
+			parts := strings.Split(value, ":")
+			switch id, ok := strings.CutPrefix(field, "in:"); {
+			case ok && len(parts) == 4:
+				from, err1 := strconv.Atoi(parts[0])
+				at, err2 := strconv.ParseInt(parts[3], 10, 64)
+				if err1 != nil || err2 != nil || from < 0 || from >= buckets {
+					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers, "field", field, "value", value)
+					continue
+				}
+				s.pending = append(s.pending, pendingTransfer{id: id, lender: all[from], borrower: all[i], gen: parts[2], at: at})
+			case strings.HasPrefix(field, "out:") && len(parts) == 3:
+				units, err1 := strconv.ParseInt(parts[0], 10, 64)
+				at, err2 := strconv.ParseInt(parts[2], 10, 64)
+				if err1 != nil || err2 != nil {
+					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers, "field", field, "value", value)
+					continue
+				}
+				s.granted[strings.TrimPrefix(field, "out:")] = grantedTransfer{units: units, at: at, lender: all[i]}
+			}
+		}
+	}
+	return s, nil
+}
+
+// RedriveTransfers completes the voucher's transfers left pending past
+// transferRedriveAfter (their shopper's request died between the steps)
+// and removes granted records old enough that no replay can need them.
+// It reports how many it completed.
+func (r *Reserver) RedriveTransfers(ctx context.Context, voucherID int64) (int, error) {
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil || buckets == 1 {
+		return 0, err
+	}
+	s, err := r.readTransfers(ctx, voucherID, buckets)
+	if err != nil {
+		return 0, err
+	}
+	now, err := r.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisreserve: time: %w", err)
+	}
+	done := 0
+	pending := make(map[string]bool, len(s.pending))
+	for _, p := range s.pending {
+		pending[p.id] = true
+		if now.UnixMilli()-p.at < transferRedriveAfter.Milliseconds() {
+			continue
+		}
+		if _, err := r.completeTransfer(ctx, p); err != nil {
+			return done, fmt.Errorf("redisreserve: re-drive transfer %s of voucher %d: %w", p.id, voucherID, err)
+		}
+		done++
+	}
+	for id, g := range s.granted {
+		if !pending[id] && now.UnixMilli()-g.at > transferRecordKept.Milliseconds() {
+			if err := r.rdb.HDel(ctx, g.lender.Transfers, "out:"+id).Err(); err != nil {
+				return done, fmt.Errorf("redisreserve: transfer record %s of voucher %d: %w", id, voucherID, err)
+			}
+		}
+	}
+	return done, nil
+}
+
+// transfersEvery is how often TransfersDuty looks for pending transfers.
+const transfersEvery = 5 * time.Second
+
+// TransfersDuty re-drives the transfers of every voucher in buckets this
+// process has met (RedriveTransfers). Every instance runs it: each step is
+// safe to run twice.
+func (r *Reserver) TransfersDuty() core.Duty {
+	return core.Duty{Name: "bucket transfers", Every: transfersEvery, Do: func(ctx context.Context) error {
+		var errs []error
+		r.bucketCounts.Range(func(k, v any) bool {
+			if v.(int) > 1 {
+				n, err := r.RedriveTransfers(ctx, k.(int64))
+				if n > 0 {
+					r.log().Warn("re-drove transfers between a voucher's buckets that a request left pending", "voucher", k, "transfers", n)
+				}
+				errs = append(errs, err)
+			}
+			return ctx.Err() == nil
+		})
+		return errors.Join(errs...)
+	}}
+}
