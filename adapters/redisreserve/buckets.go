@@ -140,7 +140,13 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 		if err != nil {
 			return core.Reservation{}, err
 		}
-		if got == 0 {
+		switch {
+		case got.units == 0 && got.unloaded:
+			// A bucket that could not be asked (forgotten by its master,
+			// or fenced by a rebuild) may have units: not sold out, but a
+			// voucher to verify (the caller rebuilds it).
+			return core.Reservation{Result: core.VoucherMissing}, nil
+		case got.units == 0:
 			return res, nil // every bucket is dry
 		}
 		if res, err = r.reserveIn(ctx, o, bk); err != nil || res.Result != core.SoldOut {
@@ -151,48 +157,56 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 	return core.Reservation{}, core.ErrBusy
 }
 
+// borrowed is what a borrow brought: units, and whether a bucket could
+// not be asked (not loaded) when none came.
+type borrowed struct {
+	units    int64
+	unloaded bool
+}
+
 // borrow moves units into bucket b from the first other bucket that has
-// some, and reports how many came (0: none had any). Concurrent borrows of
-// one bucket in this process share one.
-func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) (int64, error) {
+// some. Concurrent borrows of one bucket in this process share one.
+func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) (borrowed, error) {
 	key := strconv.FormatInt(voucherID, 10) + "/" + strconv.Itoa(b)
 	ch := r.borrowing.DoChan(key, func() (any, error) {
 		// Not the first caller's deadline: the others share it.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), borrowTimeout)
 		defer cancel()
+		var out borrowed
 		for i := 1; i < buckets; i++ {
 			got, err := r.transfer(bctx, voucherID, (b+i)%buckets, b, buckets)
 			if err != nil {
-				return int64(0), err
+				return borrowed{}, err
 			}
-			if got > 0 {
+			if got.units > 0 {
 				return got, nil
 			}
+			out.unloaded = out.unloaded || got.unloaded
 		}
-		return int64(0), nil
+		return out, nil
 	})
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return 0, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, res.Err)
+			return borrowed{}, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, res.Err)
 		}
-		return res.Val.(int64), nil
+		return res.Val.(borrowed), nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, ctx.Err())
+		return borrowed{}, fmt.Errorf("redisreserve: borrow for voucher %d bucket %d: %w", voucherID, b, ctx.Err())
 	}
 }
 
 // transfer moves units from bucket from to bucket to, and reports how
 // many arrived.
-func (r *Reserver) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (int64, error) {
+func (r *Reserver) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (borrowed, error) {
 	lender, borrower := r.keys.Bucket(voucherID, from, buckets), r.keys.Bucket(voucherID, to, buckets)
 	id := rand.Text()
 	pend, err := pendScript.Run(ctx, r.rdb, []string{borrower.Stock, borrower.Window, borrower.Transfers}, id, from, borrowWant).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("pend: %w", err)
+		return borrowed{}, fmt.Errorf("pend: %w", err)
 	}
 	if len(pend) != 3 || pend[0] != int64(1) {
-		return 0, nil // the borrower is fenced: a rebuild counts its units
+		return borrowed{unloaded: true}, nil // the borrower is fenced or gone
 	}
 	gen, _ := pend[1].(string)
 	at, _ := pend[2].(int64)
@@ -209,26 +223,31 @@ type pendingTransfer struct {
 
 // completeTransfer runs a pending transfer's take and give (each a no-op
 // the second time) and reports how many units arrived.
-func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (int64, error) {
+func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (borrowed, error) {
 	granted, err := takeScript.Run(ctx, r.rdb, []string{t.lender.Stock, t.lender.Window, t.lender.Transfers},
 		t.id, t.borrower.Bucket, borrowWant, t.gen, t.at, transferMaxAge.Milliseconds()).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("take: %w", err)
+		return borrowed{}, fmt.Errorf("take: %w", err)
 	}
 	switch granted {
 	case -1:
-		return 0, nil // the lender is fenced: the duty tries again later
+		// The lender is fenced, or its master forgot it: the record stays
+		// for the duty (or a rebuild voids it).
+		return borrowed{unloaded: true}, nil
 	case -2, -3:
 		granted = 0 // void: nothing was or will be taken; the record goes
 	}
 	n, err := giveScript.Run(ctx, r.rdb, []string{t.borrower.Stock, t.borrower.Window, t.borrower.Transfers}, t.id, granted).Int()
 	if err != nil {
-		return 0, fmt.Errorf("give: %w", err)
+		return borrowed{}, fmt.Errorf("give: %w", err)
 	}
-	if n != 1 {
-		return 0, nil // given before, wiped by a rebuild, or fenced (kept)
+	switch n {
+	case -1:
+		return borrowed{unloaded: true}, nil // fenced: the record stays
+	case 0:
+		return borrowed{}, nil // given before, or wiped by a rebuild
 	}
-	return granted, nil
+	return borrowed{units: granted}, nil
 }
 
 // transferState is what the buckets' transfer records say: the pending

@@ -290,3 +290,27 @@ func (nopRepo) DeleteVoucher(context.Context, int64) error         { return nil 
 func (nopRepo) FindVoucher(context.Context, int64) (core.Voucher, error) {
 	return core.Voucher{}, core.ErrVoucherNotFound
 }
+
+// TestABucketThatCannotBeAskedIsNoSellOut: a dry bucket whose only lender
+// with units is gone (its master forgot it) answers "not loaded", for the
+// caller to rebuild the voucher, never sold out.
+func TestABucketThatCannotBeAskedIsNoSellOut(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		s := newBucketSale(t, r, 0)
+		ctx := context.Background()
+		v := s.load(t, 11, 3, 3) // one unit per bucket
+		for i, b := range []int{0, 2} {
+			u := shoppersOf(1, b, 3)[0]
+			if got, err := s.res.Reserve(ctx, core.Order{ID: int64(200 + i), UserID: u, VoucherID: v.ID, CreatedAt: time.Now()}); err != nil || got.Result != core.Reserved {
+				t.Fatalf("bucket %d's unit: %+v, %v", b, got, err)
+			}
+		}
+		gone := s.keys.Bucket(v.ID, 1, 3)
+		s.r.Client.Del(ctx, gone.Stock, gone.Window, gone.Orders)
+		late := shoppersOf(2, 2, 3)[1]
+		got, err := s.res.Reserve(ctx, core.Order{ID: 300, UserID: late, VoucherID: v.ID, CreatedAt: time.Now()})
+		if err != nil || got.Result != core.VoucherMissing {
+			t.Errorf("a dry bucket whose lender is gone: %+v, %v; want not loaded", got, err)
+		}
+	})
+}

@@ -206,7 +206,7 @@ func RunBench(args []string) int {
 	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
-	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, wrk, sale (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, wrk, hot, sale (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file (and of the last wrk run of each case to this file plus .stock-left and .sold-out)")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -364,6 +364,13 @@ func RunBench(args []string) int {
 			results = append(results, benchTarget{name: "server on defaults ÷ naive handler, wrk", detail: "not run: " + err.Error()})
 		}
 		results = append(results, targets...)
+	}
+	if run("hot") {
+		targets, err := b.hotVoucher(min(*rounds, 3))
+		results = append(results, targets...)
+		if err != nil {
+			return fail(err)
+		}
 	}
 	if run("sale") {
 		targets, err := b.fullSale(min(*rounds, 3))

@@ -21,6 +21,10 @@ type loadResult struct {
 	Latencies []time.Duration // sorted
 	Status    map[int]int64
 	Errors    int64 // transport errors
+	// LastOK is when the last 200 was answered, FirstConflict the first
+	// 409 (a new shopper's is sold out): a sale that refused a shopper
+	// before it sold its last unit told them sold out that much too early.
+	LastOK, FirstConflict time.Time
 }
 
 func (r loadResult) perSecond() float64 {
@@ -77,6 +81,7 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 			local := make([]time.Duration, 0, 4096)
 			status := map[int]int64{}
 			var errs int64
+			var lastOK, firstConflict time.Time
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			lastURL := ""
 			defer fasthttp.ReleaseRequest(req)
@@ -107,10 +112,24 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 					}
 					continue
 				}
-				local = append(local, time.Since(t0))
-				status[resp.StatusCode()]++
+				done := time.Now()
+				local = append(local, done.Sub(t0))
+				code := resp.StatusCode()
+				status[code]++
+				switch {
+				case code == fasthttp.StatusOK:
+					lastOK = done
+				case code == fasthttp.StatusConflict && firstConflict.IsZero():
+					firstConflict = done
+				}
 			}
 			mu.Lock()
+			if lastOK.After(res.LastOK) {
+				res.LastOK = lastOK
+			}
+			if !firstConflict.IsZero() && (res.FirstConflict.IsZero() || firstConflict.Before(res.FirstConflict)) {
+				res.FirstConflict = firstConflict
+			}
 			res.Latencies = append(res.Latencies, local...)
 			for k, v := range status {
 				res.Status[k] += v

@@ -147,7 +147,13 @@ func (p *labProcess) stop() {
 
 // createVoucher creates an open voucher through the admin API.
 func createVoucher(base, adminToken string, stock int64) (int64, error) {
-	body, _ := json.Marshal(map[string]any{"title": "lab", "payValue": 1, "actualValue": 2, "stock": stock,
+	return createVoucherIn(base, adminToken, stock, 1)
+}
+
+// createVoucherIn creates a voucher on sale now whose stock is split over
+// buckets (core.Voucher.Buckets).
+func createVoucherIn(base, adminToken string, stock int64, buckets int) (int64, error) {
+	body, _ := json.Marshal(map[string]any{"title": "lab", "payValue": 1, "actualValue": 2, "stock": stock, "buckets": buckets,
 		"beginTime": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
 		"endTime":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/admin/vouchers", bytes.NewReader(body))

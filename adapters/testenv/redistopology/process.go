@@ -31,6 +31,8 @@ type RedisProcess struct {
 	// durable: every write is in the append-only file, fsynced, before
 	// Redis answers it (StartDurableRedisProcess).
 	durable bool
+	// extra are further redis-server arguments (a cluster node's).
+	extra []string
 }
 
 // StartRedisProcess starts one; it is killed when the test ends.
@@ -107,7 +109,7 @@ func (p *RedisProcess) start() {
 		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
 	p.cmd = exec.Command(p.bin, append([]string{"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--dir", p.dir,
-		"--save", "", "--dbfilename", "dump.rdb"}, aof...)...)
+		"--save", "", "--dbfilename", "dump.rdb"}, append(aof, p.extra...)...)...)
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("start redis-server: %v", err)
 	}
