@@ -1,8 +1,10 @@
 -- bucket_take.lua: the lender's step of a transfer between two buckets
 -- of a voucher (see bucket_pend.lua): takes up to half of the lender's
 -- stock (rounded up), at most what the borrower asked, and records what
--- it granted under the transfer id, so that a replay answers the same and
--- takes nothing more. The units leave the lender's total with its stock:
+-- it granted under the transfer id — none too — so that a replay answers
+-- the same and takes nothing more. (A grant of none left unrecorded let a
+-- later replay take units after the transfer had been closed with none:
+-- units taken and given to nobody.) The units leave the lender's total with its stock:
 -- every unit of a bucket is still left or a buyer's (seckill.lua's
 -- check), and the units in transit are the lender's 'out:' records whose
 -- borrower still has the transfer pending.
@@ -24,8 +26,7 @@
 --            can never be taken again
 --
 -- Returns:
---   n >= 0  units granted (0: the lender has none to spare; nothing is
---           recorded, and a later try may grant some)
+--   n >= 0  units granted (0: the lender had none to spare), recorded
 --   -1      the lender is not loaded (a rebuild's fence holds it)
 --   -2      the transfer is too old: nothing taken, and nothing ever will be
 --   -3      the lender is of another generation (a rebuild ran between
@@ -48,13 +49,12 @@ local window = redis.call('HMGET', KEYS[2], 'gen', 'total')
 if (window[1] or '') ~= ARGV[4] then
   return -3
 end
-local n = math.min(tonumber(ARGV[3]), math.ceil(tonumber(stock) / 2))
-if n <= 0 then
-  return 0
-end
-redis.call('DECRBY', KEYS[1], n)
-if window[2] then
-  redis.call('HINCRBY', KEYS[2], 'total', -n)
+local n = math.max(math.min(tonumber(ARGV[3]), math.ceil(tonumber(stock) / 2)), 0)
+if n > 0 then
+  redis.call('DECRBY', KEYS[1], n)
+  if window[2] then
+    redis.call('HINCRBY', KEYS[2], 'total', -n)
+  end
 end
 redis.call('HSET', KEYS[3], 'out:' .. ARGV[1], n .. ':' .. ARGV[2] .. ':' .. now)
 return n

@@ -141,13 +141,26 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 			return core.Reservation{}, err
 		}
 		switch {
+		case got.units == 0 && got.voided:
+			// A rebuild ran under the borrow and dealt the stock anew:
+			// what the lenders said before it proves nothing. Ask again.
 		case got.units == 0 && got.unloaded:
 			// A bucket that could not be asked (forgotten by its master,
 			// or fenced by a rebuild) may have units: not sold out, but a
 			// voucher to verify (the caller rebuilds it).
 			return core.Reservation{Result: core.VoucherMissing}, nil
 		case got.units == 0:
-			return res, nil // every bucket is dry
+			// Every other bucket was dry when asked. Units another bucket
+			// is borrowing are in none of them: finish those transfers
+			// (each step is safe to run twice) and ask again, so a
+			// shopper is told sold out only with nothing in transit.
+			settled, err := r.settleTransfers(ctx, o.VoucherID, buckets)
+			if err != nil {
+				return core.Reservation{}, err
+			}
+			if !settled {
+				return res, nil // every bucket is dry, nothing is moving
+			}
 		}
 		if res, err = r.reserveIn(ctx, o, bk); err != nil || res.Result != core.SoldOut {
 			return res, err
@@ -157,11 +170,12 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 	return core.Reservation{}, core.ErrBusy
 }
 
-// borrowed is what a borrow brought: units, and whether a bucket could
-// not be asked (not loaded) when none came.
+// borrowed is what a borrow brought: units, and when none came whether a
+// bucket could not be asked (not loaded), or a rebuild voided the transfer
+// (the buckets' generation changed under it).
 type borrowed struct {
-	units    int64
-	unloaded bool
+	units            int64
+	unloaded, voided bool
 }
 
 // borrow moves units into bucket b from the first other bucket that has
@@ -178,7 +192,7 @@ func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) 
 			if err != nil {
 				return borrowed{}, err
 			}
-			if got.units > 0 {
+			if got.units > 0 || got.voided {
 				return got, nil
 			}
 			out.unloaded = out.unloaded || got.unloaded
@@ -229,25 +243,53 @@ func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (bor
 	if err != nil {
 		return borrowed{}, fmt.Errorf("take: %w", err)
 	}
+	voided := false
 	switch granted {
 	case -1:
 		// The lender is fenced, or its master forgot it: the record stays
 		// for the duty (or a rebuild voids it).
 		return borrowed{unloaded: true}, nil
 	case -2, -3:
-		granted = 0 // void: nothing was or will be taken; the record goes
+		// Void: nothing was or will be taken (too old, or a rebuild ran
+		// since the transfer was recorded); the record goes.
+		voided, granted = true, 0
 	}
 	n, err := giveScript.Run(ctx, r.rdb, []string{t.borrower.Stock, t.borrower.Window, t.borrower.Transfers}, t.id, granted).Int()
 	if err != nil {
 		return borrowed{}, fmt.Errorf("give: %w", err)
 	}
-	switch n {
-	case -1:
+	switch {
+	case n == -1:
 		return borrowed{unloaded: true}, nil // fenced: the record stays
-	case 0:
-		return borrowed{}, nil // given before, or wiped by a rebuild
+	case n == 0:
+		// Given before (by another request settling it, or the duty),
+		// or wiped by a rebuild, which wrote the buckets a new
+		// generation: then what the lenders said before proves nothing.
+		gen, err := r.rdb.HGet(ctx, t.borrower.Window, "gen").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return borrowed{}, fmt.Errorf("give: generation: %w", err)
+		}
+		if gen != t.gen {
+			return borrowed{voided: true}, nil
+		}
+		return borrowed{units: granted}, nil // they arrived all the same
 	}
-	return borrowed{units: granted}, nil
+	return borrowed{units: granted, voided: voided}, nil
+}
+
+// settleTransfers completes every transfer of the voucher left pending,
+// whoever started it, and reports whether there was any.
+func (r *Reserver) settleTransfers(ctx context.Context, voucherID int64, buckets int) (bool, error) {
+	s, err := r.readTransfers(ctx, voucherID, buckets)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range s.pending {
+		if _, err := r.completeTransfer(ctx, p); err != nil {
+			return false, fmt.Errorf("redisreserve: complete transfer %s of voucher %d: %w", p.id, voucherID, err)
+		}
+	}
+	return len(s.pending) > 0, nil
 }
 
 // transferState is what the buckets' transfer records say: the pending
@@ -287,6 +329,13 @@ func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets i
 	if err != nil {
 		return transferState{}, fmt.Errorf("redisreserve: transfers of voucher %d: %w", voucherID, err)
 	}
+	return r.parseTransfers(all, cmds), nil
+}
+
+// parseTransfers reads each bucket's transfer records (HGETALL replies,
+// in bucket order).
+func (r *Reserver) parseTransfers(all []BucketKeys, cmds []*redis.MapStringStringCmd) transferState {
+	buckets := len(all)
 	s := transferState{granted: map[string]grantedTransfer{}}
 	for i, c := range cmds {
 		for field, value := range c.Val() {
@@ -311,7 +360,7 @@ func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets i
 			}
 		}
 	}
-	return s, nil
+	return s
 }
 
 // RedriveTransfers completes the voucher's transfers left pending past

@@ -106,3 +106,47 @@ func TestATransferCutShortIsCompletedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestATransferClosedWithNothingTakesNothingLater: a transfer that a
+// settling request completed while the lender was dry (granted none, the
+// pending record closed) takes nothing when its own borrower's take comes
+// later, after the lender got units back: those units would be taken and
+// given to nobody.
+func TestATransferClosedWithNothingTakesNothingLater(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		res, err := New(r.Client, Config{Prefix: r.Prefix, Shards: SpreadShards(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := core.Voucher{ID: 5, Title: "hot", Stock: 2, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour), Buckets: 2}
+		if err := res.LoadVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		borrower, lender := res.keys.Bucket(v.ID, 0, 2), res.keys.Bucket(v.ID, 1, 2)
+		r.Client.Set(ctx, lender.Stock, 0, 0) // dry (its unit sold, say)
+		r.Client.HSet(ctx, lender.Window, "total", 0)
+		pend, err := pendScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers}, "T", 1, borrowWant).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pendingTransfer{id: "T", lender: lender, borrower: borrower, gen: pend[1].(string), at: pend[2].(int64)}
+		// Another request settles it: nothing to take, the record closes.
+		if got, err := res.completeTransfer(ctx, p); err != nil || got.units != 0 {
+			t.Fatalf("settling: %+v, %v", got, err)
+		}
+		// The lender gets a unit back (a release); the borrower's own take
+		// comes only now.
+		r.Client.Set(ctx, lender.Stock, 1, 0)
+		r.Client.HSet(ctx, lender.Window, "total", 1)
+		if got, err := res.completeTransfer(ctx, p); err != nil || got.units != 0 {
+			t.Errorf("the late take: %+v, %v; want nothing", got, err)
+		}
+		if n, _ := r.Client.Get(ctx, lender.Stock).Int64(); n != 1 {
+			t.Errorf("the lender's stock is %d after the closed transfer's late take, want 1 (untouched)", n)
+		}
+		if st, err := res.LiveState(ctx, v.ID); err != nil || st.Stock != 2 {
+			t.Errorf("live stock %d, %v; want 2: no unit lost", st.Stock, err)
+		}
+	})
+}

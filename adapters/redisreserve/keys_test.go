@@ -72,6 +72,44 @@ func TestSpreadShardsPutsShardsOnEveryMaster(t *testing.T) {
 	}
 }
 
+// TestBucketsLandOnDistinctMasters: a voucher in as many buckets as the
+// cluster has masters (3 or 2, over the default 12 shards, or 3 and 6
+// shards) has a bucket on each master of those `redis-cli --cluster
+// create` makes, whatever its id.
+func TestBucketsLandOnDistinctMasters(t *testing.T) {
+	masterOf := func(tag string) int {
+		slot := redisreserve.Slot(tag)
+		for m, r := range threeMasters {
+			if slot >= r[0] && slot <= r[1] {
+				return m
+			}
+		}
+		return -1
+	}
+	for _, n := range []int{3, 6, 12} {
+		keys := redisreserve.Keys{Prefix: "seckill:", Shards: redisreserve.SpreadShards(n)}
+		for _, buckets := range []int{2, 3} {
+			for v := int64(1); v <= 40; v++ {
+				seen := map[int]bool{}
+				for b := range buckets {
+					bk := keys.Bucket(v, b, buckets)
+					m := masterOf(keys.Shards.Tag(bk.Shard))
+					if seen[m] {
+						t.Errorf("%d shards, voucher %d in %d buckets: two buckets on master %d", n, v, buckets, m)
+					}
+					seen[m] = true
+					if redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Transfers) || redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Limit(7)) {
+						t.Errorf("voucher %d bucket %d: its keys span slots", v, b)
+					}
+				}
+				if keys.Bucket(v, 0, buckets).Stock != keys.Stock(v) {
+					t.Errorf("voucher %d: bucket 0 is not the voucher's own keys", v)
+				}
+			}
+		}
+	}
+}
+
 // Slot must agree with Redis: the shards are only spread, and the server's
 // own slot checks only right, if it does.
 func TestSlotAgreesWithRedis(t *testing.T) {

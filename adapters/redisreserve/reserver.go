@@ -536,18 +536,36 @@ func splitStock(units int64, n int) []int64 {
 	return shares
 }
 
-// RemainingStock is the live stock count, summed over the voucher's
-// buckets (a unit moving between two buckets is in neither for a moment).
+// RemainingStock is the live stock count: of a voucher in buckets, their
+// stock and the units in transit between them, read in one MULTI on one
+// Redis (a snapshot); on a cluster, whose buckets are on several masters,
+// each bucket's part is read at its own moment.
 func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return 0, err
 	}
+	if buckets == 1 {
+		n, err := r.rdb.Get(ctx, r.keys.Stock(voucherID)).Int64()
+		if errors.Is(err, redis.Nil) {
+			return 0, core.ErrVoucherNotFound
+		}
+		if err != nil {
+			return 0, fmt.Errorf("redisreserve: stock: %w", err)
+		}
+		return n, nil
+	}
 	all := r.allBuckets(voucherID, buckets)
-	cmds := make([]*redis.StringCmd, len(all))
-	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	stocks := make([]*redis.StringCmd, len(all))
+	transfers := make([]*redis.MapStringStringCmd, len(all))
+	read := r.rdb.TxPipelined
+	if _, clustered := r.rdb.(*redis.ClusterClient); clustered {
+		read = r.rdb.Pipelined // a MULTI cannot span slots
+	}
+	_, err = read(ctx, func(p redis.Pipeliner) error {
 		for i, bk := range all {
-			cmds[i] = p.Get(ctx, bk.Stock)
+			stocks[i] = p.Get(ctx, bk.Stock)
+			transfers[i] = p.HGetAll(ctx, bk.Transfers)
 		}
 		return nil
 	})
@@ -555,7 +573,7 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 		return 0, fmt.Errorf("redisreserve: stock: %w", err)
 	}
 	var total int64
-	for _, c := range cmds {
+	for _, c := range stocks {
 		n, err := c.Int64()
 		if errors.Is(err, redis.Nil) {
 			return 0, core.ErrVoucherNotFound
@@ -565,7 +583,7 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 		}
 		total += n
 	}
-	return total, nil
+	return total + r.parseTransfers(all, transfers).inTransit(), nil
 }
 
 var admitScript = redis.NewScript(lua.Admit)

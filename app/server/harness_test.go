@@ -275,8 +275,14 @@ func (h *harness) shopper(userID int64) string {
 
 func (h *harness) createVoucher(stock int64, begin, end time.Time) int64 {
 	h.t.Helper()
+	return h.createVoucherIn(stock, 1, begin, end)
+}
+
+// createVoucherIn creates a voucher whose stock is split over buckets.
+func (h *harness) createVoucherIn(stock int64, buckets int, begin, end time.Time) int64 {
+	h.t.Helper()
 	status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
-		"title": "test voucher", "payValue": 100, "actualValue": 200, "stock": stock,
+		"title": "test voucher", "payValue": 100, "actualValue": 200, "stock": stock, "buckets": buckets,
 		"beginTime": begin.Format(time.RFC3339Nano), "endTime": end.Format(time.RFC3339Nano),
 	})
 	if status != http.StatusCreated {
@@ -286,7 +292,11 @@ func (h *harness) createVoucher(stock int64, begin, end time.Time) int64 {
 }
 
 func (h *harness) openVoucher(stock int64) int64 {
-	return h.createVoucher(stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	return h.openVoucherIn(stock, 1)
+}
+
+func (h *harness) openVoucherIn(stock int64, buckets int) int64 {
+	return h.createVoucherIn(stock, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 }
 
 // rows counts persisted orders of a voucher and its database stock.

@@ -73,3 +73,31 @@ func TestTheModelTellsASaleFromItsDefects(t *testing.T) {
 		}
 	}
 }
+
+// TestTheBucketModelAllowsOnlyAnEarlySoldOut: a sold out answered while a
+// unit remained is legal for a voucher in buckets and for no other; an
+// oversell, or a stock read that is wrong, is illegal for both.
+func TestTheBucketModelAllowsOnlyAnEarlySoldOut(t *testing.T) {
+	reserved := func(id int64) Output { return Output{Outcome: Reserved, OrderID: id} }
+	stock := func(n int64) Output { return Output{Outcome: Stock, Stock: n} }
+	soldOut := Output{Outcome: SoldOut}
+	early := []porcupine.Operation{op(0, Buy, 1, 0, 10, reserved(11)), op(1, Buy, 2, 20, 30, soldOut), op(2, Buy, 3, 40, 50, reserved(13))}
+	oversold := []porcupine.Operation{op(0, Buy, 1, 0, 10, reserved(11)), op(1, Buy, 2, 20, 30, reserved(12)), op(2, Buy, 3, 40, 50, reserved(13))}
+	wrongRead := []porcupine.Operation{op(0, Buy, 1, 0, 10, reserved(11)), op(1, ReadStock, 2, 20, 30, stock(0))}
+	for _, c := range []struct {
+		name          string
+		ops           []porcupine.Operation
+		whole, bucket bool
+	}{
+		{"sold out with a unit left, sold after", early, false, true},
+		{"three units of two", oversold, false, false},
+		{"a stock read of 0 with a unit left", wrongRead, false, false},
+	} {
+		if err := CheckModel(Model(2), c.ops, 5*time.Second); (err == nil) != c.whole {
+			t.Errorf("%s, whole voucher: legal=%v, want %v (%v)", c.name, err == nil, c.whole, err)
+		}
+		if err := CheckModel(BucketModel(2), c.ops, 5*time.Second); (err == nil) != c.bucket {
+			t.Errorf("%s, in buckets: legal=%v, want %v (%v)", c.name, err == nil, c.bucket, err)
+		}
+	}
+}
