@@ -215,7 +215,7 @@ func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) 
 func (r *Reserver) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (borrowed, error) {
 	lender, borrower := r.keys.Bucket(voucherID, from, buckets), r.keys.Bucket(voucherID, to, buckets)
 	id := rand.Text()
-	pend, err := pendScript.Run(ctx, r.rdb, []string{borrower.Stock, borrower.Window, borrower.Transfers}, id, from, borrowWant).Slice()
+	pend, err := pendScript.Run(ctx, r.rdb, []string{borrower.Stock, borrower.Window, borrower.Transfers()}, id, from, borrowWant).Slice()
 	if err != nil {
 		return borrowed{}, fmt.Errorf("pend: %w", err)
 	}
@@ -238,7 +238,7 @@ type pendingTransfer struct {
 // completeTransfer runs a pending transfer's take and give (each a no-op
 // the second time) and reports how many units arrived.
 func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (borrowed, error) {
-	granted, err := takeScript.Run(ctx, r.rdb, []string{t.lender.Stock, t.lender.Window, t.lender.Transfers},
+	granted, err := takeScript.Run(ctx, r.rdb, []string{t.lender.Stock, t.lender.Window, t.lender.Transfers()},
 		t.id, t.borrower.Bucket, borrowWant, t.gen, t.at, transferMaxAge.Milliseconds()).Int64()
 	if err != nil {
 		return borrowed{}, fmt.Errorf("take: %w", err)
@@ -254,7 +254,7 @@ func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (bor
 		// since the transfer was recorded); the record goes.
 		voided, granted = true, 0
 	}
-	n, err := giveScript.Run(ctx, r.rdb, []string{t.borrower.Stock, t.borrower.Window, t.borrower.Transfers}, t.id, granted).Int()
+	n, err := giveScript.Run(ctx, r.rdb, []string{t.borrower.Stock, t.borrower.Window, t.borrower.Transfers()}, t.id, granted).Int()
 	if err != nil {
 		return borrowed{}, fmt.Errorf("give: %w", err)
 	}
@@ -322,7 +322,7 @@ func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets i
 	cmds := make([]*redis.MapStringStringCmd, len(all))
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, bk := range all {
-			cmds[i] = p.HGetAll(ctx, bk.Transfers)
+			cmds[i] = p.HGetAll(ctx, bk.Transfers())
 		}
 		return nil
 	})
@@ -345,7 +345,7 @@ func (r *Reserver) parseTransfers(all []BucketKeys, cmds []*redis.MapStringStrin
 				from, err1 := strconv.Atoi(parts[0])
 				at, err2 := strconv.ParseInt(parts[3], 10, 64)
 				if err1 != nil || err2 != nil || from < 0 || from >= buckets {
-					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers, "field", field, "value", value)
+					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers(), "field", field, "value", value)
 					continue
 				}
 				s.pending = append(s.pending, pendingTransfer{id: id, lender: all[from], borrower: all[i], gen: parts[2], at: at})
@@ -353,7 +353,7 @@ func (r *Reserver) parseTransfers(all []BucketKeys, cmds []*redis.MapStringStrin
 				units, err1 := strconv.ParseInt(parts[0], 10, 64)
 				at, err2 := strconv.ParseInt(parts[2], 10, 64)
 				if err1 != nil || err2 != nil {
-					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers, "field", field, "value", value)
+					r.log().Error("a transfer record that does not parse", "key", all[i].Transfers(), "field", field, "value", value)
 					continue
 				}
 				s.granted[strings.TrimPrefix(field, "out:")] = grantedTransfer{units: units, at: at, lender: all[i]}
@@ -394,7 +394,7 @@ func (r *Reserver) RedriveTransfers(ctx context.Context, voucherID int64) (int, 
 	}
 	for id, g := range s.granted {
 		if !pending[id] && now.UnixMilli()-g.at > transferRecordKept.Milliseconds() {
-			if err := r.rdb.HDel(ctx, g.lender.Transfers, "out:"+id).Err(); err != nil {
+			if err := r.rdb.HDel(ctx, g.lender.Transfers(), "out:"+id).Err(); err != nil {
 				return done, fmt.Errorf("redisreserve: transfer record %s of voucher %d: %w", id, voucherID, err)
 			}
 		}

@@ -36,14 +36,14 @@ func TestATransferCutShortIsCompletedOnce(t *testing.T) {
 		}
 		// The borrower records the transfer, the lender grants half its 5:
 		// then the borrower's process dies.
-		pend, err := pendScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers}, "T1", 1, borrowWant).Slice()
+		pend, err := pendScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers()}, "T1", 1, borrowWant).Slice()
 		if err != nil || pend[0] != int64(1) {
 			t.Fatalf("pend: %v %v", pend, err)
 		}
 		p := pendingTransfer{id: "T1", lender: lender, borrower: borrower, gen: pend[1].(string), at: pend[2].(int64)}
 		take := func(p pendingTransfer, maxAge time.Duration) int64 {
 			t.Helper()
-			n, err := takeScript.Run(ctx, r.Client, []string{lender.Stock, lender.Window, lender.Transfers},
+			n, err := takeScript.Run(ctx, r.Client, []string{lender.Stock, lender.Window, lender.Transfers()},
 				p.id, 0, borrowWant, p.gen, p.at, maxAge.Milliseconds()).Int64()
 			if err != nil {
 				t.Fatal(err)
@@ -70,13 +70,13 @@ func TestATransferCutShortIsCompletedOnce(t *testing.T) {
 		// As the duty finds it later: the record backdated.
 		old := p
 		old.at -= transferRedriveAfter.Milliseconds() + 1000
-		r.Client.HSet(ctx, borrower.Transfers, "in:T1", "1:"+strconv.Itoa(borrowWant)+":"+p.gen+":"+strconv.FormatInt(old.at, 10))
+		r.Client.HSet(ctx, borrower.Transfers(), "in:T1", "1:"+strconv.Itoa(borrowWant)+":"+p.gen+":"+strconv.FormatInt(old.at, 10))
 		for range 3 {
 			if _, err := res.RedriveTransfers(ctx, v.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if n, err := giveScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers}, "T1", 3).Int(); err != nil || n != 0 {
+		if n, err := giveScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers()}, "T1", 3).Int(); err != nil || n != 0 {
 			t.Errorf("a replayed give: %d, %v; want 0 (applied already)", n, err)
 		}
 		if a, b := stocks(); a != 8 || b != 2 {
@@ -126,7 +126,7 @@ func TestATransferClosedWithNothingTakesNothingLater(t *testing.T) {
 		borrower, lender := res.keys.Bucket(v.ID, 0, 2), res.keys.Bucket(v.ID, 1, 2)
 		r.Client.Set(ctx, lender.Stock, 0, 0) // dry (its unit sold, say)
 		r.Client.HSet(ctx, lender.Window, "total", 0)
-		pend, err := pendScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers}, "T", 1, borrowWant).Slice()
+		pend, err := pendScript.Run(ctx, r.Client, []string{borrower.Stock, borrower.Window, borrower.Transfers()}, "T", 1, borrowWant).Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,16 +60,22 @@ func (k Keys) Limit(voucherID, userID int64) string {
 // between it and the voucher's other buckets, all under the tag of the
 // bucket's shard. Bucket 0 is the voucher's own keys, so a voucher of one
 // bucket is laid out as before buckets; bucket b > 0 of voucher v is named
-// v/b.
+// v/b. The reservation builds one per request: the names it does not send
+// are built only when asked for.
 type BucketKeys struct {
-	Bucket, Shard                    int
-	Stock, Window, Orders, Transfers string
-	limit                            string
+	Bucket, Shard         int
+	Stock, Window, Orders string
+	prefix, tag, name     string
 }
+
+// Transfers is the hash of the bucket's transfers (bucket_pend.lua).
+func (b BucketKeys) Transfers() string { return b.prefix + "transfers:{" + b.tag + "}:" + b.name }
 
 // Limit is a shopper's rate-limit state in this bucket (the shopper's
 // bucket: core.BucketOf).
-func (b BucketKeys) Limit(userID int64) string { return b.limit + ":" + strconv.FormatInt(userID, 10) }
+func (b BucketKeys) Limit(userID int64) string {
+	return b.prefix + "limit:{" + b.tag + "}:" + b.name + ":" + strconv.FormatInt(userID, 10)
+}
 
 // Bucket names the keys of bucket b of a voucher split into buckets.
 func (k Keys) Bucket(voucherID int64, b, buckets int) BucketKeys {
@@ -79,9 +85,11 @@ func (k Keys) Bucket(voucherID int64, b, buckets int) BucketKeys {
 	if b > 0 {
 		name += "/" + strconv.Itoa(b)
 	}
-	at := func(kind string) string { return k.Prefix + kind + ":{" + shards.Tag(shard) + "}:" + name }
-	return BucketKeys{Bucket: b, Shard: shard, Stock: at("stock"), Window: at("window"), Orders: at("order"),
-		Transfers: at("transfers"), limit: at("limit")}
+	bk := BucketKeys{Bucket: b, Shard: shard, prefix: k.Prefix, tag: shards.Tag(shard), name: name}
+	bk.Stock = k.Prefix + "stock:{" + bk.tag + "}:" + name
+	bk.Window = k.Prefix + "window:{" + bk.tag + "}:" + name
+	bk.Orders = k.Prefix + "order:{" + bk.tag + "}:" + name
+	return bk
 }
 
 // ShardKey is a queue's key for one shard: name, then the shard's tag.

@@ -98,7 +98,7 @@ func TestBucketsLandOnDistinctMasters(t *testing.T) {
 						t.Errorf("%d shards, voucher %d in %d buckets: two buckets on master %d", n, v, buckets, m)
 					}
 					seen[m] = true
-					if redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Transfers) || redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Limit(7)) {
+					if redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Transfers()) || redisreserve.Slot(bk.Stock) != redisreserve.Slot(bk.Limit(7)) {
 						t.Errorf("voucher %d bucket %d: its keys span slots", v, b)
 					}
 				}

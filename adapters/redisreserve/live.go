@@ -190,7 +190,7 @@ func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketK
 		return err
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
-		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers},
+		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers()},
 		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)

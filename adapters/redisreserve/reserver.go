@@ -565,7 +565,7 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 	_, err = read(ctx, func(p redis.Pipeliner) error {
 		for i, bk := range all {
 			stocks[i] = p.Get(ctx, bk.Stock)
-			transfers[i] = p.HGetAll(ctx, bk.Transfers)
+			transfers[i] = p.HGetAll(ctx, bk.Transfers())
 		}
 		return nil
 	})
