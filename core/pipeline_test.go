@@ -155,6 +155,30 @@ func TestPoisonMessageIsDeadLetteredAndTheBatchMovesOn(t *testing.T) {
 	}
 }
 
+// TestBothOrderBodiesArePersisted: in a rolling upgrade a queue holds
+// orders in the JSON (version 1) and the compact body (version 2); a
+// consumer persists both, the same orders.
+func TestBothOrderBodiesArePersisted(t *testing.T) {
+	q, s := newFakeQueue(), &fakeStore{}
+	created := time.UnixMilli(1795941009284).UTC()
+	for id := int64(1); id <= 4; id++ {
+		f := core.OrderBodyJSON
+		if id%2 == 0 {
+			f = core.OrderBodyCompact
+		}
+		q.push(f.Encode(core.Order{ID: id, UserID: 10 + id, VoucherID: 7, CreatedAt: created}), 1)
+	}
+	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
+	if _, _, acked, dead := q.state(); acked != 4 || dead != 0 {
+		t.Fatalf("acked %d, dead %d: want all 4 acked", acked, dead)
+	}
+	for id := int64(1); id <= 4; id++ {
+		if got := s.rows[id]; got.UserID != 10+id || got.VoucherID != 7 || !got.CreatedAt.Equal(created) {
+			t.Errorf("order %d persisted as %+v", id, got)
+		}
+	}
+}
+
 func TestMessageDeliveredTooOftenIsDeadLetteredUnprocessed(t *testing.T) {
 	q, s := newFakeQueue(), &fakeStore{}
 	q.push(body(1, 1), 4) // MaxDeliveries is 3

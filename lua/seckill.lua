@@ -22,7 +22,7 @@
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal, from the ID worker)
--- ARGV[3] -> order message body (JSON, see core.EncodeOrder)
+-- ARGV[3] -> order message body (core.OrderBody: JSON or compact)
 -- ARGV[4] -> seckill requests admitted per second per shopper and voucher,
 --            with a burst of as many (0: no limit)
 -- ARGV[5] -> deadline: the request's deadline, unix milliseconds on the

@@ -77,8 +77,10 @@ local function reserve(i)
   local k, a = 6 * i, 2 + h + 7 * i
   local stockKey, windowKey, ordersKey, queueKey, limitKey, duesKey =
     KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  -- payBy stays the string it came as ('0': none): it is only copied
+  -- into the deadline's entry, and a number would be formatted back.
   local user, orderId, body, rate, deadline, payBy, voucher =
-    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7]
+    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7]
 
   local v = voucherState(stockKey, windowKey, ordersKey)
   if v.missing then
@@ -139,7 +141,7 @@ local function reserve(i)
   end
   v.sold = v.sold + 1
   redis.call('HSET', ordersKey, user, orderId)
-  if payBy > 0 then
+  if payBy ~= '0' then
     local d = dues[duesKey]
     if not d then
       d = {}

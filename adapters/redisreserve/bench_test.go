@@ -23,7 +23,8 @@ import (
 // second, a 15-minute pay window, the stream hand-off): one EVALSHA round
 // trip each (plain), shared pipelines (coalesced), or batches of at most
 // N reservations per script call (batchN); on one hot voucher, or going
-// round 32 (as the wrk bench does). On real Redis it also reports
+// round 32 (as the wrk bench does); the order body JSON, or compact where
+// the name says so. On real Redis it also reports
 // redis-µs/order: Redis's CPU (INFO's used_cpu_sys + used_cpu_user) over
 // the run ÷ reservations — issue 26's measure, by batch size, to find the
 // knee. Redis runs nothing else meanwhile, or the figure says so.
@@ -33,9 +34,11 @@ func BenchmarkReserve(b *testing.B) {
 		coalesce bool
 		batch    int
 		vouchers int64 // the reservations go round them
-	}{{"plain", false, 0, 1}, {"coalesced", true, 0, 1}, {"batch4", false, 4, 1}, {"batch8", false, 8, 1},
-		{"batch16", false, 16, 1}, {"batch32", false, 32, 1}, {"batch64", false, 64, 1},
-		{"coalesced-32vouchers", true, 0, 32}, {"batch32-32vouchers", false, 32, 32}}
+		body     core.OrderBody
+	}{{"plain", false, 0, 1, ""}, {"coalesced", true, 0, 1, ""}, {"batch4", false, 4, 1, ""}, {"batch8", false, 8, 1, ""},
+		{"batch16", false, 16, 1, ""}, {"batch32", false, 32, 1, ""}, {"batch64", false, 64, 1, ""},
+		{"coalesced-32vouchers", true, 0, 32, ""}, {"batch32-32vouchers", false, 32, 32, ""},
+		{"batch32-compact", false, 32, 1, core.OrderBodyCompact}, {"batch32-32vouchers-compact", false, 32, 32, core.OrderBodyCompact}}
 	for _, vouchers := range []int64{1, 32} {
 		b.Run(fmt.Sprintf("naive-%dvouchers", vouchers), func(b *testing.B) { benchmarkNaive(b, vouchers) })
 	}
@@ -48,7 +51,7 @@ func BenchmarkReserve(b *testing.B) {
 			res, err := redisreserve.New(r.Client, redisreserve.Config{Prefix: r.Prefix,
 				Handoff: core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
 					Key: func(int64) string { return r.Prefix + "orders" }},
-				Coalesce: mode.coalesce, Batch: mode.batch, ShopperRate: 5, PayWindow: 15 * time.Minute})
+				Coalesce: mode.coalesce, Batch: mode.batch, ShopperRate: 5, PayWindow: 15 * time.Minute, OrderBody: mode.body})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -65,6 +65,9 @@ type Config struct {
 	// PayWindow: each reservation is recorded as due for payment this long
 	// after it (Keys.PayBy), for ClaimDue; 0 records none.
 	PayWindow time.Duration
+	// OrderBody is the format of the order the hand-off writes (zero:
+	// core.OrderBodyJSON, which every version reads).
+	OrderBody core.OrderBody
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
@@ -351,7 +354,7 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) 
 	if r.cfg.PayWindow > 0 {
 		payBy = o.CreatedAt.Add(r.cfg.PayWindow).UnixMilli()
 	}
-	args = append(args, o.UserID, o.ID, core.EncodeOrder(o), rate, deadline, payBy, o.VoucherID)
+	args = append(args, o.UserID, o.ID, r.cfg.OrderBody.Encode(o), rate, deadline, payBy, o.VoucherID)
 	return keys, append(args, r.handoffArgs...)
 }
 

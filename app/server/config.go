@@ -126,6 +126,10 @@ type Config struct {
 	// 0 or 1: a script call per reservation (coalesced or not, by
 	// RedisCoalesce).
 	RedisBatch int // SECKILL_REDIS_BATCH
+	// OrderBody is the format of the orders the reservation writes to the
+	// Redis queues: compact (version 2), or json (version 1) while
+	// instances of an older version still consume (core.OrderBody).
+	OrderBody core.OrderBody // SECKILL_ORDER_BODY
 	// PprofAddr, if set, serves net/http/pprof there, apart from the API:
 	// a loopback address unless PprofPublic (profiles show internals and
 	// cost CPU on demand).
@@ -346,6 +350,10 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {
 		return c, err
+	}
+	name := get("SECKILL_ORDER_BODY", string(core.OrderBodyCompact))
+	if c.OrderBody, err = core.ParseOrderBody(name); err != nil {
+		return c, &configError{"SECKILL_ORDER_BODY", name, "want compact or json"}
 	}
 	if c.SeckillRate, err = intVar(lookup, "SECKILL_SECKILL_RATE", 5, 0, 1_000_000); err != nil {
 		return c, err

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -24,7 +25,8 @@ func TestConfigDefaultsInEmbeddedMode(t *testing.T) {
 	}
 	if c.Addr != ":8080" || c.Queue != "streamgroup" || c.ClaimMinIdle != 30*time.Second || !c.DevCodes ||
 		!c.EmbeddedRedis() || !c.EmbeddedSQL() || len(c.JWTSecret) == 0 || c.AdminToken == "" || !c.GeneratedAdminToken ||
-		!c.RedisCoalesce || c.RedisBatch != 32 || c.PprofAddr != "" || c.BatchSize != 500 || c.AnswerMemo != 200*time.Millisecond {
+		!c.RedisCoalesce || c.RedisBatch != 32 || c.PprofAddr != "" || c.BatchSize != 500 || c.AnswerMemo != 200*time.Millisecond ||
+		c.OrderBody != core.OrderBodyCompact {
 		t.Fatalf("defaults: %+v", c)
 	}
 	other, _ := LoadConfig(env(nil))
@@ -72,6 +74,7 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_JWT_SECRET":      "short",
 		"SECKILL_REDIS_COALESCE":  "sometimes",
 		"SECKILL_REDIS_BATCH":     "1000",
+		"SECKILL_ORDER_BODY":      "protobuf",
 		"SECKILL_PPROF_ADDR":      "6060",
 		"SECKILL_SHARDS":          "65",
 		"SECKILL_CONSUMER_LINGER": "5s",

@@ -383,7 +383,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce, Batch: s.cfg.RedisBatch,
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
-		PayWindow: s.deadlineWindow()})
+		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody})
 	if err != nil {
 		return sale{}, err
 	}
