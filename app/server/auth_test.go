@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -52,6 +53,46 @@ func TestShopperClaims(t *testing.T) {
 	}
 	if id, err := tk.userID(issued); err != nil || id != 42 {
 		t.Fatalf("own token: %d %v", id, err)
+	}
+}
+
+// TestTokensOfAnotherSecretAreRefusedWhileTheMACsAreShared: the keyed
+// HMAC states are reused across goroutines; under load, a token signed
+// with another secret, or whose signature was altered, is never
+// accepted, and every genuine one is, with its own user.
+func TestTokensOfAnotherSecretAreRefusedWhileTheMACsAreShared(t *testing.T) {
+	tk := NewTokens([]byte("0123456789abcdef0123456789abcdef"), 0)
+	other := NewTokens([]byte("fedcba9876543210fedcba9876543210"), 0)
+	now := time.Now()
+	done := make(chan error, 8)
+	for g := int64(1); g <= 8; g++ {
+		go func() {
+			for i := int64(0); i < 200; i++ {
+				user := g*1000 + i
+				good, _ := tk.Issue(user, now)
+				forged, _ := other.Issue(user, now)
+				// A character inside the signature (the last one also
+				// carries padding bits that decode to nothing).
+				at := len(good) - 10
+				altered := good[:at] + map[bool]string{true: "A", false: "B"}[good[at] != 'A'] + good[at+1:]
+				if id, err := tk.userID(good); err != nil || id != user {
+					done <- fmt.Errorf("genuine token of %d: %d, %v", user, id, err)
+					return
+				}
+				for _, bad := range []string{forged, altered} {
+					if id, err := tk.userID(bad); err == nil {
+						done <- fmt.Errorf("token %q accepted as user %d", bad, id)
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
