@@ -16,12 +16,14 @@
 -- ARGV[1] -> the rebuild's token
 -- ARGV[2] -> the fence's time to live, in milliseconds
 --
--- Returns 1 when fenced, 0 when another rebuild holds the fence.
+-- Returns 1 when fenced (a replay with the same token too: go-redis sends
+-- a call again whose reply was lost, and the fence it finds is its own),
+-- 0 when another rebuild holds the fence.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local held = redis.call('HMGET', KEYS[1], 'fence', 'fenceUntil')
-if held[1] and tonumber(held[2]) > now then
+if held[1] and held[1] ~= ARGV[1] and tonumber(held[2]) > now then
   return 0
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'fenceUntil', now + tonumber(ARGV[2]))
