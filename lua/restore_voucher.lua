@@ -29,14 +29,19 @@
 -- ARGV[8] -> how many buckets the voucher has
 --
 -- Returns:
---   1   restored
+--   1   restored (a replay of this restore too: go-redis resends a call
+--       whose reply was lost, and finds the fence lifted and the
+--       generation this restore wrote)
 --   0   the fence is not this rebuild's (expired, or another's): nothing done
 --  -1   the staged buyers are not as many as ARGV[6] (a chunk went
 --       missing): nothing done, the fence stays until it expires
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local fence = redis.call('HMGET', KEYS[2], 'fence', 'fenceUntil')
+local fence = redis.call('HMGET', KEYS[2], 'fence', 'fenceUntil', 'gen')
+if not fence[1] and fence[3] == ARGV[7] then
+  return 1
+end
 if fence[1] ~= ARGV[1] or tonumber(fence[2]) <= now then
   return 0
 end

@@ -55,3 +55,48 @@ func TestAFenceReplayedByItsOwnTokenIsItsOwn(t *testing.T) {
 		}
 	})
 }
+
+// TestARestoreReplayedAfterItsReplyWasLostIsDone: the restore's reply can
+// be lost as the fence's can; go-redis's resend then finds the fence lifted
+// and must answer restored (its generation is there), not "the fence
+// expired", which would report a rebuild that succeeded as failed. A
+// restore under another token still changes nothing.
+func TestARestoreReplayedAfterItsReplyWasLostIsDone(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		res, err := New(r.Client, Config{Prefix: r.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		v := core.Voucher{ID: 6, Title: "t", Stock: 3, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
+		if err := res.LoadVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		bk := res.keys.Bucket(v.ID, 0, 1)
+		if n, err := fenceScript.Run(ctx, r.Client, []string{bk.Window, bk.Stock}, "T", 10_000).Int(); err != nil || n != 1 {
+			t.Fatalf("fence: %d, %v", n, err)
+		}
+		restore := func(token string) int {
+			n, err := restoreScript.Run(ctx, r.Client,
+				[]string{bk.Stock, bk.Window, bk.Orders, bk.Orders + ":restoring:" + token, bk.Transfers()},
+				token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), 2, "inc", 0, token, 1).Int()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if restore("T") != 1 {
+			t.Fatal("the restore under its fence was refused")
+		}
+		if restore("T") != 1 {
+			t.Fatal("the replay of a restore that was done answered the fence expired")
+		}
+		if restore("U") != 0 {
+			t.Fatal("a restore without the fence changed the voucher")
+		}
+		if n, _ := r.Client.Get(ctx, bk.Stock).Int64(); n != 2 {
+			t.Fatalf("stock %d, want the restored 2", n)
+		}
+	})
+}
