@@ -9,6 +9,22 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
+// voucherOnSale is a Reserver on r with voucher id on sale (3 units, one
+// bucket), and the voucher's keys.
+func voucherOnSale(t *testing.T, r testenv.Redis, id int64) (*Reserver, core.Voucher, BucketKeys) {
+	t.Helper()
+	res, err := New(r.Client, Config{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := core.Voucher{ID: id, Title: "t", Stock: 3, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
+	if err := res.LoadVoucher(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	return res, v, res.keys.Bucket(v.ID, 0, 1)
+}
+
 // TestAFenceReplayedByItsOwnTokenIsItsOwn: a fence call whose reply was
 // lost (Redis killed after the write, its AOF kept it; a dropped
 // connection) is sent again by go-redis's retry with the same token. The
@@ -19,15 +35,7 @@ import (
 func TestAFenceReplayedByItsOwnTokenIsItsOwn(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
-		res, err := New(r.Client, Config{Prefix: r.Prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := core.Voucher{ID: 5, Title: "t", Stock: 3, BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
-		if err := res.LoadVoucher(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-		bk := res.keys.Bucket(v.ID, 0, 1)
+		res, v, bk := voucherOnSale(t, r, 5)
 		fence := func(token string) int {
 			n, err := fenceScript.Run(ctx, r.Client, []string{bk.Window, bk.Stock}, token, 10_000).Int()
 			if err != nil {
@@ -64,16 +72,7 @@ func TestAFenceReplayedByItsOwnTokenIsItsOwn(t *testing.T) {
 func TestARestoreReplayedAfterItsReplyWasLostIsDone(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
-		res, err := New(r.Client, Config{Prefix: r.Prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now()
-		v := core.Voucher{ID: 6, Title: "t", Stock: 3, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
-		if err := res.LoadVoucher(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-		bk := res.keys.Bucket(v.ID, 0, 1)
+		_, v, bk := voucherOnSale(t, r, 6)
 		if n, err := fenceScript.Run(ctx, r.Client, []string{bk.Window, bk.Stock}, "T", 10_000).Int(); err != nil || n != 1 {
 			t.Fatalf("fence: %d, %v", n, err)
 		}
