@@ -52,10 +52,17 @@ const (
 	// transferRedriveAfter: the duty leaves a pending transfer younger than
 	// this to the shopper's request that started it.
 	transferRedriveAfter = 5 * time.Second
-	// borrowRounds bounds the borrows one reservation waits for: each takes
-	// half a lender's stock, and other shoppers of the bucket may sell what
-	// arrived before this one retries.
-	borrowRounds = 16
+	// idleBorrows bounds the borrows one reservation makes that brought
+	// no unit (a rebuild voided them, or transfers in transit were
+	// settled and it asks again). A borrow that brought units is not
+	// counted: each takes half a lender's stock, other shoppers of the
+	// bucket may sell what arrived before this one retries, and a
+	// reservation goes on while units move (there are finitely many; its
+	// deadline bounds the wait). A bound of 16 rounds of any kind answered
+	// 503 busy to the unluckiest of 300 shoppers over 3 buckets racing for
+	// 90 units while lenders still had some (seen once in CI, cluster,
+	// batches of 32).
+	idleBorrows = 16
 	// borrowWant is what a borrower asks for: the lender grants half its
 	// stock, up to this.
 	borrowWant = 1 << 30
@@ -135,7 +142,7 @@ func (r *Reserver) allBuckets(voucherID int64, buckets int) []BucketKeys {
 func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk BucketKeys, buckets int, res core.Reservation) (core.Reservation, error) {
 	// The first try counted this request against the shopper's limit.
 	ctx = core.Admitted(ctx)
-	for range borrowRounds {
+	for idle := 0; ; {
 		got, err := r.borrow(ctx, o.VoucherID, bk.Bucket, buckets)
 		if err != nil {
 			return core.Reservation{}, err
@@ -165,9 +172,14 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 		if res, err = r.reserveIn(ctx, o, bk); err != nil || res.Result != core.SoldOut {
 			return res, err
 		}
+		if got.units == 0 {
+			// Nothing came in: asking again is bounded, units moving are
+			// not. Not sold out: something was moving.
+			if idle++; idle >= idleBorrows {
+				return core.Reservation{}, core.ErrBusy
+			}
+		}
 	}
-	// Units keep arriving and going to other shoppers first: not sold out.
-	return core.Reservation{}, core.ErrBusy
 }
 
 // borrowed is what a borrow brought: units, and when none came whether a
