@@ -57,6 +57,15 @@ type LiveSale interface {
 	Repair(ctx context.Context, orders []Order) (again []Order, err error)
 }
 
+// Reverifier is a LiveSale that can tell, for a voucher verified in an
+// earlier incarnation, that the change of incarnation did not touch it
+// (Redis Cluster: another master restarted; the voucher's own masters are
+// the servers that wrote its state), and record it verified in inc without
+// a rebuild. false: it must be rebuilt.
+type Reverifier interface {
+	Reverify(ctx context.Context, voucherID int64, inc string) (bool, error)
+}
+
 // LiveState is a voucher's state in the live store.
 type LiveState struct {
 	// Present: the voucher has stock there (it can be sold).
@@ -221,6 +230,12 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 	if err != nil {
 		return Wrap("recovery: verified in", CodeUnavailable, err)
 	}
+	if ok && was != inc {
+		if ok, err = r.reverify(ctx, voucherID, inc); err != nil {
+			return err
+		}
+		was = inc
+	}
 	if ok && was == inc {
 		r.verified.Store(voucherID, inc)
 		return nil
@@ -243,11 +258,35 @@ func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, 
 	if err != nil {
 		return false, Wrap("recovery: verified in", CodeUnavailable, err)
 	}
+	if ok && was != inc {
+		if ok, err = r.reverify(ctx, voucherID, inc); err != nil {
+			return false, err
+		}
+		was = inc
+	}
 	if ok && was == inc {
 		return false, nil
 	}
 	r.verified.Delete(voucherID)
 	return true, r.Rebuild(ctx, voucherID)
+}
+
+// reverify asks a live store that can tell (Reverifier) whether the
+// voucher's state, verified in an earlier incarnation, is untouched by the
+// change to inc: then it is verified in inc without a rebuild.
+func (r *Recovery) reverify(ctx context.Context, voucherID int64, inc string) (bool, error) {
+	rv, ok := r.live.(Reverifier)
+	if !ok {
+		return false, nil
+	}
+	ok, err := rv.Reverify(ctx, voucherID, inc)
+	if err != nil {
+		return false, Wrap("recovery: reverify", CodeUnavailable, err)
+	}
+	if ok {
+		r.log.Debug("carried a voucher's live state over to a new incarnation: its masters did not change", "voucher", voucherID, "incarnation", inc)
+	}
+	return ok, nil
 }
 
 // Lost is what the request path calls when the live store answered that it

@@ -119,3 +119,14 @@ var BucketTake string
 //
 //go:embed bucket_give.lua
 var BucketGive string
+
+// ReverifyVoucher carries a voucher's (or a bucket's) live state over to a
+// new incarnation when its own master did not change.
+//
+//go:embed reverify_voucher.lua
+var ReverifyVoucher string
+
+// MarkNode records which server wrote a voucher's live state.
+//
+//go:embed mark_node.lua
+var MarkNode string

@@ -8,7 +8,7 @@
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
 -- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch,
---            total, and the fence: fence (a rebuild's token), fenceUntil
+--            node, total, and the fence: fence (a rebuild's token), fenceUntil
 --            (unix ms, Redis's clock; see fence_voucher.lua)
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
 -- KEYS[4] -> seckill:order:{shard}:voucherId:restoring:<token>  hash: the
@@ -60,5 +60,13 @@ redis.call('DEL', KEYS[2], KEYS[5])
 local total = tonumber(ARGV[4]) + buyers
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total,
   'gen', ARGV[7], 'buckets', ARGV[8])
+-- node: this server's run_id (none on a server that cannot tell it), so
+-- that reverify_voucher.lua carries the state over to a new incarnation
+-- only while the server that wrote it holds it.
+local info = redis.pcall('INFO', 'server')
+local node = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+if node then
+  redis.call('HSET', KEYS[2], 'node', node)
+end
 redis.call('SET', KEYS[1], ARGV[4])
 return 1

@@ -2,6 +2,7 @@ package redisreserve
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,10 +21,14 @@ import (
 // An incarnation is the run_id of each master, which changes on every
 // restart and failover, whether the new server came up empty or from an
 // old snapshot (both look the same to the keys; only the run_id tells them
-// apart from a server that never went away), and the count of forgettings:
-// signals that part of the sale's state vanished under an unchanged run_id
-// (a queue's stream or group gone, keys evicted). Forget counts one, in
-// Redis, so every instance sees the new incarnation at its next Refresh.
+// apart from a server that never went away), and the mark of the last
+// forgetting: a signal that part of the sale's state vanished under an
+// unchanged run_id (a queue's stream or group gone, keys evicted). Forget
+// writes a new mark, in Redis, so every instance sees the new incarnation
+// at its next Refresh. The mark is random, not a count: a count kept on a
+// master that restarted from an older snapshot could come back to a value
+// it had, and pass a voucher verified before a forgetting as verified
+// after it.
 //
 // A restart or failover always means new connections, and OnConnect (a
 // go-redis hook) reads each new connection's run_id before the connection
@@ -79,14 +84,14 @@ func (i *Identity) Current(ctx context.Context) (string, error) {
 // instance at its next Refresh, so every voucher is verified again (and
 // rebuilt) before its next use. It returns the new incarnation.
 func (i *Identity) Forget(ctx context.Context) (string, error) {
-	if err := i.rdb.Incr(ctx, i.forgets).Err(); err != nil {
+	if err := i.rdb.Set(ctx, i.forgets, rand.Text(), 0).Err(); err != nil {
 		return "", fmt.Errorf("redisreserve: identity: forget: %w", err)
 	}
 	return i.Refresh(ctx)
 }
 
-// Refresh asks every master for its run_id, and Redis for the count of
-// forgettings, now.
+// Refresh asks every master for its run_id, and Redis for the mark of the
+// last forgetting, now.
 func (i *Identity) Refresh(ctx context.Context) (string, error) {
 	i.stale.Store(false)
 	var (
@@ -125,6 +130,35 @@ func (i *Identity) Refresh(ctx context.Context) (string, error) {
 	}
 	i.current.Store(&cur)
 	return cur, nil
+}
+
+// NothingForgotten reports whether state verified in incarnation was can
+// be carried over to incarnation now as far as forgettings go: none was
+// recorded between them (the same mark), and the master that keeps the
+// mark is the one that kept it then (one restarted from an older snapshot
+// could bring back a mark older than a forgetting). Whether the masters
+// holding the state itself changed is for each of them to tell
+// (reverify_voucher.lua).
+func (i *Identity) NothingForgotten(ctx context.Context, was, now string) (bool, error) {
+	wasIDs, wasMark, _ := strings.Cut(was, "/")
+	nowIDs, nowMark, _ := strings.Cut(now, "/")
+	if wasMark != nowMark {
+		return false, nil
+	}
+	var c redis.Cmdable = i.rdb
+	if cc, ok := i.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, i.forgets)
+		if err != nil {
+			return false, fmt.Errorf("redisreserve: identity: the forgettings' master: %w", err)
+		}
+		c = node
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return false, fmt.Errorf("redisreserve: identity: the forgettings' master: %w", err)
+	}
+	id := runID(info)
+	return id != "" && slices.Contains(strings.Split(wasIDs, ","), id) && slices.Contains(strings.Split(nowIDs, ","), id), nil
 }
 
 func runID(info string) string {

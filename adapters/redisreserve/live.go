@@ -26,6 +26,8 @@ var (
 	restoreScript       = redis.NewScript(lua.RestoreVoucher)
 	restoreBuyersScript = redis.NewScript(lua.RestoreBuyers)
 	unfenceScript       = redis.NewScript(lua.Unfence)
+	reverifyScript      = redis.NewScript(lua.ReverifyVoucher)
+	markNodeScript      = redis.NewScript(lua.MarkNode)
 )
 
 // Incarnation implements core.LiveSale.
@@ -76,6 +78,47 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 		}
 	}
 	return epoch, true, nil
+}
+
+// Reverify implements core.Reverifier: a voucher verified in an earlier
+// incarnation is carried over to inc without a rebuild when nothing was
+// forgotten since (Identity.NothingForgotten) and every bucket's master is
+// the very server that wrote the bucket's state (reverify_voucher.lua asks
+// it its run_id in the same step). On a cluster, one master's restart or
+// failover then rebuilds only the vouchers (and buckets) it held, not
+// every voucher of the sale. On one Redis every change of incarnation is
+// a change of the one master: nothing is carried over.
+func (r *Reserver) Reverify(ctx context.Context, voucherID int64, inc string) (bool, error) {
+	if r.cfg.Identity == nil {
+		return false, nil
+	}
+	was, ok, err := r.VerifiedIn(ctx, voucherID)
+	if err != nil || !ok {
+		return false, err
+	}
+	if was == inc {
+		return true, nil
+	}
+	if same, err := r.cfg.Identity.NothingForgotten(ctx, was, inc); err != nil || !same {
+		return false, err
+	}
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return false, err
+	}
+	for _, bk := range r.allBuckets(voucherID, buckets) {
+		n, err := reverifyScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Window, bk.Orders}, was, inc).Int()
+		if err != nil {
+			return false, fmt.Errorf("redisreserve: reverify voucher %d: %w", voucherID, err)
+		}
+		if n != 1 {
+			// The buckets carried over so far record inc and the others
+			// do not: the voucher is not verified (VerifiedIn), and its
+			// rebuild restores every bucket.
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // DrainedIn implements core.LiveSale.
@@ -254,7 +297,10 @@ func fencedAt(fields []any, now time.Time) bool {
 	return err == nil && ms > now.UnixMilli()
 }
 
-var _ core.LiveSale = (*Reserver)(nil)
+var (
+	_ core.LiveSale   = (*Reserver)(nil)
+	_ core.Reverifier = (*Reserver)(nil)
+)
 
 // LiveState implements core.LiveSale, over the voucher's buckets: the
 // stock is their sum with the units in transit between them, the buyers

@@ -504,7 +504,8 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 // bucket, so the script never sees one without the other, with the
 // incarnation of Redis they were written in. A voucher in buckets has its
 // stock split evenly; bucket 0, whose window names the count, is written
-// last, so whoever reads the count finds every bucket.
+// last, so whoever reads the count finds every bucket. Each window also
+// records the server that wrote it (mark_node.lua; see Reverify).
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 	inc, err := r.Incarnation(ctx)
 	if err != nil {
@@ -517,6 +518,7 @@ func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n)
 			p.Set(ctx, bk.Stock, shares[b], 0)
+			markNodeScript.Eval(ctx, p, []string{bk.Window})
 			return nil
 		})
 		if err != nil {

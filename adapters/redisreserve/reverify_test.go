@@ -1,0 +1,246 @@
+package redisreserve_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// stockLedger is the database's side of a sale whose orders were never
+// persisted: each voucher's stock column as loaded, no orders. A voucher
+// it rebuilds loses every buyer Redis had, which is how these tests tell a
+// rebuild from a state carried over.
+type stockLedger map[int64]core.Voucher
+
+func (l stockLedger) SaleSnapshot(_ context.Context, id int64) (core.Voucher, []core.Order, error) {
+	v, ok := l[id]
+	if !ok {
+		return core.Voucher{}, nil, core.ErrVoucherNotFound
+	}
+	return v, nil, nil
+}
+
+func (l stockLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	v, _, err := l.SaleSnapshot(ctx, id)
+	return v, err
+}
+
+func (stockLedger) OrderStatuses(context.Context, []int64) (map[int64]core.OrderStatus, error) {
+	return map[int64]core.OrderStatus{}, nil
+}
+
+// noneHeld is a queue that holds no order.
+type noneHeld struct{}
+
+func (noneHeld) HeldOrders(context.Context, int64) ([]core.Order, error) { return nil, nil }
+
+// TestOneMastersRestartRebuildsOnlyWhatItHeld: on a three-master cluster,
+// one master restarts (empty, then from an older snapshot). The vouchers on
+// the other masters are carried over to the new incarnation as they are —
+// buyers the database never saw kept, no new generation — and those on the
+// restarted master, and a voucher in buckets with one bucket there, are
+// rebuilt. A forgetting recorded since rebuilds every voucher.
+func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of the test's own: skipped in -short mode")
+	}
+	cluster := redistopology.StartCluster(t)
+	ctx := context.Background()
+	prefix := "rv" + testenv.RandomSuffix() + ":"
+	identity := redisreserve.NewIdentity(prefix)
+	opt, err := redis.ParseClusterURL(cluster.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.OnConnect = identity.OnConnect
+	rdb := redis.NewClusterClient(opt)
+	defer rdb.Close()
+	identity.Attach(rdb)
+	shards := redisreserve.SpreadShards(3)
+	res, err := redisreserve.New(rdb, redisreserve.Config{Prefix: prefix, Shards: shards, Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := res.Keys()
+	ledger := stockLedger{}
+	// Vouchers 1..3 whole (one per shard, so one per master), voucher 4 in
+	// three buckets (one on each master).
+	for id := int64(1); id <= 4; id++ {
+		v := core.Voucher{ID: id, Title: "t", Stock: 30, BeginAt: past(), EndAt: future()}
+		if id == 4 {
+			v.Buckets = 3
+		}
+		ledger[id] = v
+		if err := res.LoadVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	order := int64(1000)
+	buy := func(voucher int64, users ...int64) {
+		t.Helper()
+		for _, u := range users {
+			order++
+			got, err := res.Reserve(ctx, core.Order{ID: order, UserID: u, VoucherID: voucher, CreatedAt: time.Now()})
+			if err != nil || got.Result != core.Reserved {
+				t.Fatalf("voucher %d, user %d: %v %v", voucher, u, got.Result, err)
+			}
+		}
+	}
+	for id := int64(1); id <= 4; id++ {
+		if err := recovery.Ensure(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		buy(id, 1, 2, 3, 4, 5, 6)
+	}
+	// gens is each voucher's bucket 0 generation: a rebuild writes a new one.
+	gens := func() map[int64]string {
+		out := map[int64]string{}
+		for id := int64(1); id <= 4; id++ {
+			out[id] = rdb.HGet(ctx, keys.Bucket(id, 0, ledger[id].BucketCount()).Window, "gen").Val()
+		}
+		return out
+	}
+	buyers := func(id int64) int {
+		t.Helper()
+		s, err := res.LiveState(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Buyers)
+	}
+	// The master of voucher 1's keys restarts; 2 and 3 are elsewhere.
+	victim := nodeOf(t, rdb, cluster, keys.Window(1))
+	for _, id := range []int64{2, 3} {
+		if nodeOf(t, rdb, cluster, keys.Window(id)) == victim {
+			t.Fatalf("vouchers 1 and %d on one master: the shards are not spread", id)
+		}
+	}
+	ensureAll := func(inc string) {
+		t.Helper()
+		for id := int64(1); id <= 4; id++ {
+			if err := recovery.Ensure(ctx, id); err != nil {
+				t.Fatalf("voucher %d: %v", id, err)
+			}
+			if was, ok, err := res.VerifiedIn(ctx, id); err != nil || !ok || was != inc {
+				t.Fatalf("voucher %d verified in %q (%v %v), want the new incarnation %q", id, was, ok, err, inc)
+			}
+		}
+	}
+	check := func(when string, carried map[int64]bool, before map[int64]string) {
+		t.Helper()
+		after := gens()
+		for id := int64(1); id <= 4; id++ {
+			switch n := buyers(id); {
+			case carried[id] && (n != 6 || after[id] != before[id]):
+				t.Errorf("%s: voucher %d has %d buyers (want the 6 Redis had) and generation %q (was %q): rebuilt, want it carried over",
+					when, id, n, after[id], before[id])
+			case !carried[id] && (n != 0 || after[id] == before[id]):
+				t.Errorf("%s: voucher %d has %d buyers, generation %q (was %q): want it rebuilt from the database (no buyers)",
+					when, id, n, after[id], before[id])
+			}
+		}
+	}
+
+	before := gens()
+	cluster.Nodes[victim].RestartEmpty()
+	waitClusterOK(t, cluster)
+	inc, err := identity.Refresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureAll(inc)
+	check("restarted empty", map[int64]bool{2: true, 3: true}, before)
+
+	// From an older snapshot: the keys come back as the snapshot had them,
+	// window and all, written by the server before the restart.
+	for id := int64(1); id <= 4; id++ {
+		buy(id, 11, 12, 13, 14, 15, 16)
+	}
+	cluster.Nodes[victim].Snapshot()
+	for id := int64(1); id <= 4; id++ {
+		buy(id, 21)
+	}
+	before = gens()
+	cluster.Nodes[victim].RestartFromSnapshot()
+	waitClusterOK(t, cluster)
+	if inc, err = identity.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{2, 3} {
+		// The 6 bought since the first restart and the one after the
+		// snapshot.
+		if n := buyers(id); n != 13 {
+			t.Fatalf("voucher %d: %d buyers before the second restart's check, want 13", id, n)
+		}
+	}
+	ensureAll(inc)
+	for _, id := range []int64{2, 3} {
+		if n := buyers(id); n != 13 {
+			t.Errorf("from a snapshot: voucher %d has %d buyers, want the 13 it had: carried over", id, n)
+		}
+	}
+	after := gens()
+	for _, id := range []int64{1, 4} {
+		if n := buyers(id); n != 0 || after[id] == before[id] {
+			t.Errorf("from a snapshot: voucher %d has %d buyers, generation %q (was %q): the snapshot's state was carried over, want it rebuilt",
+				id, n, after[id], before[id])
+		}
+	}
+
+	// A forgetting (a queue's stream gone, say): nothing is carried over.
+	for _, id := range []int64{2, 3} {
+		buy(id, 31)
+	}
+	before = gens()
+	if inc, err = identity.Forget(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ensureAll(inc)
+	check("after a forgetting", map[int64]bool{}, before)
+}
+
+// nodeOf is the index in cluster.Nodes of the master serving key.
+func nodeOf(t *testing.T, rdb *redis.ClusterClient, cluster *redistopology.Cluster, key string) int {
+	t.Helper()
+	node, err := rdb.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range cluster.Nodes {
+		if strings.HasSuffix(node.Options().Addr, fmt.Sprintf(":%d", p.Port)) {
+			return i
+		}
+	}
+	t.Fatalf("no node of the cluster serves %s (%s)", key, node.Options().Addr)
+	return -1
+}
+
+// waitClusterOK waits until every node of the cluster says it is whole.
+func waitClusterOK(t *testing.T, cluster *redistopology.Cluster) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range cluster.Nodes {
+		node := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p.Port)})
+		for !strings.Contains(node.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
+			if time.Now().After(deadline) {
+				node.Close()
+				t.Fatalf("node %d: the cluster is not whole again", p.Port)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		node.Close()
+	}
+}
