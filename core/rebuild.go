@@ -135,7 +135,11 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
 	}
-	token, ok, err := r.live.Fence(ctx, voucherID, r.fenceTTL)
+	fence := r.live.Fence
+	if pf, partial := r.live.(PartialFencer); partial && !operator {
+		fence = pf.FenceLost
+	}
+	token, ok, err := fence(ctx, voucherID, r.fenceTTL)
 	if err != nil {
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: fence", CodeUnavailable, err))
 	}

@@ -66,6 +66,17 @@ type Reverifier interface {
 	Reverify(ctx context.Context, voucherID int64, inc string) (bool, error)
 }
 
+// PartialFencer is a LiveSale that can rebuild only the part of a voucher
+// a change of incarnation lost (Redis Cluster: the buckets on a master that
+// restarted): FenceLost fences those parts and freezes the others, whose
+// sales go on, and the Restore that follows writes only the lost parts,
+// from the same RestoredSale a whole rebuild computes. With nothing intact
+// (or nothing lost) it fences the whole voucher, as Fence does. An
+// operator's Reconcile always rebuilds whole.
+type PartialFencer interface {
+	FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (token string, ok bool, err error)
+}
+
 // LiveState is a voucher's state in the live store.
 type LiveState struct {
 	// Present: the voucher has stock there (it can be sold).

@@ -12,7 +12,7 @@
 -- KEYS[1] -> seckill:stock:{shard}:voucherId[/bucket]      string: the
 --            lender's remaining stock
 -- KEYS[2] -> seckill:window:{shard}:voucherId[/bucket]     hash: its window
---            (total, gen)
+--            (total, gen, a rebuild's freeze)
 -- KEYS[3] -> seckill:transfers:{shard}:voucherId[/bucket]  hash: see
 --            bucket_pend.lua
 --
@@ -27,7 +27,10 @@
 --
 -- Returns:
 --   n >= 0  units granted (0: the lender had none to spare), recorded
---   -1      the lender is not loaded (a rebuild's fence holds it)
+--   -1      the lender is not loaded (a rebuild's fence holds it), or
+--           frozen (freeze_bucket.lua) while a rebuild counts the units
+--           of the voucher's lost buckets: nothing taken, and no grant of
+--           none, which would tell a shopper sold out
 --   -2      the transfer is too old: nothing taken, and nothing ever will be
 --   -3      the lender is of another generation (a rebuild ran between
 --           the steps): nothing taken
@@ -45,7 +48,10 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return -1
 end
-local window = redis.call('HMGET', KEYS[2], 'gen', 'total')
+local window = redis.call('HMGET', KEYS[2], 'gen', 'total', 'freeze', 'freezeUntil')
+if window[3] and tonumber(window[4]) > now then
+  return -1
+end
 if (window[1] or '') ~= ARGV[4] then
   return -3
 end

@@ -18,12 +18,14 @@
 --
 -- Returns 1 when fenced (a replay with the same token too: go-redis sends
 -- a call again whose reply was lost, and the fence it finds is its own),
--- 0 when another rebuild holds the fence.
+-- 0 when another rebuild holds the fence, or a freeze (freeze_bucket.lua:
+-- a rebuild of the voucher's other buckets counts on this one's state).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = redis.call('HMGET', KEYS[1], 'fence', 'fenceUntil')
-if held[1] and held[1] ~= ARGV[1] and tonumber(held[2]) > now then
+local held = redis.call('HMGET', KEYS[1], 'fence', 'fenceUntil', 'freeze', 'freezeUntil')
+if (held[1] and held[1] ~= ARGV[1] and tonumber(held[2]) > now) or
+    (held[3] and held[3] ~= ARGV[1] and tonumber(held[4]) > now) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'fenceUntil', now + tonumber(ARGV[2]))

@@ -130,3 +130,15 @@ var ReverifyVoucher string
 //
 //go:embed mark_node.lua
 var MarkNode string
+
+// FreezeBucket holds an intact bucket's transfers still while a rebuild
+// restores the voucher's lost buckets.
+//
+//go:embed freeze_bucket.lua
+var FreezeBucket string
+
+// ThawBucket lifts a freeze after the lost buckets were restored, voiding
+// the transfers pending from them.
+//
+//go:embed thaw_bucket.lua
+var ThawBucket string

@@ -8,7 +8,7 @@
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId    string: remaining stock
 -- KEYS[2] -> seckill:window:{shard}:voucherId   hash: begin, end, epoch,
---            node, total, and the fence: fence (a rebuild's token), fenceUntil
+--            node, mark, total, and the fence: fence (a rebuild's token), fenceUntil
 --            (unix ms, Redis's clock; see fence_voucher.lua)
 -- KEYS[3] -> seckill:order:{shard}:voucherId    hash: user id -> order id
 -- KEYS[4] -> seckill:order:{shard}:voucherId:restoring:<token>  hash: the
@@ -16,6 +16,8 @@
 -- KEYS[5] -> seckill:transfers:{shard}:voucherId  hash: transfers between
 --            the voucher's buckets (bucket_pend.lua); the rebuild counted
 --            every unit afresh, so those under way are void
+-- KEYS[6] -> seckill:forgets:{shard}  string: the shard's forgetting mark
+--            (Identity.Forget), recorded with the state as 'mark'
 -- (for one bucket of a bucketed voucher, that bucket's keys: name:id/b)
 --
 -- ARGV[1] -> the rebuild's fence token
@@ -60,9 +62,14 @@ redis.call('DEL', KEYS[2], KEYS[5])
 local total = tonumber(ARGV[4]) + buyers
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total,
   'gen', ARGV[7], 'buckets', ARGV[8])
--- node: this server's run_id (none on a server that cannot tell it), so
--- that reverify_voucher.lua carries the state over to a new incarnation
--- only while the server that wrote it holds it.
+-- node: this server's run_id (none on a server that cannot tell it), and
+-- mark: the shard's forgetting mark, so that reverify_voucher.lua carries
+-- the state over to a new incarnation only while the server that wrote it
+-- holds it and recorded no forgetting since.
+local mark = redis.call('GET', KEYS[6])
+if mark then
+  redis.call('HSET', KEYS[2], 'mark', mark)
+end
 local info = redis.pcall('INFO', 'server')
 local node = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
 if node then

@@ -6,9 +6,15 @@
 --
 -- ARGV[1] -> the rebuild's fence token
 --
--- Returns 1 if lifted, 0 if the fence was not this rebuild's.
+-- Returns 1 if lifted, 0 if the fence was not this rebuild's. A freeze
+-- this rebuild holds (freeze_bucket.lua) is lifted the same way.
 
-if redis.call('HGET', KEYS[1], 'fence') == ARGV[1] then
+local held = redis.call('HMGET', KEYS[1], 'fence', 'freeze')
+if held[1] == ARGV[1] then
   return redis.call('HDEL', KEYS[1], 'fence', 'fenceUntil')
+end
+if held[2] == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'freeze', 'freezeUntil')
+  return 1
 end
 return 0

@@ -28,7 +28,7 @@ import (
 // at its next Refresh. The mark is random, not a count: a count kept on a
 // master that restarted from an older snapshot could come back to a value
 // it had, and pass a voucher verified before a forgetting as verified
-// after it.
+// after it. The mark is kept on every shard as well (MarkShards).
 //
 // A restart or failover always means new connections, and OnConnect (a
 // go-redis hook) reads each new connection's run_id before the connection
@@ -40,6 +40,10 @@ type Identity struct {
 	rdb redis.UniversalClient
 	// forgets is the key counting forgettings.
 	forgets string
+
+	// shardMarks are the keys of the mark kept on each shard
+	// (Keys.ShardForgets), which Forget writes too.
+	shardMarks []string
 
 	stale   atomic.Bool
 	mu      sync.Mutex
@@ -53,6 +57,21 @@ func NewIdentity(prefix string) *Identity {
 	i := &Identity{known: map[string]bool{}, forgets: Keys{Prefix: prefix}.Forgets()}
 	i.stale.Store(true)
 	return i
+}
+
+// MarkShards gives the identity the keys of the forgetting mark kept on
+// each shard (Keys.ShardForgets), which Forget writes before the sale's
+// own: a script that carries a voucher's state over to a new incarnation
+// compares the mark on the voucher's master with the one its state was
+// written under (reverify_voucher.lua).
+func (i *Identity) MarkShards(keys []string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, k := range keys {
+		if !slices.Contains(i.shardMarks, k) {
+			i.shardMarks = append(i.shardMarks, k)
+		}
+	}
 }
 
 // Attach gives the identity the client it asks.
@@ -81,10 +100,30 @@ func (i *Identity) Current(ctx context.Context) (string, error) {
 
 // Forget records that part of the sale's state vanished under this
 // incarnation: the incarnation changes, here at once and on every other
-// instance at its next Refresh, so every voucher is verified again (and
-// rebuilt) before its next use. It returns the new incarnation.
-func (i *Identity) Forget(ctx context.Context) (string, error) {
-	if err := i.rdb.Set(ctx, i.forgets, rand.Text(), 0).Err(); err != nil {
+// instance at its next Refresh, so every voucher is verified again before
+// its next use, and those of the shards the loss touched are rebuilt.
+// where names those shards by their marks' keys (Keys.ShardForgets: a
+// queue's stream is one shard's); none, every shard (evicted keys could be
+// anyone's). It returns the new incarnation.
+func (i *Identity) Forget(ctx context.Context, where ...string) (string, error) {
+	mark := rand.Text()
+	shards := where
+	if len(shards) == 0 {
+		i.mu.Lock()
+		shards = slices.Clone(i.shardMarks)
+		i.mu.Unlock()
+	}
+	// The shards' marks first: a voucher checked between the two writes
+	// is rebuilt, never carried over.
+	if _, err := i.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range shards {
+			p.Set(ctx, k, mark, 0)
+		}
+		return nil
+	}); err != nil {
+		return "", fmt.Errorf("redisreserve: identity: forget: %w", err)
+	}
+	if err := i.rdb.Set(ctx, i.forgets, mark, 0).Err(); err != nil {
 		return "", fmt.Errorf("redisreserve: identity: forget: %w", err)
 	}
 	return i.Refresh(ctx)
@@ -130,35 +169,6 @@ func (i *Identity) Refresh(ctx context.Context) (string, error) {
 	}
 	i.current.Store(&cur)
 	return cur, nil
-}
-
-// NothingForgotten reports whether state verified in incarnation was can
-// be carried over to incarnation now as far as forgettings go: none was
-// recorded between them (the same mark), and the master that keeps the
-// mark is the one that kept it then (one restarted from an older snapshot
-// could bring back a mark older than a forgetting). Whether the masters
-// holding the state itself changed is for each of them to tell
-// (reverify_voucher.lua).
-func (i *Identity) NothingForgotten(ctx context.Context, was, now string) (bool, error) {
-	wasIDs, wasMark, _ := strings.Cut(was, "/")
-	nowIDs, nowMark, _ := strings.Cut(now, "/")
-	if wasMark != nowMark {
-		return false, nil
-	}
-	var c redis.Cmdable = i.rdb
-	if cc, ok := i.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, i.forgets)
-		if err != nil {
-			return false, fmt.Errorf("redisreserve: identity: the forgettings' master: %w", err)
-		}
-		c = node
-	}
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return false, fmt.Errorf("redisreserve: identity: the forgettings' master: %w", err)
-	}
-	id := runID(info)
-	return id != "" && slices.Contains(strings.Split(wasIDs, ","), id) && slices.Contains(strings.Split(nowIDs, ","), id), nil
 }
 
 func runID(info string) string {

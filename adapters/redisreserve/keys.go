@@ -71,6 +71,11 @@ type BucketKeys struct {
 // Transfers is the hash of the bucket's transfers (bucket_pend.lua).
 func (b BucketKeys) Transfers() string { return b.prefix + "transfers:{" + b.tag + "}:" + b.name }
 
+// Forgets is the mark of the last forgetting kept on the bucket's shard
+// (Keys.ShardForgets): the scripts that carry a bucket's state over to a
+// new incarnation compare it with the mark the state was written under.
+func (b BucketKeys) Forgets() string { return b.prefix + "forgets:{" + b.tag + "}" }
+
 // Limit is a shopper's rate-limit state in this bucket (the shopper's
 // bucket: core.BucketOf).
 func (b BucketKeys) Limit(userID int64) string {
@@ -117,9 +122,16 @@ func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().
 // Layout is the key recording the layout of the sale's keys (the shards).
 func (k Keys) Layout() string { return k.Prefix + "layout" }
 
-// Forgets counts the times part of the sale's state vanished under an
-// unchanged Redis (Identity.Forget): a part of the incarnation.
+// Forgets is the mark of the last time part of the sale's state vanished
+// under an unchanged Redis (Identity.Forget): a part of the incarnation.
 func (k Keys) Forgets() string { return k.Prefix + "forgets" }
+
+// ShardForgets is the same mark kept on each shard (so on every master
+// that holds vouchers), where a script carrying a voucher's state over to
+// a new incarnation reads it in the same atomic step: a mark on another
+// master could be lost, or brought back from an older snapshot, by that
+// master's own restart.
+func (k Keys) ShardForgets(shard int) string { return k.ShardKey("forgets", shard) }
 
 // Drained records the incarnation in which a queue that cannot list its
 // orders was last found holding none (core.LiveSale.MarkDrained).

@@ -81,10 +81,10 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 }
 
 // Reverify implements core.Reverifier: a voucher verified in an earlier
-// incarnation is carried over to inc without a rebuild when nothing was
-// forgotten since (Identity.NothingForgotten) and every bucket's master is
-// the very server that wrote the bucket's state (reverify_voucher.lua asks
-// it its run_id in the same step). On a cluster, one master's restart or
+// incarnation is carried over to inc without a rebuild when every bucket's
+// master is the very server that wrote the bucket's state and recorded no
+// forgetting since (reverify_voucher.lua asks it its run_id, and reads its
+// shard's forgetting mark, in the same step). On a cluster, one master's restart or
 // failover then rebuilds only the vouchers (and buckets) it held, not
 // every voucher of the sale. On one Redis every change of incarnation is
 // a change of the one master: nothing is carried over.
@@ -99,15 +99,12 @@ func (r *Reserver) Reverify(ctx context.Context, voucherID int64, inc string) (b
 	if was == inc {
 		return true, nil
 	}
-	if same, err := r.cfg.Identity.NothingForgotten(ctx, was, inc); err != nil || !same {
-		return false, err
-	}
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return false, err
 	}
 	for _, bk := range r.allBuckets(voucherID, buckets) {
-		n, err := reverifyScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Window, bk.Orders}, was, inc).Int()
+		n, err := reverifyScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Window, bk.Orders, bk.Forgets()}, was, inc).Int()
 		if err != nil {
 			return false, fmt.Errorf("redisreserve: reverify voucher %d: %w", voucherID, err)
 		}
@@ -185,6 +182,9 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 	v := s.Voucher
 	n := v.BucketCount()
 	r.learnBuckets(v.ID, n)
+	if plan, ok := r.partial.Load(token); ok {
+		return r.restoreLost(ctx, s, token, plan.(lostBuckets))
+	}
 	buyers := make([]map[int64]int64, n)
 	for b := range buyers {
 		buyers[b] = map[int64]int64{}
@@ -233,7 +233,7 @@ func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketK
 		return err
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
-		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers()},
+		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers(), bk.Forgets()},
 		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
@@ -247,8 +247,10 @@ func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketK
 	return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
 }
 
-// Unfence implements core.LiveSale: every bucket this token fenced.
+// Unfence implements core.LiveSale: every bucket this token fenced (or
+// froze: FenceLost).
 func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) error {
+	r.partial.Delete(token)
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return err
@@ -298,8 +300,9 @@ func fencedAt(fields []any, now time.Time) bool {
 }
 
 var (
-	_ core.LiveSale   = (*Reserver)(nil)
-	_ core.Reverifier = (*Reserver)(nil)
+	_ core.LiveSale      = (*Reserver)(nil)
+	_ core.Reverifier    = (*Reserver)(nil)
+	_ core.PartialFencer = (*Reserver)(nil)
 )
 
 // LiveState implements core.LiveSale, over the voucher's buckets: the

@@ -93,6 +93,9 @@ type Reserver struct {
 	// borrowing: one borrow at a time per bucket in this process; the
 	// shoppers of a dry bucket who arrive meanwhile share its outcome.
 	borrowing singleflight.Group
+	// partial: fence token -> the lostBuckets of a rebuild of some of a
+	// voucher's buckets (FenceLost), for its Restore.
+	partial sync.Map
 }
 
 var (
@@ -108,6 +111,13 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 		cfg.Prefix = DefaultPrefix
 	}
 	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}
+	if cfg.Identity != nil {
+		marks := make([]string, r.keys.shards().Count())
+		for s := range marks {
+			marks[s] = r.keys.ShardForgets(s)
+		}
+		cfg.Identity.MarkShards(marks)
+	}
 	if cfg.Handoff.Command != nil {
 		if err := cfg.Handoff.Validate(); err != nil {
 			return nil, fmt.Errorf("redisreserve: %w", err)
@@ -505,7 +515,8 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 // incarnation of Redis they were written in. A voucher in buckets has its
 // stock split evenly; bucket 0, whose window names the count, is written
 // last, so whoever reads the count finds every bucket. Each window also
-// records the server that wrote it (mark_node.lua; see Reverify).
+// records the server that wrote it and the shard's forgetting mark
+// (mark_node.lua; see Reverify).
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 	inc, err := r.Incarnation(ctx)
 	if err != nil {
@@ -518,7 +529,7 @@ func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n)
 			p.Set(ctx, bk.Stock, shares[b], 0)
-			markNodeScript.Eval(ctx, p, []string{bk.Window})
+			markNodeScript.Eval(ctx, p, []string{bk.Window, bk.Forgets()})
 			return nil
 		})
 		if err != nil {

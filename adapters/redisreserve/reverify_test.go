@@ -2,8 +2,6 @@ package redisreserve_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +45,10 @@ func (noneHeld) HeldOrders(context.Context, int64) ([]core.Order, error) { retur
 // one master restarts (empty, then from an older snapshot). The vouchers on
 // the other masters are carried over to the new incarnation as they are —
 // buyers the database never saw kept, no new generation — and those on the
-// restarted master, and a voucher in buckets with one bucket there, are
-// rebuilt. A forgetting recorded since rebuilds every voucher.
+// restarted master are rebuilt, and of a voucher in buckets the bucket
+// there (the others keep their buyers: TestALostBucketIsRebuiltAlone...).
+// A forgetting recorded on one shard since rebuilds that shard's vouchers,
+// and one recorded on every shard rebuilds every voucher whole.
 func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster of the test's own: skipped in -short mode")
@@ -122,9 +122,9 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 		return len(s.Buyers)
 	}
 	// The master of voucher 1's keys restarts; 2 and 3 are elsewhere.
-	victim := nodeOf(t, rdb, cluster, keys.Window(1))
+	victim := cluster.Owner(t, keys.Window(1))
 	for _, id := range []int64{2, 3} {
-		if nodeOf(t, rdb, cluster, keys.Window(id)) == victim {
+		if cluster.Owner(t, keys.Window(id)) == victim {
 			t.Fatalf("vouchers 1 and %d on one master: the shards are not spread", id)
 		}
 	}
@@ -139,11 +139,28 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 			}
 		}
 	}
-	check := func(when string, carried map[int64]bool, before map[int64]string) {
+	// lostBucket is the buyers voucher 4 keeps when only its bucket on the
+	// restarted master is lost.
+	lostBucket := func() int {
+		t.Helper()
+		kept := 0
+		for b := range 3 {
+			if cluster.Owner(t, keys.Bucket(4, b, 3).Window) != victim {
+				kept += int(rdb.HLen(ctx, keys.Bucket(4, b, 3).Orders).Val())
+			}
+		}
+		return kept
+	}
+	check := func(when string, carried map[int64]bool, before map[int64]string, keeps4 int) {
 		t.Helper()
 		after := gens()
 		for id := int64(1); id <= 4; id++ {
 			switch n := buyers(id); {
+			case id == 4:
+				if n != keeps4 || after[id] == before[id] {
+					t.Errorf("%s: voucher 4 has %d buyers, generation %q (was %q): want the %d of its intact buckets, and a new generation",
+						when, n, after[id], before[id], keeps4)
+				}
 			case carried[id] && (n != 6 || after[id] != before[id]):
 				t.Errorf("%s: voucher %d has %d buyers (want the 6 Redis had) and generation %q (was %q): rebuilt, want it carried over",
 					when, id, n, after[id], before[id])
@@ -154,15 +171,15 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 		}
 	}
 
-	before := gens()
+	before, keeps4 := gens(), lostBucket()
 	cluster.Nodes[victim].RestartEmpty()
-	waitClusterOK(t, cluster)
+	cluster.WaitHealthy(t)
 	inc, err := identity.Refresh(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ensureAll(inc)
-	check("restarted empty", map[int64]bool{2: true, 3: true}, before)
+	check("restarted empty", map[int64]bool{2: true, 3: true}, before, keeps4)
 
 	// From an older snapshot: the keys come back as the snapshot had them,
 	// window and all, written by the server before the restart.
@@ -173,9 +190,9 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	for id := int64(1); id <= 4; id++ {
 		buy(id, 21)
 	}
-	before = gens()
+	before, keeps4 = gens(), lostBucket()
 	cluster.Nodes[victim].RestartFromSnapshot()
-	waitClusterOK(t, cluster)
+	cluster.WaitHealthy(t)
 	if inc, err = identity.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -193,54 +210,42 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 		}
 	}
 	after := gens()
-	for _, id := range []int64{1, 4} {
+	if n := buyers(4); n != keeps4 || after[4] == before[4] {
+		t.Errorf("from a snapshot: voucher 4 has %d buyers, generation %q (was %q): want the %d of its intact buckets, and a new generation",
+			n, after[4], before[4], keeps4)
+	}
+	for _, id := range []int64{1} {
 		if n := buyers(id); n != 0 || after[id] == before[id] {
 			t.Errorf("from a snapshot: voucher %d has %d buyers, generation %q (was %q): the snapshot's state was carried over, want it rebuilt",
 				id, n, after[id], before[id])
 		}
 	}
 
-	// A forgetting (a queue's stream gone, say): nothing is carried over.
+	// A forgetting on voucher 2's shard (its queue's stream gone, say):
+	// voucher 2 is rebuilt, 3 is carried over.
 	for _, id := range []int64{2, 3} {
 		buy(id, 31)
+	}
+	before = gens()
+	if inc, err = identity.Forget(ctx, keys.Bucket(2, 0, 1).Forgets()); err != nil {
+		t.Fatal(err)
+	}
+	ensureAll(inc)
+	if n, after := buyers(2), gens(); n != 0 || after[2] == before[2] {
+		t.Errorf("a forgetting on its shard: voucher 2 has %d buyers, generation %q (was %q): want it rebuilt", n, after[2], before[2])
+	}
+	if n, after := buyers(3), gens(); n != 14 || after[3] != before[3] {
+		t.Errorf("a forgetting on another shard: voucher 3 has %d buyers (want 14), generation %q (was %q): want it carried over", n, after[3], before[3])
+	}
+
+	// A forgetting anywhere (keys evicted): nothing is carried over.
+	for _, id := range []int64{2, 3} {
+		buy(id, 41)
 	}
 	before = gens()
 	if inc, err = identity.Forget(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ensureAll(inc)
-	check("after a forgetting", map[int64]bool{}, before)
-}
-
-// nodeOf is the index in cluster.Nodes of the master serving key.
-func nodeOf(t *testing.T, rdb *redis.ClusterClient, cluster *redistopology.Cluster, key string) int {
-	t.Helper()
-	node, err := rdb.MasterForKey(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range cluster.Nodes {
-		if strings.HasSuffix(node.Options().Addr, fmt.Sprintf(":%d", p.Port)) {
-			return i
-		}
-	}
-	t.Fatalf("no node of the cluster serves %s (%s)", key, node.Options().Addr)
-	return -1
-}
-
-// waitClusterOK waits until every node of the cluster says it is whole.
-func waitClusterOK(t *testing.T, cluster *redistopology.Cluster) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, p := range cluster.Nodes {
-		node := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p.Port)})
-		for !strings.Contains(node.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
-			if time.Now().After(deadline) {
-				node.Close()
-				t.Fatalf("node %d: the cluster is not whole again", p.Port)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		node.Close()
-	}
+	check("after a forgetting", map[int64]bool{}, before, 0)
 }

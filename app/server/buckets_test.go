@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -109,4 +112,31 @@ func TestBucketsBeyondTheShardsAreRefused(t *testing.T) {
 	if status != 400 || errorCode(body) != "bad_request" {
 		t.Errorf("2 buckets on 1 shard: %d %v", status, body)
 	}
+}
+
+// TestAMasterRestartedEmptyMidSaleOfAVoucherInBuckets: on a cluster of the
+// test's own, a voucher in 3 buckets (one on each master) has sold part of
+// its stock, every order persisted, when the master of one bucket restarts
+// empty, its shard's stream gone with it. The sale goes on exact: the
+// voucher shows the stock left, earlier buyers are refused, the stock left
+// is sold once, and the database ends with one row per unit.
+func TestAMasterRestartedEmptyMidSaleOfAVoucherInBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of the test's own: skipped in -short mode")
+	}
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+	}
+	cluster := redistopology.StartCluster(t)
+	cfg := testConfig()
+	cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = cluster.URL(), dsn, "streamgroup"
+	h := startWith(t, cfg)
+	const stock, sold = 30, 12
+	voucher := h.openVoucherIn(stock, 3)
+	buyers(t, h, voucher, 1, sold)
+	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	cluster.Nodes[cluster.Owner(t, keys.Bucket(voucher, 1, 3).Window)].RestartEmpty()
+	cluster.WaitHealthy(t)
+	saleAfterLoss(t, h, voucher, stock, sold)
 }

@@ -187,6 +187,9 @@ func (s *Server) openQueues(ctx context.Context, b Backend, base Deps, count int
 		d := base
 		d.Config, d.Redis, d.Store, d.Log, d.Shard = s.cfg, s.rdb, s.store, s.log, i
 		d.Forgotten = s.forgotten
+		if !base.legacy {
+			d.Forgotten = s.forgottenOn(base.Shards, i)
+		}
 		q, err := b.Open(ctx, d)
 		if err != nil {
 			closeAll()

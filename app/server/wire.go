@@ -467,17 +467,26 @@ func (s *Server) forgotten() {
 	s.forget("a queue's stream or group vanished")
 }
 
+// forgottenOn is forgotten for the queue of one shard: only the vouchers
+// of that shard are rebuilt (the others are carried over to the new
+// incarnation as they are: Reverify).
+func (s *Server) forgottenOn(shards core.Shards, shard int) func() {
+	mark := redisreserve.Keys{Prefix: s.cfg.KeyPrefix, Shards: shards}.ShardForgets(shard)
+	return func() { s.forget("a queue's stream or group vanished", mark) }
+}
+
 // forget tells the incarnation's owner that part of the sale's state
-// vanished under an unchanged run_id.
-func (s *Server) forget(why string) {
+// vanished under an unchanged run_id: on the shards whose marks are where
+// (Keys.ShardForgets), or on any.
+func (s *Server) forget(why string, where ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	inc, err := s.identity.Forget(ctx)
+	inc, err := s.identity.Forget(ctx, where...)
 	if err != nil {
 		s.log.Error("could not record that Redis forgot part of the sale; vouchers are verified again at Redis's next incarnation only", "why", why, "err", err)
 		return
 	}
-	s.log.Warn("Redis forgot part of the sale: every voucher is verified again, and rebuilt, before its next use", "why", why, "incarnation", inc)
+	s.log.Warn("Redis forgot part of the sale: every voucher is verified again before its next use, and those it held rebuilt", "why", why, "incarnation", inc, "shard_marks", where)
 }
 
 // checkEviction refuses a Redis that may evict the sale's keys, unless the

@@ -41,6 +41,14 @@ func StartCluster(t T) *Cluster {
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, out)
 	}
+	c.WaitHealthy(t)
+	return c
+}
+
+// WaitHealthy waits until every node says the cluster is whole
+// (cluster_state:ok): after it formed, or after a node restarted.
+func (c *Cluster) WaitHealthy(t T) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, p := range c.Nodes {
 		node := redis.NewClient(&redis.Options{Addr: addr(p.Port)})
@@ -51,13 +59,28 @@ func StartCluster(t T) *Cluster {
 			}
 			if time.Now().After(deadline) {
 				node.Close()
-				t.Fatal(fmt.Errorf("the cluster on %v did not reach cluster_state:ok", addrs))
+				t.Fatal(fmt.Errorf("the cluster's node on port %d did not reach cluster_state:ok", p.Port))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		node.Close()
 	}
-	return c
+}
+
+// Owner is the index in Nodes of the master serving key: the one node
+// that answers a command on it rather than redirecting (MOVED).
+func (c *Cluster) Owner(t T, key string) int {
+	t.Helper()
+	for i, p := range c.Nodes {
+		node := redis.NewClient(&redis.Options{Addr: addr(p.Port)})
+		err := node.Exists(context.Background(), key).Err()
+		node.Close()
+		if err == nil {
+			return i
+		}
+	}
+	t.Fatalf("no node of the cluster serves %s", key)
+	return -1
 }
 
 // URL is go-redis's cluster URL of the nodes (SECKILL_REDIS_URL).

@@ -1,0 +1,205 @@
+package redisreserve
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// Rebuilding some of a voucher's buckets: a master's restart (or failover)
+// loses the buckets it held, and the others are as they were. FenceLost
+// fences the lost buckets and freezes the intact ones (shoppers go on
+// buying from them; no unit moves between buckets), and Restore then
+// writes only the lost buckets, from a count the intact ones' frozen
+// totals make exact:
+//
+//	lost units = the voucher's units (stock column + live orders)
+//	           - the intact buckets' totals
+//	           - the units in transit between intact buckets
+//
+// Whatever a lost bucket lent or borrowed and had not yet given is in that
+// count; the intact buckets' pending transfers from a lost lender are
+// voided as they thaw, under the buckets' new generation.
+
+var (
+	freezeScript = redis.NewScript(lua.FreezeBucket)
+	thawScript   = redis.NewScript(lua.ThawBucket)
+)
+
+// lostBuckets is what FenceLost fenced (lost) of a voucher's buckets; it
+// froze the others.
+type lostBuckets struct {
+	buckets int
+	lost    []int
+}
+
+// FenceLost implements core.PartialFencer. Bucket by bucket, in order (so
+// that two rebuilds meet at the first bucket, as Fence's do), a bucket
+// that is intact — its master is the server that wrote it and recorded no
+// forgetting since (freeze_bucket.lua) — is frozen, any other fenced. A voucher with no intact bucket, or no lost one, is fenced
+// whole, as Fence does.
+func (r *Reserver) FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil {
+		return "", false, err
+	}
+	if buckets <= 1 || r.cfg.Identity == nil {
+		return r.Fence(ctx, voucherID, ttl)
+	}
+	all := r.allBuckets(voucherID, buckets)
+	token := rand.Text()
+	taken := 0
+	giveBack := func() {
+		for _, bk := range all[:taken] {
+			if uerr := unfenceScript.Run(ctx, r.rdb, []string{bk.Window}, token).Err(); uerr != nil {
+				r.log().Warn("fence: could not lift a bucket's fence; it expires on its own", "voucher", voucherID, "bucket", bk.Bucket, "err", uerr)
+			}
+		}
+	}
+	var lost []int
+	for i, bk := range all {
+		state, err := freezeScript.Run(ctx, r.rdb, []string{bk.Window, bk.Stock, bk.Orders, bk.Forgets()}, token, ttl.Milliseconds()).Int()
+		if err != nil {
+			giveBack()
+			return "", false, fmt.Errorf("redisreserve: freeze voucher %d bucket %d: %w", voucherID, i, err)
+		}
+		if state == 0 {
+			n, err := fenceScript.Run(ctx, r.rdb, []string{bk.Window, bk.Stock}, token, ttl.Milliseconds()).Int()
+			if err != nil {
+				giveBack()
+				return "", false, fmt.Errorf("redisreserve: fence voucher %d: %w", voucherID, err)
+			}
+			if n != 1 {
+				state = -1
+			}
+			lost = append(lost, i)
+		}
+		if state == -1 {
+			giveBack()
+			return token, false, nil
+		}
+		taken = i + 1
+	}
+	if len(lost) == len(all) {
+		return token, true, nil
+	}
+	if len(lost) == 0 {
+		// Every bucket intact: whatever called for a rebuild, it is whole.
+		for i, bk := range all {
+			n, err := fenceScript.Run(ctx, r.rdb, []string{bk.Window, bk.Stock}, token, ttl.Milliseconds()).Int()
+			if err != nil || n != 1 {
+				giveBack()
+				if err != nil {
+					return "", false, fmt.Errorf("redisreserve: fence voucher %d bucket %d: %w", voucherID, i, err)
+				}
+				return token, false, nil
+			}
+		}
+		return token, true, nil
+	}
+	r.partial.Store(token, lostBuckets{buckets: buckets, lost: lost})
+	return token, true, nil
+}
+
+// restoreLost is Restore after FenceLost fenced only the lost buckets: it
+// counts their units against the intact buckets' frozen totals, restores
+// each lost bucket with its own buyers and an even share of those units
+// left, and thaws the intact buckets.
+func (r *Reserver) restoreLost(ctx context.Context, s core.RestoredSale, token string, plan lostBuckets) error {
+	v := s.Voucher
+	n := plan.buckets
+	all := r.allBuckets(v.ID, n)
+	isLost := make([]bool, n)
+	for _, b := range plan.lost {
+		isLost[b] = true
+	}
+	windows := make([]*redis.SliceCmd, n)
+	records := make([]*redis.MapStringStringCmd, n)
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, bk := range all {
+			if !isLost[b] {
+				windows[b] = p.HMGet(ctx, bk.Window, "total", "freeze")
+			}
+			records[b] = p.HGetAll(ctx, bk.Transfers())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisreserve: restore voucher %d: the intact buckets: %w", v.ID, err)
+	}
+	var intact int64
+	for b := range all {
+		if isLost[b] {
+			// Its records are void: whatever it had in transit is counted
+			// below as the lost buckets' own.
+			records[b] = redis.NewMapStringStringResult(nil, nil)
+			continue
+		}
+		w := windows[b].Val()
+		total, err := strconv.ParseInt(fmt.Sprint(w[0]), 10, 64)
+		if err != nil || w[1] != token {
+			return fmt.Errorf("redisreserve: restore voucher %d: bucket %d is no longer frozen by this rebuild (total %v, freeze %v)", v.ID, b, w[0], w[1])
+		}
+		intact += total
+	}
+	// In transit between intact buckets: granted by an intact lender,
+	// pending at an intact borrower (the lost buckets' records were
+	// dropped above, so no transfer touching one is counted).
+	transit := r.parseTransfers(all, records).inTransit()
+	buyers := make(map[int]map[int64]int64, len(plan.lost))
+	lostBuyers := 0
+	for _, b := range plan.lost {
+		buyers[b] = map[int64]int64{}
+	}
+	for user, order := range s.Buyers {
+		if m, ok := buyers[core.BucketOf(user, n)]; ok {
+			m[user] = order
+			lostBuyers++
+		}
+	}
+	units := v.Stock + int64(len(s.Buyers))
+	left := units - intact - transit - int64(lostBuyers)
+	if left < 0 {
+		r.log().Error("restore: the intact buckets hold more units than the voucher has beside the lost buckets' buyers; the lost buckets get no stock",
+			"voucher", v.ID, "units", units, "intact_totals", intact, "in_transit", transit, "lost_buyers", lostBuyers)
+		left = 0
+	}
+	shares := splitStock(left, len(plan.lost))
+	// Bucket 0, whose window names the count, last (plan.lost ascends).
+	for j := len(plan.lost) - 1; j >= 0; j-- {
+		b := plan.lost[j]
+		if err := r.restoreBucket(ctx, v, all[b], n, shares[j], buyers[b], s.Incarnation, token); err != nil {
+			return err
+		}
+	}
+	args := []any{token, token, s.Incarnation}
+	for _, b := range plan.lost {
+		args = append(args, b)
+	}
+	voided := 0
+	for b, bk := range all {
+		if isLost[b] {
+			continue
+		}
+		got, err := thawScript.Run(ctx, r.rdb, []string{bk.Window, bk.Transfers()}, args...).Int()
+		if err != nil {
+			return fmt.Errorf("redisreserve: restore voucher %d: thaw bucket %d: %w", v.ID, b, err)
+		}
+		if got < 0 {
+			return fmt.Errorf("redisreserve: restore voucher %d: bucket %d's freeze lapsed before the thaw", v.ID, b)
+		}
+		voided += got
+	}
+	r.partial.Delete(token)
+	r.log().Warn("restored a voucher's lost buckets; the others kept their state",
+		"voucher", v.ID, "lost", plan.lost, "buckets", n, "units", units, "intact_totals", intact,
+		"in_transit", transit, "lost_buyers", lostBuyers, "lost_stock", left, "transfers_voided", voided)
+	return nil
+}
