@@ -16,10 +16,13 @@ import (
 // historyBackends are the backends the history check runs on: the default
 // in `make test` (and CI), whole and with every voucher in 3 buckets over 3
 // shards ("+buckets": the transfers between buckets race the reservations,
-// the reconciles and Redis's restarts); SECKILL_TEST_HISTORY_BACKENDS names
-// others (comma-separated), SECKILL_TEST_HISTORY_RUNS repeats each.
+// the reconciles and Redis's restarts), and in 3 buckets on a cluster of
+// three masters, one master restarted at a time ("+cluster": the other
+// masters' buckets are kept while the restarted one's are rebuilt);
+// SECKILL_TEST_HISTORY_BACKENDS names others (comma-separated),
+// SECKILL_TEST_HISTORY_RUNS repeats each.
 func historyBackends() ([]string, int) {
-	backends := []string{"streamgroup", "streamgroup+buckets"}
+	backends := []string{"streamgroup", "streamgroup+buckets", "streamgroup+buckets+cluster"}
 	if v := os.Getenv("SECKILL_TEST_HISTORY_BACKENDS"); v != "" {
 		backends = strings.Split(v, ",")
 	}
@@ -28,10 +31,10 @@ func historyBackends() ([]string, int) {
 }
 
 // TestSaleHistoriesAreLinearizable is the checker the outside checks run,
-// built in: two instances on one Redis and one MySQL, shoppers (repeats
-// included) buying many small vouchers and reading their stock and orders,
-// reconciles running the whole time, and Redis killed (SIGKILL) and
-// restarted mid-run — durable, so it loses nothing, yet a new incarnation
+// built in: two instances on one Redis (or one cluster) and one MySQL,
+// shoppers (repeats included) buying many small vouchers and reading their
+// stock and orders, reconciles running the whole time, and Redis (one of
+// the cluster's masters) killed (SIGKILL) and restarted mid-run — durable, so it loses nothing, yet a new incarnation
 // the sale must verify and rebuild against. Each voucher's history must
 // be linearizable, and the settled state must match it and MySQL.
 func TestSaleHistoriesAreLinearizable(t *testing.T) {
@@ -51,13 +54,33 @@ func checkHistory(t *testing.T, backend string) {
 	if !ok {
 		t.Skipf("%s is not set: the history check runs on the real servers (CI sets it)", testenv.MySQLDSNEnv)
 	}
-	proc := redistopology.StartDurableRedisProcess(t)
 	cfg := testConfig()
-	cfg.RedisURL, cfg.MySQLDSN = proc.URL(), dsn
+	cfg.MySQLDSN = dsn
+	backend, clustered := strings.CutSuffix(backend, "+cluster")
 	backend, bucketed := strings.CutSuffix(backend, "+buckets")
+	var kill func()
+	if clustered {
+		// Each kill restarts the next master: its buckets get a new
+		// run_id and are rebuilt, the others' are carried over.
+		cluster := redistopology.StartDurableCluster(t)
+		cfg.RedisURL = cluster.URL()
+		next := 0
+		kill = func() {
+			cluster.Nodes[next%len(cluster.Nodes)].Restart()
+			next++
+		}
+	} else {
+		proc := redistopology.StartDurableRedisProcess(t)
+		cfg.RedisURL, kill = proc.URL(), proc.Restart
+	}
 	buckets := 1
 	if bucketed {
-		cfg.Shards, buckets = 3, 3
+		// On the cluster, the default 12 shards put each of 3 buckets on
+		// its own master.
+		buckets = 3
+		if !clustered {
+			cfg.Shards = 3
+		}
 	}
 	if backend == "list-reliable" {
 		cfg.Queue, cfg.ListReliable = "list", true
@@ -86,7 +109,7 @@ func checkHistory(t *testing.T, backend string) {
 	ops := history.Run(context.Background(), sale, history.Faults{
 		ReconcileEvery: 50 * time.Millisecond,
 		// Early in the sale, and later.
-		Kill: proc.Restart, KillAt: []float64{0.05, 0.33},
+		Kill: kill, KillAt: []float64{0.05, 0.33},
 	})
 	t.Logf("%s: %d operations %v", backend, len(ops), history.Outcomes(ops))
 	model := history.Model(stock)

@@ -22,6 +22,19 @@ type Cluster struct {
 // with redis-cli (which must be on the machine beside redis-server).
 func StartCluster(t T) *Cluster {
 	t.Helper()
+	return startCluster(t, false)
+}
+
+// StartDurableCluster is StartCluster with nodes that keep every write
+// they answered (as StartDurableRedisProcess): a node's Restart loses
+// nothing, and still makes a new run_id the sale must verify against.
+func StartDurableCluster(t T) *Cluster {
+	t.Helper()
+	return startCluster(t, true)
+}
+
+func startCluster(t T, durable bool) *Cluster {
+	t.Helper()
 	bin := redisServer(t)
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -30,7 +43,7 @@ func StartCluster(t T) *Cluster {
 	c := &Cluster{}
 	var addrs []string
 	for range 3 {
-		p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t),
+		p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t), durable: durable,
 			extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}
 		p.start()
 		t.Cleanup(p.kill)
