@@ -38,7 +38,7 @@ import (
 // the identity "".
 type Identity struct {
 	rdb redis.UniversalClient
-	// forgets is the key counting forgettings.
+	// forgets is the key of the last forgetting's mark.
 	forgets string
 
 	// shardMarks are the keys of the mark kept on each shard

@@ -83,10 +83,10 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 // Reverify implements core.Reverifier: a voucher verified in an earlier
 // incarnation is carried over to inc without a rebuild when every bucket's
 // master is the very server that wrote the bucket's state and recorded no
-// forgetting since (reverify_voucher.lua asks it its run_id, and reads its
-// shard's forgetting mark, in the same step). On a cluster, one master's restart or
-// failover then rebuilds only the vouchers (and buckets) it held, not
-// every voucher of the sale. On one Redis every change of incarnation is
+// forgetting since (reverify_voucher.lua asks it its run_id, and reads
+// its shard's forgetting mark, in the same step). On a cluster, one
+// master's restart or failover then rebuilds only the vouchers (and
+// buckets) it held, not every voucher of the sale. On one Redis every change of incarnation is
 // a change of the one master: nothing is carried over.
 func (r *Reserver) Reverify(ctx context.Context, voucherID int64, inc string) (bool, error) {
 	if r.cfg.Identity == nil {
@@ -111,7 +111,7 @@ func (r *Reserver) Reverify(ctx context.Context, voucherID int64, inc string) (b
 		if n != 1 {
 			// The buckets carried over so far record inc and the others
 			// do not: the voucher is not verified (VerifiedIn), and its
-			// rebuild restores every bucket.
+			// rebuild restores what was lost (FenceLost).
 			return false, nil
 		}
 	}

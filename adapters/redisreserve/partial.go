@@ -43,8 +43,9 @@ type lostBuckets struct {
 // FenceLost implements core.PartialFencer. Bucket by bucket, in order (so
 // that two rebuilds meet at the first bucket, as Fence's do), a bucket
 // that is intact — its master is the server that wrote it and recorded no
-// forgetting since (freeze_bucket.lua) — is frozen, any other fenced. A voucher with no intact bucket, or no lost one, is fenced
-// whole, as Fence does.
+// forgetting since (freeze_bucket.lua) — is frozen, any other fenced. A
+// voucher with no intact bucket, or no lost one, is fenced whole, as Fence
+// does.
 func (r *Reserver) FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
