@@ -45,6 +45,13 @@ func (noRecovery) RepairAfter(context.Context, string, []Order) error { return n
 
 var _ LiveGuard = (*Recovery)(nil)
 
+// ShopperGuard is a LiveGuard that can let a shopper buy from the part of
+// a voucher that is intact while the rest is rebuilt
+// (Recovery.EnsureShopper).
+type ShopperGuard interface {
+	EnsureShopper(ctx context.Context, voucherID, userID int64) error
+}
+
 // guardOr is g, or NoRecovery when none was given: a nil interface or a
 // nil *Recovery.
 func guardOr(g LiveGuard) LiveGuard {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -68,13 +69,24 @@ type Reverifier interface {
 
 // PartialFencer is a LiveSale that can rebuild only the part of a voucher
 // a change of incarnation lost (Redis Cluster: the buckets on a master that
-// restarted): FenceLost fences those parts and freezes the others, whose
-// sales go on, and the Restore that follows writes only the lost parts,
-// from the same RestoredSale a whole rebuild computes. With nothing intact
-// (or nothing lost) it fences the whole voucher, as Fence does. An
+// restarted): FenceLost fences those parts and freezes the others (the
+// reservation still sells from them; nothing moves between parts), and
+// the Restore that follows writes only the lost parts, from the same
+// RestoredSale a whole rebuild computes. With nothing intact (or nothing
+// lost) it fences the whole voucher, as Fence does. An
 // operator's Reconcile always rebuilds whole.
 type PartialFencer interface {
 	FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (token string, ok bool, err error)
+}
+
+// ShopperVerifier is a LiveSale that can verify the part of a voucher a
+// shopper buys from alone (Redis: the shopper's bucket of a voucher in
+// buckets): intact in incarnation inc — the server that wrote it still
+// holds it, nothing forgotten since, whole, not fenced — though the
+// voucher as a whole is not (another bucket is lost, or being rebuilt).
+// false for a voucher in one part: Ensure verifies it whole.
+type ShopperVerifier interface {
+	VerifiedFor(ctx context.Context, voucherID, userID int64, inc string) (bool, error)
 }
 
 // LiveState is a voucher's state in the live store.
@@ -137,6 +149,8 @@ type Recovery struct {
 	fenceTTL, wait time.Duration
 
 	verified sync.Map // voucher id -> incarnation it was verified in
+	// verifying: voucher ids whose verification EnsureShopper started.
+	verifying sync.Map
 	// memo forgets each rebuilt voucher.
 	memo *AnswerMemo
 	// unknown, if set, answers ids the database lacks from memory.
@@ -252,6 +266,43 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 		return nil
 	}
 	return r.Rebuild(ctx, voucherID)
+}
+
+// EnsureShopper is Ensure for a shopper about to buy: when the voucher
+// needs a rebuild but the part the shopper buys from is intact (a voucher
+// in buckets that lost only the buckets of a restarted master), the
+// shopper goes on at once while the rebuild runs, rather than wait for it:
+// one order per user and the stock are that part's own, and the rebuild
+// counts nothing a sale there changes. A shopper of a lost part waits, as
+// Ensure does.
+func (r *Recovery) EnsureShopper(ctx context.Context, voucherID, userID int64) error {
+	sv, ok := r.live.(ShopperVerifier)
+	if !ok || r.unknown.Unknown(voucherID) {
+		return r.Ensure(ctx, voucherID)
+	}
+	inc, err := r.live.Incarnation(ctx)
+	if err != nil {
+		return Wrap("recovery: incarnation", CodeUnavailable, err)
+	}
+	if v, ok := r.verified.Load(voucherID); ok && v.(string) == inc {
+		return nil
+	}
+	if ok, err := sv.VerifiedFor(ctx, voucherID, userID, inc); err == nil && ok {
+		// Verify the voucher (a rebuild if it needs one) in the
+		// background, one at a time: this shopper does not wait for it.
+		if _, busy := r.verifying.LoadOrStore(voucherID, true); !busy {
+			go func() {
+				defer r.verifying.Delete(voucherID)
+				vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.fenceTTL)
+				defer cancel()
+				if err := r.Ensure(vctx, voucherID); err != nil && !errors.Is(err, ErrBusy) {
+					r.log.Warn("verifying a voucher whose shopper's part was intact", "voucher", voucherID, "err", err)
+				}
+			}()
+		}
+		return nil
+	}
+	return r.Ensure(ctx, voucherID)
 }
 
 // Recheck is what a read of a voucher's live state calls when it found

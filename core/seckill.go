@@ -95,7 +95,11 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			}
 			ctx = Admitted(ctx) // counted once: the script does not count it again
 		}
-		if err := s.recovery.Ensure(ctx, voucherID); err != nil {
+		ensure := s.recovery.Ensure
+		if sg, ok := s.recovery.(ShopperGuard); ok {
+			ensure = func(ctx context.Context, voucherID int64) error { return sg.EnsureShopper(ctx, voucherID, userID) }
+		}
+		if err := ensure(ctx, voucherID); err != nil {
 			return 0, err
 		}
 	}

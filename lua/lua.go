@@ -142,3 +142,9 @@ var FreezeBucket string
 //
 //go:embed thaw_bucket.lua
 var ThawBucket string
+
+// VerifyBucket tells whether one bucket of a voucher is intact, for its
+// shoppers to buy while the others are rebuilt.
+//
+//go:embed verify_bucket.lua
+var VerifyBucket string

@@ -300,9 +300,10 @@ func fencedAt(fields []any, now time.Time) bool {
 }
 
 var (
-	_ core.LiveSale      = (*Reserver)(nil)
-	_ core.Reverifier    = (*Reserver)(nil)
-	_ core.PartialFencer = (*Reserver)(nil)
+	_ core.LiveSale        = (*Reserver)(nil)
+	_ core.Reverifier      = (*Reserver)(nil)
+	_ core.PartialFencer   = (*Reserver)(nil)
+	_ core.ShopperVerifier = (*Reserver)(nil)
 )
 
 // LiveState implements core.LiveSale, over the voucher's buckets: the

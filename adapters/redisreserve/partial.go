@@ -29,9 +29,36 @@ import (
 // voided as they thaw, under the buckets' new generation.
 
 var (
-	freezeScript = redis.NewScript(lua.FreezeBucket)
-	thawScript   = redis.NewScript(lua.ThawBucket)
+	freezeScript       = redis.NewScript(lua.FreezeBucket)
+	thawScript         = redis.NewScript(lua.ThawBucket)
+	verifyBucketScript = redis.NewScript(lua.VerifyBucket)
 )
+
+// VerifiedFor implements core.ShopperVerifier: the shopper's bucket of a
+// voucher in buckets, judged by its own master (verify_bucket.lua). An
+// intact bucket is remembered for the incarnation, as core.Recovery
+// remembers a verified voucher, so its shoppers cost no more round trips
+// while the voucher's other buckets are rebuilt; a reservation that finds
+// the bucket not loaded forgets it (Reserve).
+func (r *Reserver) VerifiedFor(ctx context.Context, voucherID, userID int64, inc string) (bool, error) {
+	buckets, err := r.bucketsOf(ctx, voucherID)
+	if err != nil || buckets <= 1 || r.cfg.Identity == nil {
+		return false, err
+	}
+	bk := r.keys.Bucket(voucherID, core.BucketOf(userID, buckets), buckets)
+	if was, ok := r.intactBuckets.Load(bk.Window); ok && was.(string) == inc {
+		return true, nil
+	}
+	n, err := verifyBucketScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Window, bk.Orders, bk.Forgets()}).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisreserve: verify voucher %d bucket %d: %w", voucherID, bk.Bucket, err)
+	}
+	if n != 1 {
+		return false, nil
+	}
+	r.intactBuckets.Store(bk.Window, inc)
+	return true, nil
+}
 
 // lostBuckets is what FenceLost fenced (lost) of a voucher's buckets; it
 // froze the others.

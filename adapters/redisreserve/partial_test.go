@@ -1,7 +1,9 @@
 package redisreserve_test
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +11,6 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
-	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
 )
@@ -24,28 +25,8 @@ import (
 // unit the others do not hold, the transfer from the lost lender is voided,
 // and the sale then sells exactly the voucher's units, not one more or less.
 func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a cluster of the test's own: skipped in -short mode")
-	}
-	cluster := redistopology.StartCluster(t)
+	cluster, rdb, identity, res := onOwnCluster(t)
 	ctx := context.Background()
-	prefix := "pb" + testenv.RandomSuffix() + ":"
-	identity := redisreserve.NewIdentity(prefix)
-	opt, err := redis.ParseClusterURL(cluster.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.OnConnect = identity.OnConnect
-	rdb := redis.NewClusterClient(opt)
-	defer rdb.Close()
-	identity.Attach(rdb)
-	res, err := redisreserve.New(rdb, redisreserve.Config{Prefix: prefix, Shards: redisreserve.SpreadShards(3), Identity: identity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	keys := res.Keys()
 	const id, units, n = 7, 60, 3
 	v := core.Voucher{ID: id, Title: "t", Stock: units, Buckets: n, BeginAt: past(), EndAt: future()}
@@ -53,7 +34,8 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := stockLedger{id: v} // no order ever persisted
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t),
+		Wait: 300 * time.Millisecond})
 	if err := recovery.Ensure(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +128,30 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	if got, err := take.Run(ctx, rdb, []string{bucket(0).Stock, bucket(0).Window, bucket(0).Transfers()},
 		"while-frozen", 1, 1, p[1], p[2], time.Minute.Milliseconds()).Int64(); err != nil || got != -1 {
 		t.Fatalf("a take from a frozen bucket: %d %v, want -1 (not loaded: never a grant of none)", got, err)
+	}
+	// Meanwhile (the rebuild holding the fence and the freezes could be
+	// another instance's), a shopper of an intact bucket buys at once, and
+	// one of the lost bucket waits for the rebuild.
+	var intactUser, lostUser int64
+	for u := user + 1; intactUser == 0 || lostUser == 0; u++ {
+		if core.BucketOf(u, n) == lostB {
+			lostUser = cmp.Or(lostUser, u)
+		} else {
+			intactUser = cmp.Or(intactUser, u)
+		}
+	}
+	user = max(intactUser, lostUser)
+	start := time.Now()
+	if err := recovery.EnsureShopper(ctx, id, intactUser); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("a shopper of an intact bucket during the rebuild: %v after %v, want to go on at once", err, time.Since(start))
+	}
+	order++
+	if got, err := res.Reserve(ctx, core.Order{ID: order, UserID: intactUser, VoucherID: id, CreatedAt: time.Now()}); err != nil || got.Result != core.Reserved {
+		t.Fatalf("a shopper of a frozen bucket: %v %v, want reserved", got.Result, err)
+	}
+	intactBuyers[core.BucketOf(intactUser, n)]++
+	if err := recovery.EnsureShopper(ctx, id, lostUser); !errors.Is(err, core.ErrBusy) {
+		t.Fatalf("a shopper of the lost bucket during its rebuild: %v, want busy (it waits for the rebuild)", err)
 	}
 	if err := res.Unfence(ctx, id, token); err != nil {
 		t.Fatal(err)

@@ -96,6 +96,9 @@ type Reserver struct {
 	// partial: fence token -> the lostBuckets of a rebuild of some of a
 	// voucher's buckets (FenceLost), for its Restore.
 	partial sync.Map
+	// intactBuckets: a bucket's window key -> the incarnation it was found
+	// intact in (VerifiedFor).
+	intactBuckets sync.Map
 }
 
 var (
@@ -226,6 +229,9 @@ func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation,
 	}
 	bk := r.keys.Bucket(o.VoucherID, core.BucketOf(o.UserID, buckets), buckets)
 	res, err := r.reserveIn(ctx, o, bk)
+	if res.Result == core.VoucherMissing {
+		r.intactBuckets.Delete(bk.Window)
+	}
 	if err != nil || res.Result != core.SoldOut || buckets == 1 {
 		return res, err
 	}

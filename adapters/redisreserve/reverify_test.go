@@ -50,29 +50,8 @@ func (noneHeld) HeldOrders(context.Context, int64) ([]core.Order, error) { retur
 // A forgetting recorded on one shard since rebuilds that shard's vouchers,
 // and one recorded on every shard rebuilds every voucher whole.
 func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a cluster of the test's own: skipped in -short mode")
-	}
-	cluster := redistopology.StartCluster(t)
+	cluster, rdb, identity, res := onOwnCluster(t)
 	ctx := context.Background()
-	prefix := "rv" + testenv.RandomSuffix() + ":"
-	identity := redisreserve.NewIdentity(prefix)
-	opt, err := redis.ParseClusterURL(cluster.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.OnConnect = identity.OnConnect
-	rdb := redis.NewClusterClient(opt)
-	defer rdb.Close()
-	identity.Attach(rdb)
-	shards := redisreserve.SpreadShards(3)
-	res, err := redisreserve.New(rdb, redisreserve.Config{Prefix: prefix, Shards: shards, Identity: identity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	keys := res.Keys()
 	ledger := stockLedger{}
 	// Vouchers 1..3 whole (one per shard, so one per master), voucher 4 in
@@ -248,4 +227,33 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	}
 	ensureAll(inc)
 	check("after a forgetting", map[int64]bool{}, before, 0)
+}
+
+// onOwnCluster starts a three-master cluster of the test's own and a
+// Reserver on it (3 shards, so one per master) that follows Redis's
+// incarnation, as the server wires it.
+func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *redisreserve.Identity, *redisreserve.Reserver) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a cluster of the test's own: skipped in -short mode")
+	}
+	cluster := redistopology.StartCluster(t)
+	prefix := "t" + testenv.RandomSuffix() + ":"
+	identity := redisreserve.NewIdentity(prefix)
+	opt, err := redis.ParseClusterURL(cluster.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.OnConnect = identity.OnConnect
+	rdb := redis.NewClusterClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	identity.Attach(rdb)
+	res, err := redisreserve.New(rdb, redisreserve.Config{Prefix: prefix, Shards: redisreserve.SpreadShards(3), Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return cluster, rdb, identity, res
 }
