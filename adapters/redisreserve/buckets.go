@@ -53,15 +53,16 @@ const (
 	// this to the shopper's request that started it.
 	transferRedriveAfter = 5 * time.Second
 	// idleBorrows bounds the borrows one reservation makes that brought
-	// no unit (a rebuild voided them, or transfers in transit were
-	// settled and it asks again). A borrow that brought units is not
-	// counted: each takes half a lender's stock, other shoppers of the
-	// bucket may sell what arrived before this one retries, and a
-	// reservation goes on while units move (there are finitely many; its
-	// deadline bounds the wait). A bound of 16 rounds of any kind answered
-	// 503 busy to the unluckiest of 300 shoppers over 3 buckets racing for
-	// 90 units while lenders still had some (seen once in CI, cluster,
-	// batches of 32).
+	// no unit (a rebuild voided them). A borrow that brought units is not
+	// counted, nor is settling transfers in transit that carried some:
+	// each takes half a lender's stock, other shoppers of the bucket may
+	// sell what arrived before this one retries, and a reservation goes on
+	// while units move (there are finitely many; its deadline bounds the
+	// wait). A bound of 16 rounds of any kind answered 503 busy to the
+	// unluckiest of 300 shoppers over 3 buckets racing for 90 units while
+	// lenders still had some (seen once in CI, cluster, batches of 32), and
+	// so did counting every settle that found any transfer pending, though
+	// they carried units (CI again, batch 0).
 	idleBorrows = 16
 	// borrowWant is what a borrower asks for: the lender grants half its
 	// stock, up to this.
@@ -161,20 +162,25 @@ func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk Bucket
 			// is borrowing are in none of them: finish those transfers
 			// (each step is safe to run twice) and ask again, so a
 			// shopper is told sold out only with nothing in transit.
-			settled, err := r.settleTransfers(ctx, o.VoucherID, buckets)
+			moved, err := r.settleTransfers(ctx, o.VoucherID, buckets)
 			if err != nil {
 				return core.Reservation{}, err
 			}
-			if !settled {
-				return res, nil // every bucket is dry, nothing is moving
+			if moved == 0 {
+				// Every bucket is dry, and what was pending carried no
+				// unit (a borrow of a dry lender, or given already).
+				return res, nil
 			}
+			// Units moved: another round, unbounded as borrows that
+			// brought units are (finitely many units).
+			got.units = moved
 		}
 		if res, err = r.reserveIn(ctx, o, bk); err != nil || res.Result != core.SoldOut {
 			return res, err
 		}
 		if got.units == 0 {
-			// Nothing came in: asking again is bounded, units moving are
-			// not. Not sold out: something was moving.
+			// Nothing came in (a rebuild voided the borrow): asking again
+			// is bounded, units moving are not.
 			if idle++; idle >= idleBorrows {
 				return core.Reservation{}, core.ErrBusy
 			}
@@ -290,18 +296,26 @@ func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (bor
 }
 
 // settleTransfers completes every transfer of the voucher left pending,
-// whoever started it, and reports whether there was any.
-func (r *Reserver) settleTransfers(ctx context.Context, voucherID int64, buckets int) (bool, error) {
+// whoever started it, and reports how many units those transfers carried
+// (into any bucket). A transfer whose lender could not be asked (fenced,
+// frozen) counts as carrying one: its units may yet come.
+func (r *Reserver) settleTransfers(ctx context.Context, voucherID int64, buckets int) (int64, error) {
 	s, err := r.readTransfers(ctx, voucherID, buckets)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
+	var moved int64
 	for _, p := range s.pending {
-		if _, err := r.completeTransfer(ctx, p); err != nil {
-			return false, fmt.Errorf("redisreserve: complete transfer %s of voucher %d: %w", p.id, voucherID, err)
+		got, err := r.completeTransfer(ctx, p)
+		if err != nil {
+			return 0, fmt.Errorf("redisreserve: complete transfer %s of voucher %d: %w", p.id, voucherID, err)
+		}
+		moved += got.units
+		if got.unloaded {
+			moved++
 		}
 	}
-	return len(s.pending) > 0, nil
+	return moved, nil
 }
 
 // transferState is what the buckets' transfer records say: the pending
