@@ -248,3 +248,63 @@ func TestARebuildCountsOnlyLiveOrders(t *testing.T) {
 		t.Fatalf("report: %d persisted, %d held only; want 1 live and none", report.Persisted, report.HeldOnly)
 	}
 }
+
+// partLive is a live store whose vouchers are in parts (Redis: buckets),
+// each shopper's part intact or not as intact says.
+type partLive struct {
+	*fakeLive
+	intact func(userID int64) bool
+}
+
+func (l partLive) VerifiedFor(_ context.Context, _, userID int64, _ string) (bool, error) {
+	return l.intact(userID), nil
+}
+
+// TestAShopperOfAnIntactPartBuysWhileTheRestIsRebuilt: a voucher that
+// needs a rebuild, which another instance holds (its fence), lets the
+// shoppers of an intact part go on at once, while a shopper of a lost part
+// waits for the rebuild and is told busy; the voucher's own verification
+// runs in the background and, once the other rebuild is gone, rebuilds it.
+func TestAShopperOfAnIntactPartBuysWhileTheRestIsRebuilt(t *testing.T) {
+	live := newFakeLive("run-2")
+	live.state[7] = core.LiveState{Present: true, Stock: 5, Buyers: map[int64]int64{}, VerifiedIn: "run-1"}
+	live.fences[7] = "another instance's"
+	parts := partLive{fakeLive: live, intact: func(u int64) bool { return u%2 == 0 }}
+	r := core.NewRecovery(core.RecoveryConfig{Live: parts, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}},
+		Wait: 200 * time.Millisecond})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for u := int64(2); u <= 100; u += 2 {
+		wg.Go(func() {
+			start := time.Now()
+			if err := r.EnsureShopper(ctx, 7, u); err != nil || time.Since(start) > 100*time.Millisecond {
+				t.Errorf("shopper %d of an intact part: %v after %v, want to go on at once", u, err, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	if err := r.EnsureShopper(ctx, 7, 1); !errors.Is(err, core.ErrBusy) {
+		t.Fatalf("a shopper of a lost part while another instance rebuilds: %v, want busy", err)
+	}
+	if r.Trusted(ctx, 7) {
+		t.Fatal("the voucher is trusted while its rebuild has not run")
+	}
+	live.mu.Lock()
+	delete(live.fences, 7) // the other instance gave up
+	live.mu.Unlock()
+	deadline := time.Now().Add(3 * time.Second)
+	for !r.Trusted(ctx, 7) {
+		// Each intact shopper's request starts the voucher's verification
+		// again if none is running.
+		if err := r.EnsureShopper(ctx, 7, 2); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background verification never rebuilt the voucher")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if live.restores.Load() != 1 {
+		t.Fatalf("%d restores, want 1", live.restores.Load())
+	}
+}
