@@ -59,12 +59,12 @@ type LiveSale interface {
 }
 
 // Reverifier is a LiveSale that can tell, for a voucher verified in an
-// earlier incarnation, that the change of incarnation did not touch it
-// (Redis Cluster: another master restarted; the voucher's own masters are
-// the servers that wrote its state), and record it verified in inc without
-// a rebuild. false: it must be rebuilt.
+// earlier incarnation was (VerifiedIn's answer), that the change of
+// incarnation did not touch it (Redis Cluster: another master restarted;
+// the voucher's own masters are the servers that wrote its state), and
+// record it verified in inc without a rebuild. false: it must be rebuilt.
 type Reverifier interface {
-	Reverify(ctx context.Context, voucherID int64, inc string) (bool, error)
+	Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error)
 }
 
 // PartialFencer is a LiveSale that can rebuild only the part of a voucher
@@ -256,7 +256,7 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 		return Wrap("recovery: verified in", CodeUnavailable, err)
 	}
 	if ok && was != inc {
-		if ok, err = r.reverify(ctx, voucherID, inc); err != nil {
+		if ok, err = r.reverify(ctx, voucherID, was, inc); err != nil {
 			return err
 		}
 		was = inc
@@ -321,7 +321,7 @@ func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, 
 		return false, Wrap("recovery: verified in", CodeUnavailable, err)
 	}
 	if ok && was != inc {
-		if ok, err = r.reverify(ctx, voucherID, inc); err != nil {
+		if ok, err = r.reverify(ctx, voucherID, was, inc); err != nil {
 			return false, err
 		}
 		was = inc
@@ -336,12 +336,12 @@ func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, 
 // reverify asks a live store that can tell (Reverifier) whether the
 // voucher's state, verified in an earlier incarnation, is untouched by the
 // change to inc: then it is verified in inc without a rebuild.
-func (r *Recovery) reverify(ctx context.Context, voucherID int64, inc string) (bool, error) {
+func (r *Recovery) reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
 	rv, ok := r.live.(Reverifier)
 	if !ok {
 		return false, nil
 	}
-	ok, err := rv.Reverify(ctx, voucherID, inc)
+	ok, err := rv.Reverify(ctx, voucherID, was, inc)
 	if err != nil {
 		return false, Wrap("recovery: reverify", CodeUnavailable, err)
 	}

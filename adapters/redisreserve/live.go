@@ -86,15 +86,15 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 // forgetting since (reverify_voucher.lua asks it its run_id, and reads
 // its shard's forgetting mark, in the same step). On a cluster, one
 // master's restart or failover then rebuilds only the vouchers (and
-// buckets) it held, not every voucher of the sale. On one Redis every change of incarnation is
-// a change of the one master: nothing is carried over.
-func (r *Reserver) Reverify(ctx context.Context, voucherID int64, inc string) (bool, error) {
-	if r.cfg.Identity == nil {
+// buckets) it held, not every voucher of the sale. On one Redis every
+// change of incarnation is a change of the one master: nothing is carried
+// over.
+//
+// was is the epoch VerifiedIn found in every bucket; each bucket's step
+// checks it is still there, so a rebuild in between is not carried over.
+func (r *Reserver) Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
+	if r.cfg.Identity == nil || was == "" {
 		return false, nil
-	}
-	was, ok, err := r.VerifiedIn(ctx, voucherID)
-	if err != nil || !ok {
-		return false, err
 	}
 	if was == inc {
 		return true, nil
