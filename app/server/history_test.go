@@ -73,6 +73,16 @@ func checkHistory(t *testing.T, backend string) {
 		proc := redistopology.StartDurableRedisProcess(t)
 		cfg.RedisURL, kill = proc.URL(), proc.Restart
 	}
+	// On the cluster a restarted master answers CLUSTERDOWN for about a
+	// second while it rejoins: hundreds of requests go unanswered, each an
+	// operation that may or may not have happened, and the checker's
+	// search grows with them. One run in CI was not decided within a
+	// minute (312 unknown of 2000, the packages' tests sharing 2 cores):
+	// fewer shoppers at once there, and more time to decide.
+	clients, decide := 12, time.Minute
+	if clustered {
+		clients, decide = 8, 3*time.Minute
+	}
 	buckets := 1
 	if bucketed {
 		// On the cluster, the default 12 shards put each of 3 buckets on
@@ -95,7 +105,7 @@ func checkHistory(t *testing.T, backend string) {
 	const vouchers, stock, users = 8, 8, 24
 	sale := history.Sale{
 		URLs: []string{a.base, b.base}, AdminToken: cfg.AdminToken, Stock: stock, Users: users,
-		Clients: 12, Ops: 2000, Timeout: 3 * time.Second,
+		Clients: clients, Ops: 2000, Timeout: 3 * time.Second,
 	}
 	for range vouchers {
 		sale.Vouchers = append(sale.Vouchers, a.openVoucherIn(stock, buckets))
@@ -118,7 +128,7 @@ func checkHistory(t *testing.T, backend string) {
 		// its last unit (architecture.md, "A hot voucher in buckets").
 		model = history.BucketModel(stock)
 	}
-	if err := history.CheckModel(model, ops, time.Minute); err != nil {
+	if err := history.CheckModel(model, ops, decide); err != nil {
 		t.Fatal(err)
 	}
 	ledger := history.SQLLedger(a.srv.Store().DB().DB)
