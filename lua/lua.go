@@ -148,3 +148,9 @@ var ThawBucket string
 //
 //go:embed verify_bucket.lua
 var VerifyBucket string
+
+// ReadBucket reads one bucket of a voucher in buckets at one moment: its
+// stock, buyers and the counts a stock read over several masters needs.
+//
+//go:embed read_bucket.lua
+var ReadBucket string

@@ -3,6 +3,9 @@
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
 -- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
+-- KEYS[3] -> seckill:window:{shard}:voucherId  hash: returns counts the
+--            units given back (read_bucket.lua: a stock read over several
+--            masters tells by it that none came back while it read)
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the reservation to undo
@@ -18,5 +21,8 @@ end
 redis.call('HDEL', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('INCR', KEYS[1])
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HINCRBY', KEYS[3], 'returns', 1)
 end
 return 1

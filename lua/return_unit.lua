@@ -4,6 +4,8 @@
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
 -- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
+-- KEYS[3] -> seckill:window:{shard}:voucherId  hash: returns counts the
+--            units given back (see release.lua)
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the cancelled order
@@ -24,4 +26,7 @@ if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('INCR', KEYS[1])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HINCRBY', KEYS[3], 'returns', 1)
+end
 return 1

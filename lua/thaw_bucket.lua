@@ -10,14 +10,16 @@
 -- lifted — all only while the freeze is still this rebuild's.
 --
 -- KEYS[1] -> seckill:window:{shard}:voucherId/bucket     hash: gen, epoch,
---            freeze, freezeUntil
+--            units, freeze, freezeUntil
 -- KEYS[2] -> seckill:transfers:{shard}:voucherId/bucket  hash: 'in:<id>' ->
 --            'lender:want:gen:ms' (see bucket_pend.lua)
 --
 -- ARGV[1] -> the rebuild's token
 -- ARGV[2] -> the buckets' new generation
 -- ARGV[3] -> the incarnation the bucket is verified in
--- ARGV[4..] -> the numbers of the buckets the rebuild restored
+-- ARGV[4] -> the voucher's units over all its buckets as restored
+--            (read_bucket.lua)
+-- ARGV[5..] -> the numbers of the buckets the rebuild restored
 --
 -- Returns the number of pending transfers voided, or -1 when the freeze is
 -- not this rebuild's (it lapsed): nothing done.
@@ -30,7 +32,7 @@ if w[1] ~= ARGV[1] then
   return -1
 end
 local lost = {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   lost[ARGV[i]] = true
 end
 local voided = 0
@@ -42,6 +44,6 @@ for i = 1, #records, 2 do
     voided = voided + 1
   end
 end
-redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'epoch', ARGV[3])
+redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'epoch', ARGV[3], 'units', ARGV[4])
 redis.call('HDEL', KEYS[1], 'freeze', 'freezeUntil')
 return voided

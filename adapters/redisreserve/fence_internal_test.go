@@ -79,7 +79,7 @@ func TestARestoreReplayedAfterItsReplyWasLostIsDone(t *testing.T) {
 		restore := func(token string) int {
 			n, err := restoreScript.Run(ctx, r.Client,
 				[]string{bk.Stock, bk.Window, bk.Orders, bk.Orders + ":restoring:" + token, bk.Transfers(), bk.Forgets()},
-				token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), 2, "inc", 0, token, 1).Int()
+				token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), 2, "inc", 0, token, 1, 2).Int()
 			if err != nil {
 				t.Fatal(err)
 			}

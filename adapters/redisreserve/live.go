@@ -193,16 +193,19 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 		buyers[core.BucketOf(user, n)][user] = order
 	}
 	shares := splitStock(v.Stock, n)
+	units := v.Stock + int64(len(s.Buyers)) // each left or a buyer's
 	// Bucket 0, whose window names the count, last.
 	for b := n - 1; b >= 0; b-- {
-		if err := r.restoreBucket(ctx, v, r.keys.Bucket(v.ID, b, n), n, shares[b], buyers[b], s.Incarnation, token); err != nil {
+		if err := r.restoreBucket(ctx, v, r.keys.Bucket(v.ID, b, n), n, shares[b], units, buyers[b], s.Incarnation, token); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys, buckets int, stock int64,
+// restoreBucket restores one bucket with its stock and buyers; units are
+// the voucher's over all its buckets, recorded in every window.
+func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys, buckets int, stock, units int64,
 	buyers map[int64]int64, incarnation, token string) error {
 	staging := bk.Orders + ":restoring:" + token
 	args := make([]any, 0, 1+2*min(len(buyers), restoreChunk))
@@ -234,7 +237,7 @@ func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketK
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
 		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers(), bk.Forgets()},
-		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets).Int()
+		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets, units).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
 	}

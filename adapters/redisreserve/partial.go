@@ -200,14 +200,17 @@ func (r *Reserver) restoreLost(ctx context.Context, s core.RestoredSale, token s
 		left = 0
 	}
 	shares := splitStock(left, len(plan.lost))
+	// What the buckets hold once restored: units, unless the clamp above
+	// gave the lost buckets none (then it is what the intact ones hold).
+	held := intact + transit + int64(lostBuyers) + left
 	// Bucket 0, whose window names the count, last (plan.lost ascends).
 	for j := len(plan.lost) - 1; j >= 0; j-- {
 		b := plan.lost[j]
-		if err := r.restoreBucket(ctx, v, all[b], n, shares[j], buyers[b], s.Incarnation, token); err != nil {
+		if err := r.restoreBucket(ctx, v, all[b], n, shares[j], held, buyers[b], s.Incarnation, token); err != nil {
 			return err
 		}
 	}
-	args := []any{token, token, s.Incarnation}
+	args := []any{token, token, s.Incarnation, held}
 	for _, b := range plan.lost {
 		args = append(args, b)
 	}

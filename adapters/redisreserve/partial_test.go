@@ -193,6 +193,16 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	if state.Stock != want {
 		t.Errorf("after the rebuild: %d units to sell, want %d", state.Stock, want)
 	}
+	// Every window, restored or thawed, says the voucher's units, and the
+	// stock read over the three masters counts by them.
+	for b := range n {
+		if got, _ := rdb.HGet(ctx, bucket(b).Window, "units").Int64(); got != units {
+			t.Errorf("bucket %d's window says %d units, want %d", b, got, units)
+		}
+	}
+	if got, err := res.RemainingStock(ctx, id); err != nil || got != want {
+		t.Errorf("after the rebuild: the stock read answers %d, %v; want %d", got, err, want)
+	}
 	if _, err := res.RedriveTransfers(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
 	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript,
-		pendScript, takeScript, giveScript} {
+		pendScript, takeScript, giveScript, readBucketScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
 		}
@@ -430,7 +430,7 @@ func (r *Reserver) Release(ctx context.Context, o core.Order) error {
 	if err != nil {
 		return err
 	}
-	keys := []string{bk.Stock, bk.Orders}
+	keys := []string{bk.Stock, bk.Orders, bk.Window}
 	if err := r.release.Run(ctx, r.rdb, keys, o.UserID, o.ID).Err(); err != nil {
 		return fmt.Errorf("redisreserve: release script: %w", err)
 	}
@@ -445,7 +445,7 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 	if err != nil {
 		return 0, err
 	}
-	keys := []string{bk.Stock, bk.Orders}
+	keys := []string{bk.Stock, bk.Orders, bk.Window}
 	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
@@ -522,7 +522,8 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 // stock split evenly; bucket 0, whose window names the count, is written
 // last, so whoever reads the count finds every bucket. Each window also
 // records the server that wrote it and the shard's forgetting mark
-// (mark_node.lua; see Reverify).
+// (mark_node.lua; see Reverify), and the voucher's units over all its
+// buckets (read_bucket.lua; see RemainingStock).
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 	inc, err := r.Incarnation(ctx)
 	if err != nil {
@@ -533,7 +534,8 @@ func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 	for b := n - 1; b >= 0; b-- {
 		bk := r.keys.Bucket(v.ID, b, n)
 		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n)
+			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n,
+				"units", v.Stock)
 			p.Set(ctx, bk.Stock, shares[b], 0)
 			markNodeScript.Eval(ctx, p, []string{bk.Window, bk.Forgets()})
 			return nil
@@ -558,10 +560,10 @@ func splitStock(units int64, n int) []int64 {
 	return shares
 }
 
-// RemainingStock is the live stock count: of a voucher in buckets, their
-// stock and the units in transit between them, read in one MULTI on one
-// Redis (a snapshot); on a cluster, whose buckets are on several masters,
-// each bucket's part is read at its own moment.
+// RemainingStock is the live stock count. Of a voucher in buckets: on one
+// Redis, their stock and the units in transit between them, read in one
+// MULTI (a snapshot); on a cluster, whose buckets are on several masters,
+// stockAcrossMasters.
 func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
@@ -578,13 +580,25 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 		return n, nil
 	}
 	all := r.allBuckets(voucherID, buckets)
+	if _, clustered := r.rdb.(*redis.ClusterClient); clustered {
+		n, err := r.stockAcrossMasters(ctx, all)
+		if !errors.Is(err, errNoUnits) {
+			return n, err
+		}
+		// State written before the windows kept units: each bucket's
+		// part read at its own moment, which a transfer under way can
+		// tear.
+		return r.stockSnapshot(ctx, all, r.rdb.Pipelined)
+	}
+	return r.stockSnapshot(ctx, all, r.rdb.TxPipelined)
+}
+
+// stockSnapshot sums the buckets' stock and the units in transit between
+// them, read in one pipeline: a snapshot when read is a MULTI.
+func (r *Reserver) stockSnapshot(ctx context.Context, all []BucketKeys, read func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)) (int64, error) {
 	stocks := make([]*redis.StringCmd, len(all))
 	transfers := make([]*redis.MapStringStringCmd, len(all))
-	read := r.rdb.TxPipelined
-	if _, clustered := r.rdb.(*redis.ClusterClient); clustered {
-		read = r.rdb.Pipelined // a MULTI cannot span slots
-	}
-	_, err = read(ctx, func(p redis.Pipeliner) error {
+	_, err := read(ctx, func(p redis.Pipeliner) error {
 		for i, bk := range all {
 			stocks[i] = p.Get(ctx, bk.Stock)
 			transfers[i] = p.HGetAll(ctx, bk.Transfers())
