@@ -50,9 +50,12 @@ type batcher struct {
 type batchMember struct {
 	ctx     context.Context
 	orderID int64
-	keys    []string
-	args    []any // seckill.lua's ARGV[1..7]
-	done    chan batchAnswer
+	keys    []string // seckill.lua's KEYS[1], [2], [3] and [5]: the member's own
+	// shardKeys: seckill.lua's KEYS[4] and [6], the queue and deadlines
+	// keys of the shard, sent once per call.
+	shardKeys [2]string
+	args      []any // seckill.lua's ARGV[1..7]
+	done      chan batchAnswer
 }
 
 type batchAnswer struct {
@@ -81,8 +84,7 @@ func (r *Reserver) batcherOf(shard int) *batcher {
 // the deadline passed and reserves nothing, or reserves and the shopper's
 // retry is answered by the replay branch).
 func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
-	keys, args := r.scriptArgs(ctx, o, bk)
-	m := &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
+	m := r.newBatchMember(ctx, o, bk)
 	r.batcherOf(bk.Shard).add(m)
 	select {
 	case a := <-m.done:
@@ -94,6 +96,14 @@ func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKe
 	case <-ctx.Done():
 		return core.Reservation{}, fmt.Errorf("redisreserve: batched reservation: %w", ctx.Err())
 	}
+}
+
+// newBatchMember lays out the order's keys and arguments as the batch
+// script takes a member's.
+func (r *Reserver) newBatchMember(ctx context.Context, o core.Order, bk BucketKeys) *batchMember {
+	keys, args := r.scriptArgs(ctx, o, bk)
+	return &batchMember{ctx: ctx, orderID: o.ID, keys: []string{keys[0], keys[1], keys[2], keys[4]},
+		shardKeys: [2]string{keys[3], keys[5]}, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
 }
 
 func (b *batcher) add(m *batchMember) {
@@ -119,13 +129,19 @@ func (b *batcher) drain() {
 
 // next takes the next batch off the queue, answering the members whose
 // context ended while they waited (they are not sent); nil once the
-// queue is empty, and then the batcher stops sending.
+// queue is empty, and then the batcher stops sending. A batch's members
+// share the queue and deadlines keys, sent once: a shard's are the same
+// for all (without a hand-off the queue key is a member's own, untouched),
+// but a member that named others would start the next batch.
 func (b *batcher) next() []*batchMember {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var batch []*batchMember
 	for len(b.queue) > 0 && len(batch) < b.r.cfg.Batch {
 		m := b.queue[0]
+		if len(batch) > 0 && m.shardKeys != batch[0].shardKeys && len(b.r.handoffArgs) > 0 {
+			break
+		}
 		b.queue[0] = nil
 		b.queue = b.queue[1:]
 		if err := m.ctx.Err(); err != nil {
@@ -150,7 +166,8 @@ func (b *batcher) next() []*batchMember {
 // unconfirmed (it may have been made), never a bare error.
 func (b *batcher) send(batch []*batchMember) {
 	r := b.r
-	keys := make([]string, 0, 6*len(batch))
+	keys := make([]string, 0, 2+4*len(batch))
+	keys = append(keys, batch[0].shardKeys[:]...)
 	args := make([]any, 0, 2+len(r.handoffArgs)+batchArgs*len(batch))
 	args = append(args, len(batch), len(r.handoffArgs))
 	args = append(args, r.handoffArgs...)

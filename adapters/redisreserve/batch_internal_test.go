@@ -45,8 +45,7 @@ func loadOnSale(t *testing.T, res *Reserver, id, stock int64) {
 
 func member(ctx context.Context, res *Reserver, orderID, userID, voucherID int64) *batchMember {
 	o := core.Order{ID: orderID, UserID: userID, VoucherID: voucherID, CreatedAt: time.Now()}
-	keys, args := res.scriptArgs(ctx, o, res.keys.Bucket(voucherID, 0, 1))
-	return &batchMember{ctx: ctx, orderID: orderID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
+	return res.newBatchMember(ctx, o, res.keys.Bucket(voucherID, 0, 1))
 }
 
 // TestABatchAnswersEachMemberAsAloneInOrder: one call for five shoppers —
@@ -324,8 +323,7 @@ func TestABatchLeavesTheStateOfOneCallEach(t *testing.T) {
 		var batch []*batchMember
 		for _, q := range requests {
 			o := core.Order{ID: q.order, UserID: q.user, VoucherID: q.voucher, CreatedAt: created}
-			keys, args := batched.scriptArgs(ctx, o, batched.keys.Bucket(o.VoucherID, 0, 1))
-			batch = append(batch, &batchMember{ctx: ctx, orderID: o.ID, keys: keys, args: args[:batchArgs], done: make(chan batchAnswer, 1)})
+			batch = append(batch, batched.newBatchMember(ctx, o, batched.keys.Bucket(o.VoucherID, 0, 1)))
 		}
 		batched.batcherOf(batched.keys.shards().Of(1)).send(batch)
 		results := map[core.ReservationResult]int{}
@@ -376,7 +374,9 @@ func TestABatchLeavesTheStateOfOneCallEach(t *testing.T) {
 // TestAMemberWhoseHandOffFailsReservesNothing: in a batch, a member's
 // hand-off runs before its reservation counts, so one that raises an
 // error (its queue key holds the wrong type) is answered that error and
-// takes no stock and marks no buyer, while the others are reserved.
+// takes no stock and marks no buyer, while the others are reserved. (Each
+// voucher has a queue of its own here, so the batcher sends the member
+// whose queue differs in a call of its own: a call names one queue.)
 func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
 	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
@@ -393,7 +393,10 @@ func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		batch := []*batchMember{member(ctx, res, 11, 1, 1), member(ctx, res, 12, 2, 2), member(ctx, res, 13, 3, 1)}
-		res.batcherOf(res.keys.shards().Of(1)).send(batch)
+		b := res.batcherOf(res.keys.shards().Of(1))
+		for _, m := range batch {
+			b.add(m)
+		}
 		for i, m := range batch {
 			a := <-m.done
 			if i == 1 {

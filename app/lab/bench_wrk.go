@@ -3,6 +3,7 @@ package lab
 import (
 	crand "crypto/rand"
 
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -357,11 +359,13 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	} else {
 		profiled <- nil
 	}
-	server, redisBefore := processCPU(p.cmd.Process.Pid), redisCPU(b.rdb)
+	server, redisBefore, statsBefore := processCPU(p.cmd.Process.Pid), redisCPU(b.rdb), commandStats(b.rdb)
 	r, err := wrkLoad(p.base, tokenFile, vouchers, b.conns, duration)
 	if n := time.Duration(r.rate * duration.Seconds()); err == nil && n > 0 {
 		r.cpu.Server = (processCPU(p.cmd.Process.Pid) - server) / n
 		r.cpu.Redis = (redisCPU(b.rdb) - redisBefore) / n
+		progressf("bench:   Redis per request, by command (calls, time inside the command): %s",
+			perRequest(statsBefore, commandStats(b.rdb), float64(n)))
 	}
 	if perr := <-profiled; perr != nil && err == nil {
 		err = perr
@@ -505,4 +509,63 @@ func (b *bench) saleSide(side string, st *mysqlstore.Store) (wall, toRow time.Du
 		}
 	}
 	return wall, toRow, nil
+}
+
+// commandStat is one command's line of INFO commandstats.
+type commandStat struct {
+	calls int64
+	usec  float64
+}
+
+// commandStats is INFO commandstats so far, by command (nil when Redis
+// does not answer: the breakdown is then left out).
+func commandStats(rdb *redis.Client) map[string]commandStat {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return nil
+	}
+	out := map[string]commandStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var st commandStat
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				st.calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		out[name] = st
+	}
+	return out
+}
+
+// perRequest is what each command cost Redis per request between two
+// commandstats readings, costliest first: where the reservation's Redis
+// time goes (a script's time includes the commands it calls, which are
+// counted under their own names too).
+func perRequest(before, after map[string]commandStat, requests float64) string {
+	type row struct {
+		name        string
+		calls, usec float64
+	}
+	var rows []row
+	for name, a := range after {
+		b := before[name]
+		if d := a.calls - b.calls; d > 0 {
+			rows = append(rows, row{name, float64(d) / requests, (a.usec - b.usec) / requests})
+		}
+	}
+	slices.SortFunc(rows, func(x, y row) int { return cmp.Compare(y.usec, x.usec) })
+	var out []string
+	for _, r := range rows[:min(len(rows), 12)] {
+		out = append(out, fmt.Sprintf("%s %.3g× %.2fµs", r.name, r.calls, r.usec))
+	}
+	return strings.Join(out, ", ")
 }
