@@ -139,7 +139,8 @@ func (b *batcher) next() []*batchMember {
 	var batch []*batchMember
 	for len(b.queue) > 0 && len(batch) < b.r.cfg.Batch {
 		m := b.queue[0]
-		if len(batch) > 0 && m.shardKeys != batch[0].shardKeys && len(b.r.handoffArgs) > 0 {
+		if len(batch) > 0 && (m.shardKeys[1] != batch[0].shardKeys[1] ||
+			len(b.r.handoffArgs) > 0 && m.shardKeys[0] != batch[0].shardKeys[0]) {
 			break
 		}
 		b.queue[0] = nil

@@ -41,7 +41,7 @@ import (
 // passes, none was returned (or rebuilt) while the second read, and its
 // count stands. Otherwise the passes slide on, to stockPasses in all;
 // stock that keeps coming back faster than that answers busy.
-const stockPasses = 6
+const stockPasses = 10
 
 // errStockUnsettled: units kept coming back while the stock was read.
 var errStockUnsettled = core.E(core.CodeBusy, "the stock kept changing while it was counted, retry shortly")
