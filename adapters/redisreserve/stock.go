@@ -39,8 +39,13 @@ import (
 // buckets three times, each pass after the last one answered: when every
 // bucket's returns and generation are the same in the first and third
 // passes, none was returned (or rebuilt) while the second read, and its
-// count stands. Otherwise the passes slide on, to stockPasses in all;
-// stock that keeps coming back faster than that answers busy.
+// count stands. The mirror holds too: a bucket's buyers plus its returns
+// are its reservations, which only grow; when none grew between the first
+// and third passes, buyers only left while the second read, one at a time,
+// and its count stands as well (units coming back after a sell-out that
+// nobody buys). Otherwise the passes slide on, to stockPasses in all;
+// a sale that keeps both selling and getting units back faster than that
+// answers busy.
 const stockPasses = 10
 
 // errStockUnsettled: units kept coming back while the stock was read.
@@ -121,8 +126,9 @@ func (r *Reserver) readBuckets(ctx context.Context, all []BucketKeys) ([]bucketR
 }
 
 // countStock is the stock the middle of three passes over the buckets
-// counted, if no unit came back and no rebuild ran between the first and
-// the third (errStockUnsettled otherwise). ErrVoucherNotFound when a
+// counted, if no rebuild ran between the first and the third, and either
+// no unit came back or no unit was bought meanwhile (errStockUnsettled
+// otherwise). ErrVoucherNotFound when a
 // bucket is not loaded, errNoUnits when a window does not say the units.
 func countStock(first, middle, last []bucketRead) (int64, error) {
 	for b := range middle {
@@ -130,11 +136,20 @@ func countStock(first, middle, last []bucketRead) (int64, error) {
 			return 0, core.ErrVoucherNotFound
 		}
 	}
+	noneBack, noneBought := true, true
 	for b := range middle {
-		if first[b].gen != last[b].gen || first[b].returns != last[b].returns ||
-			middle[b].gen != last[b].gen || middle[b].returns != last[b].returns {
-			return 0, errStockUnsettled
+		if first[b].gen != middle[b].gen || middle[b].gen != last[b].gen {
+			return 0, errStockUnsettled // a rebuild ran
 		}
+		if first[b].returns != last[b].returns {
+			noneBack = false
+		}
+		if first[b].buyers+first[b].returns != last[b].buyers+last[b].returns {
+			noneBought = false
+		}
+	}
+	if !noneBack && !noneBought {
+		return 0, errStockUnsettled
 	}
 	units := middle[0].units
 	var buyers int64

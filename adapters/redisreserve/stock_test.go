@@ -48,9 +48,10 @@ func stockModel(units int64) porcupine.Model {
 
 // TestAStockReadAnswersACountTheVoucherHad: shoppers all routed to one
 // bucket of three (so every unit of the other two is lent to it, over and
-// over), some of them giving their unit back at once, while readers ask
-// for the stock without pause: every read answers a count the voucher had
-// at some moment of the read. On a cluster the buckets lie on three
+// over), some of them giving their unit back at once, then other buyers
+// giving theirs back with nobody buying, while readers ask for the stock
+// without pause: every read answers a count the voucher had at some
+// moment of the read, and none is told busy once nobody buys. On a cluster the buckets lie on three
 // masters; a sum of parts each read at its own moment counted a unit in
 // flight twice, or a returned one in a state that never was.
 func TestAStockReadAnswersACountTheVoucherHad(t *testing.T) {
@@ -73,8 +74,13 @@ func TestAStockReadAnswersACountTheVoucherHad(t *testing.T) {
 			mu.Unlock()
 		}
 		work := make(chan int64)
+		var (
+			shopping sync.WaitGroup
+			keptMu   sync.Mutex
+			kept     []core.Order // reserved and not given back
+		)
 		for c := range 6 {
-			wg.Go(func() {
+			shopping.Go(func() {
 				for u := range work {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					o := core.Order{ID: 3_000_000 + u, UserID: u, VoucherID: v.ID, CreatedAt: time.Now()}
@@ -93,19 +99,30 @@ func TestAStockReadAnswersACountTheVoucherHad(t *testing.T) {
 							t.Errorf("return of shopper %d's unit: %v", u, err)
 						}
 						record(c, call, stockOp{kind: "return", ok: got == core.UnitReturned})
+					} else if res.Result == core.Reserved {
+						keptMu.Lock()
+						kept = append(kept, o)
+						keptMu.Unlock()
 					}
 					cancel()
 				}
 			})
 		}
-		var reads, busy atomic.Int64
+		var (
+			reads, busy, busyNoneSold atomic.Int64
+			noneSold                  atomic.Bool // the sale is over; units only come back
+		)
 		for c := 6; c < 9; c++ {
 			wg.Go(func() {
 				for !done.Load() {
+					afterSale := noneSold.Load()
 					call := time.Now()
 					n, err := s.res.RemainingStock(context.Background(), v.ID)
 					if core.CodeOf(err) == core.CodeBusy {
 						busy.Add(1)
+						if afterSale {
+							busyNoneSold.Add(1)
+						}
 						continue // told to retry: no answer to check
 					}
 					if err != nil {
@@ -121,9 +138,30 @@ func TestAStockReadAnswersACountTheVoucherHad(t *testing.T) {
 			work <- u
 		}
 		close(work)
-		time.Sleep(20 * time.Millisecond) // a few reads of the sold-out voucher
+		shopping.Wait()
+		// Then buyers give units back and nobody buys: reads count by
+		// the buyers leaving, and none is told busy.
+		noneSold.Store(true)
+		var giving sync.WaitGroup
+		for c := range 3 {
+			giving.Go(func() {
+				for i := c; i < len(kept); i += 3 {
+					call := time.Now()
+					got, err := s.res.ReturnUnit(context.Background(), kept[i])
+					if err != nil {
+						t.Errorf("return of order %d: %v", kept[i].ID, err)
+					}
+					record(c, call, stockOp{kind: "return", ok: got == core.UnitReturned})
+				}
+			})
+		}
+		giving.Wait()
+		time.Sleep(20 * time.Millisecond) // a few reads of the voucher at rest
 		done.Store(true)
 		wg.Wait()
+		if n := busyNoneSold.Load(); n > 0 {
+			t.Errorf("%d stock reads told busy while units only came back", n)
+		}
 		if reads.Load() < 20 {
 			t.Fatalf("only %d stock reads while the sale ran", reads.Load())
 		}
