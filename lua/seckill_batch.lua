@@ -32,21 +32,26 @@
 --            measured ~5% less Redis CPU per order round 32 vouchers)
 -- ARGV[1] -> n, the members
 -- ARGV[2] -> h, the hand-off command's length (0: none)
--- ARGV[3 .. 2+h] -> the hand-off command, as seckill.lua's ARGV[8..]
--- ARGV[3+h+7i .. 9+h+7i] -> member i's ARGV[1..7] of seckill.lua
+-- ARGV[3] -> the shopper's limit, seckill.lua's ARGV[4], the same for every
+--            member (a request the limit counted already goes in a call
+--            with 0 here)
+-- ARGV[4 .. 3+h] -> the hand-off command, as seckill.lua's ARGV[8..]
+-- ARGV[4+h+6i .. 9+h+6i] -> member i's ARGV[1..3] and ARGV[5..7] of
+--            seckill.lua
 --
 -- Returns one reply per member, in order: seckill.lua's {code, id, n}, or
 -- {-1, error text, 0} for a member whose run raised an error.
 
 local n = tonumber(ARGV[1])
 local h = tonumber(ARGV[2])
+local rate = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- The hand-off command, with the positions of '$key' and '$body'.
 local cmd, keyAt, bodyAt = {}, {}, {}
 for j = 1, h do
-  local arg = ARGV[2 + j]
+  local arg = ARGV[3 + j]
   cmd[j] = arg
   if arg == '$key' then
     keyAt[#keyAt + 1] = j
@@ -80,12 +85,12 @@ local function voucherState(stockKey, windowKey, ordersKey)
 end
 
 local function reserve(i)
-  local k, a = 2 + 4 * i, 2 + h + 7 * i
+  local k, a = 2 + 4 * i, 3 + h + 6 * i
   local stockKey, windowKey, ordersKey, limitKey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   -- payBy stays the string it came as ('0': none): it is only copied
   -- into the deadline's entry, and a number would be formatted back.
-  local user, orderId, body, rate, deadline, payBy, voucher =
-    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7]
+  local user, orderId, body, deadline, payBy, voucher =
+    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6]
 
   local v = voucherState(stockKey, windowKey, ordersKey)
   if v.missing then

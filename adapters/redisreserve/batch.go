@@ -24,8 +24,9 @@ import (
 var seckillBatchScript = redis.NewScript(lua.SeckillBatch)
 
 // batchArgs is how many of seckill.lua's ARGV are a member's own: the rest
-// is the hand-off command, sent once per call.
-const batchArgs = 7
+// is the shopper's limit (the same for the call's members) and the
+// hand-off command, sent once per call.
+const batchArgs = 6
 
 // batchRetry bounds the backoff between replays of a batch whose call
 // failed as a whole.
@@ -54,8 +55,10 @@ type batchMember struct {
 	// shardKeys: seckill.lua's KEYS[4] and [6], the queue and deadlines
 	// keys of the shard, sent once per call.
 	shardKeys [2]string
-	args      []any // seckill.lua's ARGV[1..7]
-	done      chan batchAnswer
+	// rate: seckill.lua's ARGV[4], the shopper's limit, sent once per call.
+	rate any
+	args []any // seckill.lua's ARGV[1..3] and [5..7]
+	done chan batchAnswer
 }
 
 type batchAnswer struct {
@@ -103,7 +106,8 @@ func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKe
 func (r *Reserver) newBatchMember(ctx context.Context, o core.Order, bk BucketKeys) *batchMember {
 	keys, args := r.scriptArgs(ctx, o, bk)
 	return &batchMember{ctx: ctx, orderID: o.ID, keys: []string{keys[0], keys[1], keys[2], keys[4]},
-		shardKeys: [2]string{keys[3], keys[5]}, args: args[:batchArgs], done: make(chan batchAnswer, 1)}
+		shardKeys: [2]string{keys[3], keys[5]}, rate: args[3],
+		args: []any{args[0], args[1], args[2], args[4], args[5], args[6]}, done: make(chan batchAnswer, 1)}
 }
 
 func (b *batcher) add(m *batchMember) {
@@ -139,7 +143,7 @@ func (b *batcher) next() []*batchMember {
 	var batch []*batchMember
 	for len(b.queue) > 0 && len(batch) < b.r.cfg.Batch {
 		m := b.queue[0]
-		if len(batch) > 0 && (m.shardKeys[1] != batch[0].shardKeys[1] ||
+		if len(batch) > 0 && (m.shardKeys[1] != batch[0].shardKeys[1] || m.rate != batch[0].rate ||
 			len(b.r.handoffArgs) > 0 && m.shardKeys[0] != batch[0].shardKeys[0]) {
 			break
 		}
@@ -169,8 +173,8 @@ func (b *batcher) send(batch []*batchMember) {
 	r := b.r
 	keys := make([]string, 0, 2+4*len(batch))
 	keys = append(keys, batch[0].shardKeys[:]...)
-	args := make([]any, 0, 2+len(r.handoffArgs)+batchArgs*len(batch))
-	args = append(args, len(batch), len(r.handoffArgs))
+	args := make([]any, 0, 3+len(r.handoffArgs)+batchArgs*len(batch))
+	args = append(args, len(batch), len(r.handoffArgs), batch[0].rate)
 	args = append(args, r.handoffArgs...)
 	for _, m := range batch {
 		keys = append(keys, m.keys...)

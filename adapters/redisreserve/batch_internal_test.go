@@ -420,3 +420,40 @@ func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestABatchHoldsMembersThatShareWhatItSendsOnce: the call sends the
+// shopper's limit and the shard's queue and deadlines keys once, so a
+// member whose limit differs (its request was counted already: Admitted)
+// or whose queue differs starts the next batch, and the queue's order is
+// kept.
+func TestABatchHoldsMembersThatShareWhatItSendsOnce(t *testing.T) {
+	r := testenv.Miniredis(t)
+	keys := Keys{Prefix: r.Prefix}
+	res, err := New(r.Client, Config{Prefix: r.Prefix, Batch: 32, ShopperRate: 5, Handoff: core.Handoff{
+		Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+		Key:     func(v int64) string { return keys.ShardKey(fmt.Sprintf("queue%d", v%2), 0) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admitted := core.Admitted(ctx)
+	b := &batcher{r: res}
+	b.queue = []*batchMember{
+		member(ctx, res, 1, 1, 2), member(ctx, res, 2, 2, 4), // queue0, limit 5
+		member(admitted, res, 3, 3, 2), // limit counted already
+		member(ctx, res, 4, 4, 2),
+		member(ctx, res, 5, 5, 3), // queue1
+		member(ctx, res, 6, 6, 4),
+	}
+	var got [][]int64
+	for batch := b.next(); batch != nil; batch = b.next() {
+		var ids []int64
+		for _, m := range batch {
+			ids = append(ids, m.orderID)
+		}
+		got = append(got, ids)
+	}
+	if want := [][]int64{{1, 2}, {3}, {4}, {5}, {6}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+}
