@@ -299,6 +299,14 @@ type consumer struct {
 	next   map[int32]int64
 	acked  chan struct{}
 	closed atomic.Bool
+	// commits: an ack's commit holds it shared from the moment it reads
+	// its offsets until its commit is answered, a revocation exclusively
+	// for its own. An ack's commit computed before a revocation and sent
+	// after it went to the broker after the revocation's, moving the
+	// partition's offset back, and the orders between were delivered again
+	// at the next rebalance (the conformance suite's exactly-once check
+	// under load, on kfake).
+	commits sync.RWMutex
 }
 
 func (c *consumer) heldCount() int64 {
@@ -374,6 +382,8 @@ func parseDeliveryID(id string) (int32, int64, bool) {
 // offset is one number, so an order acked while an earlier one is still
 // held is committed once the earlier one is.
 func (c *consumer) Ack(ctx context.Context, ds []core.Delivery) error {
+	c.commits.RLock()
+	defer c.commits.RUnlock()
 	c.mu.Lock()
 	touched := map[int32]bool{}
 	for _, d := range ds {
@@ -479,6 +489,13 @@ func (c *consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 		}
 		c.mu.Lock()
 	}
+	// The acks' commits under way land first (they take commits before
+	// mu, so mu is let go to wait for them); an ack after this finds the
+	// partitions forgotten and commits nothing of them.
+	c.mu.Unlock()
+	c.commits.Lock()
+	defer c.commits.Unlock()
+	c.mu.Lock()
 	commit := c.committable(ps)
 	c.forget(ps)
 	c.mu.Unlock()
