@@ -141,18 +141,28 @@ func (k Keys) Drained() string { return k.Prefix + "drained" }
 // package has used (for SCAN).
 func (k Keys) StockPattern() string { return k.Prefix + "stock:{*" }
 
-// VoucherKeys are the names one voucher's keys have in some layout.
+// VoucherKeys are the names one voucher's keys have in some layout: of a
+// voucher in buckets, one bucket's.
 type VoucherKeys struct {
-	VoucherID            int64
-	Stock, Window, Order string
+	VoucherID int64
+	// Bucket is the bucket these keys are of (0: the voucher's own keys,
+	// which are bucket 0 of a voucher in buckets).
+	Bucket                          int
+	Stock, Window, Order, Transfers string
 	// Legacy: the layout before shards, the voucher id as the hash tag.
 	Legacy bool
 }
 
+// keysOf is the names bk gives a voucher's or a bucket's keys.
+func keysOf(voucherID int64, bk BucketKeys) VoucherKeys {
+	return VoucherKeys{VoucherID: voucherID, Bucket: bk.Bucket, Stock: bk.Stock, Window: bk.Window, Order: bk.Orders, Transfers: bk.Transfers()}
+}
+
 // ParseStockKey reads a stock key of any layout: the current one
-// (prefix + "stock:{tag}:id") or the one before shards, where the voucher
-// id itself was the tag (prefix + "stock:{id}"). It returns the names of
-// that voucher's keys in the same layout.
+// (prefix + "stock:{tag}:id", or "…:id/b" for bucket b > 0 of a voucher in
+// buckets) or the one before shards, where the voucher id itself was the
+// tag (prefix + "stock:{id}"). It returns the names of that voucher's (or
+// bucket's) keys in the same layout.
 func (k Keys) ParseStockKey(name string) (VoucherKeys, bool) {
 	rest, ok := strings.CutPrefix(name, k.Prefix+"stock:{")
 	if !ok {
@@ -168,15 +178,28 @@ func (k Keys) ParseStockKey(name string) (VoucherKeys, bool) {
 			return VoucherKeys{}, false
 		}
 		name := func(kind string) string { return k.Prefix + kind + ":{" + tag + "}" }
-		return VoucherKeys{VoucherID: v, Stock: name("stock"), Window: name("window"), Order: name("order"), Legacy: true}, true
+		return VoucherKeys{VoucherID: v, Stock: name("stock"), Window: name("window"), Order: name("order"),
+			Transfers: name("transfers"), Legacy: true}, true
 	}
 	idText, ok := strings.CutPrefix(id, ":")
-	v, err := strconv.ParseInt(idText, 10, 64)
-	if !ok || err != nil {
+	if !ok {
 		return VoucherKeys{}, false
 	}
-	mk := func(kind string) string { return k.Prefix + kind + ":{" + tag + "}:" + idText }
-	return VoucherKeys{VoucherID: v, Stock: mk("stock"), Window: mk("window"), Order: mk("order")}, true
+	voucherText, bucketText, inBucket := strings.Cut(idText, "/")
+	v, err := strconv.ParseInt(voucherText, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != voucherText {
+		return VoucherKeys{}, false
+	}
+	b := 0
+	if inBucket {
+		// Bucket b > 0 is named v/b (Keys.Bucket); v/0 is never written.
+		if b, err = strconv.Atoi(bucketText); err != nil || b < 1 || strconv.Itoa(b) != bucketText {
+			return VoucherKeys{}, false
+		}
+	}
+	return keysOf(v, BucketKeys{Bucket: b, Stock: k.Prefix + "stock:{" + tag + "}:" + idText,
+		Window: k.Prefix + "window:{" + tag + "}:" + idText, Orders: k.Prefix + "order:{" + tag + "}:" + idText,
+		prefix: k.Prefix, tag: tag, name: idText}), true
 }
 
 var oneShard = SpreadShards(1)

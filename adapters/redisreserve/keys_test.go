@@ -35,11 +35,21 @@ func TestParseStockKeyReadsBothLayouts(t *testing.T) {
 	if !ok || cur.VoucherID != 7 || cur.Stock != k.Stock(7) || cur.Window != k.Window(7) || cur.Order != k.Orders(7) {
 		t.Fatalf("current layout parsed as %+v, %v", cur, ok)
 	}
+	for b := range 3 {
+		bk := k.Bucket(7, b, 3)
+		got, ok := k.ParseStockKey(bk.Stock)
+		want := redisreserve.VoucherKeys{VoucherID: 7, Bucket: b, Stock: bk.Stock, Window: bk.Window, Order: bk.Orders, Transfers: bk.Transfers()}
+		if !ok || got != want {
+			t.Fatalf("bucket %d parsed as %+v, %v; want %+v", b, got, ok, want)
+		}
+	}
 	old, ok := k.ParseStockKey("p:stock:{7}")
-	if !ok || old != (redisreserve.VoucherKeys{VoucherID: 7, Stock: "p:stock:{7}", Window: "p:window:{7}", Order: "p:order:{7}", Legacy: true}) {
+	if !ok || old != (redisreserve.VoucherKeys{VoucherID: 7, Stock: "p:stock:{7}", Window: "p:window:{7}", Order: "p:order:{7}",
+		Transfers: "p:transfers:{7}", Legacy: true}) {
 		t.Fatalf("the layout before shards parsed as %+v, %v", old, ok)
 	}
-	for _, bad := range []string{"p:stock:{x}", "p:stock:{s1}:x", "p:stock:{s1}7", "q:stock:{7}", "p:stock:7"} {
+	for _, bad := range []string{"p:stock:{x}", "p:stock:{s1}:x", "p:stock:{s1}7", "q:stock:{7}", "p:stock:7",
+		"p:stock:{s1}:7/0", "p:stock:{s1}:7/x", "p:stock:{s1}:7/", "p:stock:{s1}:07", "p:stock:{s1}:7/01", "p:stock:{s1}:7/1/2"} {
 		if got, ok := k.ParseStockKey(bad); ok {
 			t.Errorf("%q parsed as %+v", bad, got)
 		}

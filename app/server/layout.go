@@ -118,8 +118,9 @@ func (s *Server) planLayout(ctx context.Context, b Backend) (layoutPlan, error) 
 }
 
 // migrateLayout brings Redis to the planned layout: it moves each voucher
-// whose keys are in another one (one script each: stock, window and buyers
-// together) and records the shard count. Serve runs it before any of its
+// (and each bucket of a voucher in buckets) whose keys are in another one
+// (one script each: stock, window, buyers and transfers together) and
+// records the shard count. Serve runs it before any of its
 // services starts, so nothing is served from a layout half moved.
 func (s *Server) migrateLayout(ctx context.Context, plan layoutPlan) error {
 	n := plan.keys.Shards.Count()
@@ -134,7 +135,7 @@ func (s *Server) migrateLayout(ctx context.Context, plan layoutPlan) error {
 				moved++
 			}
 		}
-		s.log.Warn("moved vouchers' keys to the current key layout", "vouchers", moved, "shards", n,
+		s.log.Warn("moved vouchers' keys to the current key layout", "vouchers_and_buckets", moved, "shards", n,
 			"recorded_shards", plan.recorded, "from_layout_before_shards", plan.legacy)
 	}
 	if plan.recorded != n {

@@ -240,3 +240,112 @@ func TestARestartWithAnotherShardCountMovesTheSaleBeforeServing(t *testing.T) {
 		t.Fatal("after Serve started, the old layout's keys remain or the new count is not recorded")
 	}
 }
+
+// TestAShardCountChangeMovesEveryBucket: a voucher in 3 buckets on one
+// Redis of 3 shards, part sold, with units lent from two buckets to the
+// third, then restarts with 6 shards and with 2 (two buckets on one
+// shard): each bucket's keys — stock, window, buyers, transfers — move to
+// where the new layout puts them, none is left under the old tags, every
+// buyer is still one, the stock carries over, and the sale sells exactly
+// its units.
+func TestAShardCountChangeMovesEveryBucket(t *testing.T) {
+	const units, buckets = 30, 3
+	first := startServer(t, "real", func(c *Config) { c.Queue = "streamgroup"; c.Shards = 3 })
+	voucher := first.openVoucherIn(units, buckets)
+	path := "/api/vouchers/" + idString(voucher)
+	// 14 shoppers of bucket 1 (10 units of its own: it borrows) and two of
+	// each other bucket.
+	var buyers []int64
+	want := map[int]int{0: 2, 1: 14, 2: 2}
+	for u := int64(1); len(buyers) < 18; u++ {
+		if b := core.BucketOf(u, buckets); want[b] > 0 {
+			want[b]--
+			buyers = append(buyers, u)
+		}
+	}
+	for _, u := range buyers {
+		if status, body := first.do("POST", path+"/seckill", first.shopper(u), nil); status != 200 {
+			t.Fatalf("shopper %d (bucket %d): %d %v", u, core.BucketOf(u, buckets), status, body)
+		}
+	}
+	first.waitForRows(voucher, len(buyers), 10*time.Second)
+	ctx := context.Background()
+	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.Shards()}
+	lenders := int64(0)
+	for b := range buckets {
+		lenders += first.srv.rdb.Exists(ctx, oldKeys.Bucket(voucher, b, buckets).Transfers()).Val()
+	}
+	if lenders == 0 {
+		t.Fatal("no bucket recorded a transfer: the test lends nothing")
+	}
+	// A move keeps each window as it was; a rebuild from MySQL (what a
+	// bucket not moved would get) writes a new generation.
+	gens := map[int]string{}
+	for b := range buckets {
+		gens[b] = first.srv.rdb.HGet(ctx, oldKeys.Bucket(voucher, b, buckets).Window, "gen").Val()
+	}
+	first.shutdown()
+
+	next := 1000
+	for _, shards := range []int{6, 2} {
+		cfg := first.cfg
+		cfg.Shards = shards
+		h := startWith(t, cfg)
+		waitReady(t, h)
+		newKeys := redisreserve.Keys{Prefix: cfg.KeyPrefix, Shards: redisreserve.SpreadShards(shards)}
+		for b := range buckets {
+			from, to := oldKeys.Bucket(voucher, b, buckets), newKeys.Bucket(voucher, b, buckets)
+			if from.Stock != to.Stock && h.srv.rdb.Exists(ctx, from.Stock, from.Window, from.Orders, from.Transfers()).Val() != 0 {
+				t.Errorf("%d shards: bucket %d's keys are still under its old tag (%s)", shards, b, from.Stock)
+			}
+			if h.srv.rdb.Exists(ctx, to.Stock, to.Window).Val() != 2 {
+				t.Errorf("%d shards: bucket %d's stock or window is not at %s", shards, b, to.Stock)
+			}
+			if gen := h.srv.rdb.HGet(ctx, to.Window, "gen").Val(); gen != gens[b] {
+				t.Errorf("%d shards: bucket %d's window has generation %q, was %q: rebuilt, not moved", shards, b, gen, gens[b])
+			}
+		}
+		oldKeys = newKeys
+		left := int64(units - len(buyers))
+		if status, body := h.do("GET", path, "", nil); status != 200 || body["stock"] != float64(left) {
+			t.Fatalf("%d shards: the stock after the move: %d %v, want %d", shards, status, body, left)
+		}
+		for _, u := range buyers {
+			if status, body := h.do("POST", path+"/seckill", h.shopper(u), nil); status != 409 || errorCode(body) != "already_purchased" {
+				t.Fatalf("%d shards: buyer %d (bucket %d) after the move: %d %v, want 409 already_purchased", shards, u, core.BucketOf(int64(u), buckets), status, body)
+			}
+		}
+		// Two more buyers in each bucket, so every bucket is used in the
+		// new layout (and lends again).
+		for b := range buckets {
+			for got := 0; got < 2; next++ {
+				if core.BucketOf(int64(next), buckets) != b {
+					continue
+				}
+				if status, body := h.do("POST", path+"/seckill", h.shopper(int64(next)), nil); status != 200 {
+					t.Fatalf("%d shards: a new shopper of bucket %d: %d %v", shards, b, status, body)
+				}
+				buyers, got = append(buyers, int64(next)), got+1
+			}
+		}
+		if n := h.waitForRows(voucher, len(buyers), 10*time.Second); n != len(buyers) {
+			t.Fatalf("%d shards: %d rows, want %d", shards, n, len(buyers))
+		}
+		left = int64(units - len(buyers))
+		if status, body := h.do("GET", path, "", nil); status != 200 || body["stock"] != float64(left) {
+			t.Errorf("%d shards: the stock after the sales: %d %v, want %d", shards, status, body, left)
+		}
+		if left == 0 {
+			if status, body := h.do("POST", path+"/seckill", h.shopper(int64(next)), nil); status != 409 || errorCode(body) != "sold_out" {
+				t.Errorf("%d shards: a shopper after the last unit: %d %v, want 409 sold_out", shards, status, body)
+			}
+		}
+		if status, body := h.do("GET", "/api/admin/vouchers/"+idString(voucher)+"/audit", h.cfg.AdminToken, nil); status != 200 || len(body["differences"].([]any)) != 0 {
+			t.Errorf("%d shards: audit: %d %v", shards, status, body)
+		}
+		h.shutdown()
+	}
+	if len(buyers) != units {
+		t.Fatalf("the test sold %d, want every unit (%d)", len(buyers), units)
+	}
+}
