@@ -11,12 +11,15 @@
 --     end (one DECRBY), the deadlines once per call (one RPUSH of them
 --     all), instead of one write each per member. A script is atomic, so
 --     nothing else sees the state between. The buyer marks are written as
---     each member reserves (HSET), so the same shopper twice in a call is
+--     each member reserves, so the same shopper twice in a call is
 --     answered as two calls would be: gathering them too saved little more
 --     on one hot voucher and cost more on many (issue 26's measurements).
---   - Each member's hand-off runs first, its reservation is counted only
---     if it succeeded: a member whose hand-off raises an error reserves
---     nothing (in seckill.lua the stock is taken first).
+--   - A member that passes every rule but one per user (most of a sale's)
+--     checks and marks its buyer in one HSETNX; only one refused, or found
+--     marked, reads the mark (HGET) to answer in seckill.lua's order.
+--   - A member's reservation is counted only if its hand-off succeeded: a
+--     member whose hand-off fails reserves nothing (its mark is deleted;
+--     in seckill.lua the stock is taken first).
 --
 -- Each member runs under pcall: an error is that member's answer, and
 -- neither undoes nor hides the others'.
@@ -84,6 +87,26 @@ local function voucherState(stockKey, windowKey, ordersKey)
   return v
 end
 
+-- The shopper's limit: the arrival time to record if the request is
+-- counted, or nil and how long to wait if it is over the limit (nil, nil:
+-- no limit).
+local function admit(limitKey)
+  if rate <= 0 then
+    return nil, nil
+  end
+  local interval = 1000 / rate
+  local tat = tonumber(redis.call('GET', limitKey) or now)
+  if tat < now then
+    tat = now
+  end
+  local nextTat = tat + interval
+  local admitAt = nextTat - 1000 -- a burst of one second's worth
+  if now < admitAt then
+    return nil, math.ceil(admitAt - now)
+  end
+  return nextTat, nil
+end
+
 local function reserve(i)
   local k, a = 2 + 4 * i, 3 + h + 6 * i
   local stockKey, windowKey, ordersKey, limitKey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
@@ -96,6 +119,39 @@ local function reserve(i)
   if v.missing then
     return {1, '', 0}
   end
+  local limitTat, wait = admit(limitKey)
+  if (deadline == 0 or now <= deadline) and not wait and now >= v.begin and now < v.finish and v.stock - v.sold > 0 then
+    -- What most members are: a new shopper, in time, within the limit,
+    -- the sale open, a unit left. One HSETNX both checks that the shopper
+    -- holds no order and marks the buyer; only a member it finds marked
+    -- (a replay, a buyer again) reads the mark, and every other rule's
+    -- answer is the same as in seckill.lua's order, since each passed.
+    if redis.call('HSETNX', ordersKey, user, orderId) == 1 then
+      local receivers = 0
+      if h > 0 then
+        for _, j in ipairs(keyAt) do
+          cmd[j] = queueKey
+        end
+        for _, j in ipairs(bodyAt) do
+          cmd[j] = body
+        end
+        local reply = redis.pcall(unpack(cmd))
+        if type(reply) == 'table' and reply.err then
+          -- A hand-off that fails reserves nothing: the mark goes too.
+          redis.call('HDEL', ordersKey, user)
+          return {-1, reply.err, 0}
+        end
+        if type(reply) == 'number' then
+          receivers = reply
+        end
+      end
+      v.sold = v.sold + 1
+      if payBy ~= '0' then
+        dues[#dues + 1] = payBy .. ':' .. orderId .. ':' .. user .. ':' .. voucher
+      end
+      return {0, orderId, receivers}
+    end
+  end
   local held = redis.call('HGET', ordersKey, user)
   if held == orderId then
     -- Rewritten, as seckill.lua does, so that a WAIT confirms it too.
@@ -105,19 +161,8 @@ local function reserve(i)
   if deadline > 0 and now > deadline then
     return {7, '', now - deadline}
   end
-  local limitTat
-  if rate > 0 then
-    local interval = 1000 / rate
-    local tat = tonumber(redis.call('GET', limitKey) or now)
-    if tat < now then
-      tat = now
-    end
-    local nextTat = tat + interval
-    local admitAt = nextTat - 1000 -- a burst of one second's worth
-    if now < admitAt then
-      return {6, '', math.ceil(admitAt - now)}
-    end
-    limitTat = nextTat
+  if wait then
+    return {6, '', wait}
   end
   local refusal
   if now < v.begin then
@@ -126,35 +171,13 @@ local function reserve(i)
     refusal = {3, '', now - v.finish}
   elseif held then
     refusal = {5, held, 0}
-  elseif v.stock - v.sold <= 0 then
-    refusal = {4, '', 0}
+  else
+    refusal = {4, '', 0} -- every other rule passed, so no unit was left
   end
-  if refusal then
-    if limitTat then
-      redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))
-    end
-    return refusal
+  if limitTat then
+    redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))
   end
-
-  local receivers = 0
-  if h > 0 then
-    for _, j in ipairs(keyAt) do
-      cmd[j] = queueKey
-    end
-    for _, j in ipairs(bodyAt) do
-      cmd[j] = body
-    end
-    local reply = redis.call(unpack(cmd))
-    if type(reply) == 'number' then
-      receivers = reply
-    end
-  end
-  v.sold = v.sold + 1
-  redis.call('HSET', ordersKey, user, orderId)
-  if payBy ~= '0' then
-    dues[#dues + 1] = payBy .. ':' .. orderId .. ':' .. user .. ':' .. voucher
-  end
-  return {0, orderId, receivers}
+  return refusal
 end
 
 local out = {}
