@@ -173,8 +173,12 @@ func (b *batcher) send(batch []*batchMember) {
 	r := b.r
 	keys := make([]string, 0, 2+4*len(batch))
 	keys = append(keys, batch[0].shardKeys[:]...)
-	args := make([]any, 0, 3+len(r.handoffArgs)+batchArgs*len(batch))
-	args = append(args, len(batch), len(r.handoffArgs), batch[0].rate)
+	args := make([]any, 0, 4+len(r.handoffArgs)+batchArgs*len(batch))
+	whole := 1
+	if r.noEviction.Load() {
+		whole = 0
+	}
+	args = append(args, len(batch), len(r.handoffArgs), batch[0].rate, whole)
 	args = append(args, r.handoffArgs...)
 	for _, m := range batch {
 		keys = append(keys, m.keys...)
@@ -254,25 +258,20 @@ func (r *Reserver) runBatch(ctx context.Context, keys []string, args []any) ([]a
 	return replies, confirmed, nil
 }
 
-// answer fans the batch's replies out to its members.
+// answer fans the batch's replies out to its members: three values each,
+// in one flat array (seckill_batch.lua's header).
 func (b *batcher) answer(batch []*batchMember, replies []any, confirmed int64) {
 	unconfirmed := confirmed >= 0 && confirmed < int64(b.r.cfg.WaitReplicas)
 	for i, m := range batch {
-		if i >= len(replies) {
-			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batch script returned %d replies for %d members", len(replies), len(batch))}
+		if 3*i+3 > len(replies) {
+			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batch script returned %d values for %d members", len(replies), len(batch))}
 			continue
 		}
-		reply, ok := replies[i].([]any)
-		if !ok {
-			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: batch script returned %T for a member", replies[i])}
+		reply := replies[3*i : 3*i+3]
+		if code, _ := reply[0].(int64); code == -1 {
+			msg, _ := reply[1].(string)
+			m.done <- batchAnswer{err: fmt.Errorf("redisreserve: seckill script: %w", errors.New(msg))}
 			continue
-		}
-		if len(reply) == 3 {
-			if code, _ := reply[0].(int64); code == -1 {
-				msg, _ := reply[1].(string)
-				m.done <- batchAnswer{err: fmt.Errorf("redisreserve: seckill script: %w", errors.New(msg))}
-				continue
-			}
 		}
 		res, err := b.r.parseReservation(reply)
 		m.done <- batchAnswer{res: res, unconfirmed: unconfirmed, err: err}

@@ -457,3 +457,53 @@ func TestABatchHoldsMembersThatShareWhatItSendsOnce(t *testing.T) {
 		t.Errorf("batches %v, want %v", got, want)
 	}
 }
+
+// TestTheBatchChecksAVoucherWholeWhereRedisMayEvict: a voucher whose
+// buyers hash vanished alone (what an eviction does) is answered "not
+// loaded" — to be rebuilt, so its buyers are not sold again — by a batch
+// that was not told Redis's policy, or was told a master may evict or did
+// not say. Told every master is noeviction, where no key vanishes alone,
+// the batch skips the check (one HLEN per voucher per call) and the same
+// state sells.
+func TestTheBatchChecksAVoucherWholeWhereRedisMayEvict(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		res := batchSale(t, r)
+		loadOnSale(t, res, 1, 5)
+		reserve := func(order, user int64) core.ReservationResult {
+			t.Helper()
+			m := member(ctx, res, order, user, 1)
+			res.batcherOf(res.keys.shards().Of(1)).send([]*batchMember{m})
+			a := <-m.done
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			return a.res.Result
+		}
+		if got := reserve(11, 1); got != core.Reserved {
+			t.Fatalf("the first buyer: %v", got)
+		}
+		if err := r.Client.Del(ctx, res.keys.Orders(1)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		states := []struct {
+			name  string
+			state *EvictionState
+			want  core.ReservationResult
+		}{
+			{"not told", nil, core.VoucherMissing},
+			{"a master evicts", &EvictionState{Policies: map[string]string{"a": "noeviction", "b": "allkeys-lru"}}, core.VoucherMissing},
+			{"a master did not say", &EvictionState{Policies: map[string]string{"a": "noeviction", "b": ""}}, core.VoucherMissing},
+			{"nothing read", &EvictionState{}, core.VoucherMissing},
+			{"every master noeviction", &EvictionState{Policies: map[string]string{"a": "noeviction", "b": "noeviction"}}, core.Reserved},
+		}
+		for i, s := range states {
+			if s.state != nil {
+				res.EvictionIs(*s.state)
+			}
+			if got := reserve(int64(20+i), 1); got != s.want {
+				t.Errorf("%s: the buyer whose mark vanished is answered %v, want %v", s.name, got, s.want)
+			}
+		}
+	})
+}

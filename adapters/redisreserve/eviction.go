@@ -40,6 +40,20 @@ func (s EvictionState) Evicting() []string {
 	return out
 }
 
+// MayEvict reports whether a master may evict keys: its policy is not
+// noeviction, or it did not tell (and no master told: nothing read).
+func (s EvictionState) MayEvict() bool {
+	if len(s.Policies) == 0 {
+		return true
+	}
+	for _, p := range s.Policies {
+		if p != "noeviction" {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadEviction reads INFO memory and stats on every master: INFO, not
 // CONFIG GET, which managed Redis services often disable.
 func ReadEviction(ctx context.Context, rdb redis.UniversalClient) (EvictionState, error) {

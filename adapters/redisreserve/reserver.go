@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -99,6 +100,10 @@ type Reserver struct {
 	// intactBuckets: a bucket's window key -> the incarnation it was found
 	// intact in (VerifiedFor).
 	intactBuckets sync.Map
+	// noEviction: every master said its maxmemory-policy is noeviction
+	// when last asked (EvictionIs), so no key of a voucher can vanish
+	// alone and the batch skips its whole-check.
+	noEviction atomic.Bool
 }
 
 var (
@@ -138,6 +143,16 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	}
 	return r, nil
 }
+
+// EvictionIs tells the reservation what Redis said of eviction when last
+// asked (the server asks at start and every few seconds). The batch checks
+// each voucher's state whole (its buyers plus its stock are its total: one
+// HLEN per voucher per call) wherever a master may evict keys, or did not
+// say: an eviction takes one key, not a voucher, and an evicted buyers
+// hash would sell its buyers again. Where every master says noeviction no
+// key vanishes alone (a restart or a loss is another incarnation, which
+// rebuilds), and the check is skipped. Until told, it checks.
+func (r *Reserver) EvictionIs(st EvictionState) { r.noEviction.Store(!st.MayEvict()) }
 
 // ForQueue builds the reservation that feeds q: the script runs q's
 // hand-off when q declares one (core.Capabilities.Handoff); otherwise q

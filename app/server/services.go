@@ -128,7 +128,13 @@ func (s *Server) evictionDuty() core.Duty {
 	return core.Duty{Name: "redis eviction", Every: evictionCheckInterval, Do: func(ctx context.Context) error {
 		st, err := redisreserve.ReadEviction(ctx, s.rdb)
 		if err != nil {
-			return nil // Redis away: the requests say so
+			// Redis away: the requests say so. What it says when it is
+			// back is not known (a failover to a replica set otherwise):
+			// the reservation checks for evictions until told.
+			if s.evictionIs != nil {
+				s.evictionIs(redisreserve.EvictionState{})
+			}
+			return nil
 		}
 		s.metrics.redisEvicted.Set(float64(st.Evicted))
 		s.metrics.redisEvicting.Set(float64(len(st.Evicting())))
@@ -146,6 +152,9 @@ func (s *Server) evictionDuty() core.Duty {
 		}
 		last = st
 		s.eviction.Store(&st)
+		if s.evictionIs != nil {
+			s.evictionIs(st)
+		}
 		return nil
 	}}
 }

@@ -58,10 +58,13 @@ type Server struct {
 	// eviction is what Redis last said of eviction (checkEviction at
 	// start, then watchEviction), for the dashboard.
 	eviction atomic.Pointer[redisreserve.EvictionState]
-	queue    core.Queue
-	board    core.StockBoard
-	catalog  *core.Catalog
-	pipeline *core.Pipeline
+	// evictionIs passes it on to the reservation (Reserver.EvictionIs),
+	// whose checks depend on it; nil without a Redis reservation.
+	evictionIs func(redisreserve.EvictionState)
+	queue      core.Queue
+	board      core.StockBoard
+	catalog    *core.Catalog
+	pipeline   *core.Pipeline
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
 	http      *fiber.App
@@ -125,6 +128,11 @@ func (s *Server) wire(ctx context.Context) error {
 		return err
 	}
 	s.queue, s.shards, s.saleDuties = sale.queue, sale.shards, sale.duties
+	if s.evictionIs = sale.evictionIs; s.evictionIs != nil {
+		if st := s.eviction.Load(); st != nil {
+			s.evictionIs(*st)
+		}
+	}
 	if sale.layout.keys.Shards.Count() > 0 {
 		s.layout = &sale.layout
 	}
@@ -332,9 +340,11 @@ type sale struct {
 	shards core.Shards
 	layout layoutPlan
 
-	reserver  core.Reserver
-	board     core.StockBoard
-	publisher core.Publisher // nil when the reservation script enqueues
+	reserver core.Reserver
+	// evictionIs tells the reservation what Redis says of eviction.
+	evictionIs func(redisreserve.EvictionState)
+	board      core.StockBoard
+	publisher  core.Publisher // nil when the reservation script enqueues
 	// live and holder are what recovery rebuilds the sale's Redis state
 	// with: nil unless the sale is the shared Redis reservation (not a
 	// backend's own Sale), which is also when instances nudge each other
@@ -398,7 +408,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	caps := core.CapabilitiesOf(q)
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
 		live: reserver, holder: caps.Holder, holding: caps.Holding, returner: reserver,
-		duties: []core.Duty{reserver.TransfersDuty()}}
+		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = reserver
 	}
