@@ -6,6 +6,10 @@
 --
 -- KEYS[1] -> seckill:limit:{shard}:voucherId:userId  string: GCRA's
 --            theoretical arrival time, unix milliseconds
+-- KEYS[2] -> seckill:window:{shard}:voucherId  hash: its limitsUntil is
+--            raised to cover the state written (seckill.lua's header), if
+--            the voucher has a window yet (one written later takes its
+--            limitsUntil as a second from then, which covers it)
 --
 -- ARGV[1] -> requests admitted per second per shopper and voucher, with a
 --            burst of as many (0: admit everything, touch nothing)
@@ -30,4 +34,11 @@ if now < admitAt then
   return {6, math.ceil(admitAt - now)}
 end
 redis.call('SET', KEYS[1], nextTat, 'PX', math.ceil(nextTat - now))
+local w = redis.call('HMGET', KEYS[2], 'begin', 'limitsUntil')
+if w[1] then
+  local limitsUntil = tonumber(w[2]) or (now + 1001)
+  if not w[2] or nextTat > limitsUntil then
+    redis.call('HSET', KEYS[2], 'limitsUntil', math.max(limitsUntil, nextTat))
+  end
+end
 return {0, 0}

@@ -5,7 +5,13 @@
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
 -- KEYS[2] -> seckill:window:{shard}:voucherId  hash: begin, end (unix
 --            milliseconds), total: the units on sale (absent in state
---            written before it was kept)
+--            written before it was kept), limitsUntil: the time (unix ms,
+--            Redis's clock) from which no shopper's limit state of the
+--            voucher (KEYS[5] of any shopper) is live. Every script that
+--            writes a limit state raises it to cover it (an absent one is
+--            taken as a second from now: a state lapses within a second of
+--            its last write), so seckill_batch.lua reads a shopper's state
+--            only before it: in a sale of new shoppers, never
 -- KEYS[3] -> seckill:order:{shard}:voucherId   hash: user id -> order id
 -- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key), which
 --            carries the same {shard} tag; without a hand-off, any key of
@@ -71,7 +77,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {1, '', 0}
 end
-local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'total')
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'total', 'limitsUntil')
 if not window[1] or not window[2] then
   return {1, '', 0}
 end
@@ -121,6 +127,12 @@ end
 local function refuse(reply)
   if limitTat then
     redis.call('SET', KEYS[5], limitTat, 'PX', math.ceil(limitTat - now))
+    -- The window's limitsUntil covers it (absent: taken as a second from
+    -- now, when every state written before has lapsed).
+    local limitsUntil = tonumber(window[4]) or (now + 1001)
+    if not window[4] or limitTat > limitsUntil then
+      redis.call('HSET', KEYS[2], 'limitsUntil', math.max(limitsUntil, limitTat))
+    end
   end
   return reply
 end

@@ -22,6 +22,10 @@
 --     member whose hand-off fails reserves nothing (its mark is deleted;
 --     in seckill.lua the stock is taken first).
 --
+--   - A member reads its shopper's limit state only while one of its
+--     voucher's may be live (the window's limitsUntil, seckill.lua's
+--     header): in a sale of new shoppers, none is.
+--
 -- Each member runs under pcall: an error is that member's answer, and
 -- neither undoes nor hides the others'.
 --
@@ -79,15 +83,24 @@ local function voucherState(stockKey, windowKey, ordersKey)
   if v then
     return v
   end
-  v = {sold = 0}
+  v = {sold = 0, window = windowKey}
   local stock = redis.call('GET', stockKey)
-  local window = redis.call('HMGET', windowKey, 'begin', 'end', 'total')
+  local window = redis.call('HMGET', windowKey, 'begin', 'end', 'total', 'limitsUntil')
   if not stock or not window[1] or not window[2] then
     v.missing = true
   elseif whole and window[3] and redis.call('HLEN', ordersKey) + tonumber(stock) ~= tonumber(window[3]) then
     v.missing = true -- not whole: seckill.lua's answer 1
   else
     v.stock, v.begin, v.finish = tonumber(stock), tonumber(window[1]), tonumber(window[2])
+    -- limitsUntil (seckill.lua's header): no shopper's limit state of the
+    -- voucher is live from then on, so its members need not read theirs.
+    -- Absent (a window written since), it is taken as a second from now
+    -- — every limit state lapses within a second of its last write — and
+    -- recorded at the end of the call.
+    v.limitsUntil = tonumber(window[4])
+    if not v.limitsUntil then
+      v.limitsUntil, v.limitsChanged = now + 1001, true
+    end
   end
   vouchers[stockKey] = v
   return v
@@ -96,12 +109,15 @@ end
 -- The shopper's limit: the arrival time to record if the request is
 -- counted, or nil and how long to wait if it is over the limit (nil, nil:
 -- no limit).
-local function admit(limitKey)
+local function admit(limitKey, v)
   if rate <= 0 then
     return nil, nil
   end
   local interval = 1000 / rate
-  local tat = tonumber(redis.call('GET', limitKey) or now)
+  local tat = now -- the state of a shopper with none live
+  if now < v.limitsUntil then
+    tat = tonumber(redis.call('GET', limitKey) or now)
+  end
   if tat < now then
     tat = now
   end
@@ -125,7 +141,7 @@ local function reserve(i)
   if v.missing then
     return {1, '', 0}
   end
-  local limitTat, wait = admit(limitKey)
+  local limitTat, wait = admit(limitKey, v)
   if (deadline == 0 or now <= deadline) and not wait and now >= v.begin and now < v.finish and v.stock - v.sold > 0 then
     -- What most members are: a new shopper, in time, within the limit,
     -- the sale open, a unit left. One HSETNX both checks that the shopper
@@ -182,6 +198,9 @@ local function reserve(i)
   end
   if limitTat then
     redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))
+    if limitTat > v.limitsUntil then
+      v.limitsUntil, v.limitsChanged = limitTat, true
+    end
   end
   return refusal
 end
@@ -205,6 +224,9 @@ end
 for stockKey, v in pairs(vouchers) do
   if v.sold > 0 then
     redis.call('DECRBY', stockKey, v.sold)
+  end
+  if v.limitsChanged then
+    redis.call('HSET', v.window, 'limitsUntil', v.limitsUntil)
   end
 end
 if #dues > 0 then

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -504,6 +505,114 @@ func TestTheBatchChecksAVoucherWholeWhereRedisMayEvict(t *testing.T) {
 			if got := reserve(int64(20+i), 1); got != s.want {
 				t.Errorf("%s: the buyer whose mark vanished is answered %v, want %v", s.name, got, s.want)
 			}
+		}
+	})
+}
+
+// TestTheBatchReadsALimitStateOnlyWhileOneMayBeLive: a shopper refused
+// twice (not started) in calls of their own is over a limit of 2 on the
+// third, so a refusal's state is seen by the next call; a window written
+// anew (no limitsUntil) still has its shoppers' states read; and on real
+// Redis, a call of new shoppers on a voucher whose states have lapsed reads
+// none (one GET per call: the stock).
+func TestTheBatchReadsALimitStateOnlyWhileOneMayBeLive(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		keys := Keys{Prefix: r.Prefix}
+		res, err := New(r.Client, Config{Prefix: r.Prefix, Batch: 32, ShopperRate: 2, Handoff: core.Handoff{
+			Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
+			Key:     func(int64) string { return keys.ShardKey("queue", 0) }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if err := res.LoadVoucher(ctx, core.Voucher{ID: 1, Stock: 5, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		loadOnSale(t, res, 2, 100)
+		call := func(members ...*batchMember) []core.ReservationResult {
+			t.Helper()
+			res.batcherOf(0).send(members)
+			var out []core.ReservationResult
+			for _, m := range members {
+				a := <-m.done
+				if a.err != nil {
+					t.Fatal(a.err)
+				}
+				out = append(out, a.res.Result)
+			}
+			return out
+		}
+		for i, want := range []core.ReservationResult{core.NotStarted, core.NotStarted, core.RateLimited} {
+			if got := call(member(ctx, res, int64(10+i), 7, 1)); got[0] != want {
+				t.Fatalf("request %d of shopper 7 in a call of its own: %v, want %v", i+1, got[0], want)
+			}
+		}
+		if err := r.Client.HDel(ctx, keys.Window(1), "limitsUntil").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := call(member(ctx, res, 20, 7, 1)); got[0] != core.RateLimited {
+			t.Fatalf("shopper 7 after the window was written anew: %v, want %v", got[0], core.RateLimited)
+		}
+		// A refusal's state outlasting limitsUntil raises it to cover it —
+		// in the batch, in seckill.lua, and in admit.lua.
+		single, err := New(r.Client, Config{Prefix: r.Prefix, ShopperRate: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range []struct {
+			name string
+			run  func(user int64)
+		}{
+			{"the batch", func(u int64) { call(member(ctx, res, 50+u, u, 1)) }},
+			{"seckill.lua", func(u int64) {
+				if _, err := single.Reserve(ctx, core.Order{ID: 50 + u, UserID: u, VoucherID: 1, CreatedAt: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"admit.lua", func(u int64) {
+				if _, err := single.Admit(ctx, u, 1); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		} {
+			if err := r.Client.HSet(ctx, keys.Window(1), "limitsUntil", 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+			u := int64(60 + i) // a shopper of its own
+			c.run(u)
+			state, err := r.Client.Get(ctx, keys.Limit(1, u)).Float64()
+			if err != nil {
+				t.Fatalf("%s: shopper %d's limit state: %v", c.name, u, err)
+			}
+			if until, _ := r.Client.HGet(ctx, keys.Window(1), "limitsUntil").Float64(); until < state {
+				t.Errorf("%s: limitsUntil %v after writing a state that lasts until %v", c.name, until, state)
+			}
+		}
+		// Voucher 2: the first call records its limitsUntil a second
+		// ahead. Once it has passed, no state of its shoppers is read: a
+		// state no script of this version wrote (one it would have
+		// covered) goes unseen, and is seen again once the window is
+		// written anew.
+		call(member(ctx, res, 30, 100, 2))
+		if until, err := r.Client.HGet(ctx, keys.Window(2), "limitsUntil").Int64(); err != nil || until < now.UnixMilli() {
+			t.Fatalf("voucher 2's limitsUntil: %d, %v", until, err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		far := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+		for _, u := range []int64{201, 202} {
+			if err := r.Client.Set(ctx, keys.Limit(2, u), far, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := call(member(ctx, res, 40, 201, 2)); got[0] != core.Reserved {
+			t.Fatalf("shopper 201 once voucher 2's limit states lapsed: %v, want %v (the state not read)", got[0], core.Reserved)
+		}
+		if err := r.Client.HDel(ctx, keys.Window(2), "limitsUntil").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := call(member(ctx, res, 41, 202, 2)); got[0] != core.RateLimited {
+			t.Fatalf("shopper 202 after the window was written anew: %v, want %v (the state read)", got[0], core.RateLimited)
 		}
 	})
 }

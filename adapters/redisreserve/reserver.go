@@ -646,7 +646,7 @@ func (r *Reserver) Admit(ctx context.Context, userID, voucherID int64) (core.Res
 	if err != nil {
 		return core.Reservation{}, err
 	}
-	res, err := admitScript.Run(ctx, r.rdb, []string{bk.Limit(userID)}, r.cfg.ShopperRate).Int64Slice()
+	res, err := admitScript.Run(ctx, r.rdb, []string{bk.Limit(userID), bk.Window}, r.cfg.ShopperRate).Int64Slice()
 	if err != nil {
 		return core.Reservation{}, fmt.Errorf("redisreserve: admit: %w", err)
 	}
