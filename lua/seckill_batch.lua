@@ -21,7 +21,6 @@
 --   - A member's reservation is counted only if its hand-off succeeded: a
 --     member whose hand-off fails reserves nothing (its mark is deleted;
 --     in seckill.lua the stock is taken first).
---
 --   - A member reads its shopper's limit state only while one of its
 --     voucher's may be live (the window's limitsUntil, seckill.lua's
 --     header): in a sale of new shoppers, none is.
