@@ -43,7 +43,11 @@ const maxListing = 50
 
 // Current lists the vouchers on sale or upcoming, soonest first, each with
 // its remaining stock, as of at most a second ago. A voucher whose stock
-// cannot be read is left out rather than failing the list.
+// cannot be read for the moment (Redis busy or away: a stock read across
+// masters may answer busy while units move) keeps the stock of the last
+// listing it was in, rather than vanishing from the storefront for a
+// second; one never listed, or no longer found, is left out rather than
+// failing the list.
 func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	if c.lister == nil {
 		return nil, E(CodeUnavailable, "this catalog cannot list vouchers")
@@ -58,12 +62,20 @@ func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	if err != nil {
 		return nil, Wrap("list vouchers", CodeUnavailable, err)
 	}
+	last := make(map[int64]Voucher, len(c.listing))
+	for _, v := range c.listing {
+		last[v.ID] = v
+	}
 	out := make([]Voucher, 0, len(found))
 	for _, v := range found {
 		c.cache.LoadOrStore(v.ID, v)
 		live, err := c.Get(ctx, v.ID)
 		if err != nil {
-			continue
+			before, listed := last[v.ID]
+			if !listed || CodeOf(err) == CodeVoucherNotFound {
+				continue
+			}
+			live = before
 		}
 		out = append(out, live)
 	}

@@ -16,20 +16,25 @@ func (l *countingLister) CurrentVouchers(context.Context, time.Time, int) ([]Vou
 	return l.vouchers, nil
 }
 
+// board is live stock by voucher; a negative stock is a read that fails
+// for the moment (Redis busy).
 type board map[int64]int64
 
 func (b board) LoadVoucher(context.Context, Voucher) error { return nil }
 func (b board) RemainingStock(_ context.Context, id int64) (int64, error) {
 	s, ok := b[id]
-	if !ok {
+	switch {
+	case !ok:
 		return 0, ErrVoucherNotFound
+	case s < 0:
+		return 0, ErrBusy
 	}
 	return s, nil
 }
 
 // TestTheListingIsSharedForASecond: however many storefronts ask, the
 // stores are listed once per second; each voucher carries its live stock,
-// and one whose stock cannot be read is left out.
+// and one no longer found is left out.
 func TestTheListingIsSharedForASecond(t *testing.T) {
 	l := &countingLister{vouchers: []Voucher{{ID: 1, Title: "a", Stock: 10}, {ID: 2, Title: "b", Stock: 5}, {ID: 3, Title: "gone"}}}
 	live := board{1: 7, 2: 0}
@@ -53,6 +58,22 @@ func TestTheListingIsSharedForASecond(t *testing.T) {
 	got, _ := c.Current(context.Background())
 	if l.calls != 2 || got[0].Stock != 6 {
 		t.Fatalf("a second later: %d listings, stock %d; want a fresh listing with stock 6", l.calls, got[0].Stock)
+	}
+	// A stock read that fails for the moment keeps the voucher with its
+	// last listed stock; a voucher never listed stays out until its stock
+	// reads.
+	l.vouchers = append(l.vouchers, Voucher{ID: 4, Title: "new"})
+	live[1], live[4] = -1, -1
+	now = now.Add(time.Second)
+	got, _ = c.Current(context.Background())
+	if len(got) != 2 || got[0].ID != 1 || got[0].Stock != 6 || got[1].ID != 2 {
+		t.Fatalf("with voucher 1's stock unreadable: %+v, want vouchers 1 (stock 6, as last listed) and 2", got)
+	}
+	live[1], live[4] = 5, 3
+	now = now.Add(time.Second)
+	got, _ = c.Current(context.Background())
+	if len(got) != 3 || got[0].Stock != 5 || got[2].ID != 4 || got[2].Stock != 3 {
+		t.Fatalf("once every stock reads: %+v", got)
 	}
 }
 
