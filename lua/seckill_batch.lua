@@ -128,6 +128,28 @@ local function admit(limitKey, v)
   return nextTat, nil
 end
 
+-- handOff runs the hand-off command for one order's body: its integer
+-- reply (0 if none, or no hand-off), or nil and the error it raised.
+local function handOff(body)
+  if h == 0 then
+    return 0
+  end
+  for _, j in ipairs(keyAt) do
+    cmd[j] = queueKey
+  end
+  for _, j in ipairs(bodyAt) do
+    cmd[j] = body
+  end
+  local reply = redis.pcall(unpack(cmd))
+  if type(reply) == 'table' and reply.err then
+    return nil, reply.err
+  end
+  if type(reply) == 'number' then
+    return reply
+  end
+  return 0
+end
+
 local function reserve(i)
   local k, a = 2 + 4 * i, 4 + h + 6 * i
   local stockKey, windowKey, ordersKey, limitKey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
@@ -148,23 +170,11 @@ local function reserve(i)
     -- (a replay, a buyer again) reads the mark, and every other rule's
     -- answer is the same as in seckill.lua's order, since each passed.
     if redis.call('HSETNX', ordersKey, user, orderId) == 1 then
-      local receivers = 0
-      if h > 0 then
-        for _, j in ipairs(keyAt) do
-          cmd[j] = queueKey
-        end
-        for _, j in ipairs(bodyAt) do
-          cmd[j] = body
-        end
-        local reply = redis.pcall(unpack(cmd))
-        if type(reply) == 'table' and reply.err then
-          -- A hand-off that fails reserves nothing: the mark goes too.
-          redis.call('HDEL', ordersKey, user)
-          return {-1, reply.err, 0}
-        end
-        if type(reply) == 'number' then
-          receivers = reply
-        end
+      local receivers, err = handOff(body)
+      if err then
+        -- A hand-off that fails reserves nothing: the mark goes too.
+        redis.call('HDEL', ordersKey, user)
+        return {-1, err, 0}
       end
       v.sold = v.sold + 1
       if payBy ~= '0' then

@@ -90,11 +90,16 @@ func (k Keys) Bucket(voucherID int64, b, buckets int) BucketKeys {
 	if b > 0 {
 		name += "/" + strconv.Itoa(b)
 	}
-	bk := BucketKeys{Bucket: b, Shard: shard, prefix: k.Prefix, tag: shards.Tag(shard), name: name}
-	bk.Stock = k.Prefix + "stock:{" + bk.tag + "}:" + name
-	bk.Window = k.Prefix + "window:{" + bk.tag + "}:" + name
-	bk.Orders = k.Prefix + "order:{" + bk.tag + "}:" + name
+	bk := k.bucketAt(shards.Tag(shard), name, b)
+	bk.Shard = shard
 	return bk
+}
+
+// bucketAt names the keys of a bucket whose tag and name (v, or v/b) are
+// known: Bucket's, or a layout's that ParseStockKey read.
+func (k Keys) bucketAt(tag, name string, b int) BucketKeys {
+	at := func(kind string) string { return k.Prefix + kind + ":{" + tag + "}:" + name }
+	return BucketKeys{Bucket: b, Stock: at("stock"), Window: at("window"), Orders: at("order"), prefix: k.Prefix, tag: tag, name: name}
 }
 
 // ShardKey is a queue's key for one shard: name, then the shard's tag.
@@ -197,9 +202,7 @@ func (k Keys) ParseStockKey(name string) (VoucherKeys, bool) {
 			return VoucherKeys{}, false
 		}
 	}
-	return keysOf(v, BucketKeys{Bucket: b, Stock: k.Prefix + "stock:{" + tag + "}:" + idText,
-		Window: k.Prefix + "window:{" + tag + "}:" + idText, Orders: k.Prefix + "order:{" + tag + "}:" + idText,
-		prefix: k.Prefix, tag: tag, name: idText}), true
+	return keysOf(v, k.bucketAt(tag, idText, b)), true
 }
 
 var oneShard = SpreadShards(1)
