@@ -43,14 +43,15 @@ func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher
 	return v, orders, err
 }
 
-// MaxOrderSequence is the largest per-day counter value (the low 32 bits)
-// among the persisted orders whose ids were issued on or after since: the
-// floor the ID worker's counter must pass after Redis forgot it.
-func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time) (int64, error) {
+// MaxOrderSequence is the largest per-day sequence (the low 32 bits of
+// an id) in [lo, hi] among the persisted orders whose ids were issued on
+// or after since, 0 for none: the floor the ID worker's counter of that
+// range (a lane) must pass after Redis forgot it.
+func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time, lo, hi int64) (int64, error) {
 	first := (since.Unix() - epoch.Unix()) << 32
 	var seq sql.NullInt64
 	err := s.db.NewSelect().Table("tb_voucher_order").ColumnExpr("MAX(id & ?)", int64(1<<32-1)).
-		Where("id >= ?", first).Scan(ctx, &seq)
+		Where("id >= ?", first).Where("(id & ?) BETWEEN ? AND ?", int64(1<<32-1), lo, hi).Scan(ctx, &seq)
 	if err != nil {
 		return 0, fmt.Errorf("mysqlstore: max order sequence: %w", err)
 	}

@@ -336,3 +336,37 @@ func TestAMissingDatabaseSaysToCreateIt(t *testing.T) {
 		t.Fatalf("a missing database: %v, want it named with the CREATE DATABASE to run", err)
 	}
 }
+
+// TestMaxOrderSequenceIsOfOneDayAndRange: the floor of an ID worker's lane
+// is the highest sequence (an id's low 32 bits) in the lane's range among
+// the day's orders — not another lane's, not another day's.
+func TestMaxOrderSequenceIsOfOneDayAndRange(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		epoch := time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
+		day := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+		at := func(t time.Time, seq int64) int64 { return (t.Unix()-epoch.Unix())<<32 | seq }
+		const lane = 1 << 28
+		v := newVoucher(t, s, 10)
+		ids := []int64{
+			at(day.Add(time.Hour), 100), at(day.Add(2*time.Hour), 40), // lane 0
+			at(day.Add(time.Hour), 3*lane+7),  // lane 3
+			at(day.Add(-time.Hour), 5000),     // the day before, lane 0
+			at(day.Add(-time.Hour), 2*lane+9), // the day before, lane 2
+		}
+		var orders []core.Order
+		for i, id := range ids {
+			orders = append(orders, order(id, int64(i+1), v.ID))
+		}
+		if _, err := s.SaveOrders(ctx, orders); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ lo, hi, want int64 }{
+			{0, lane - 1, 100}, {3 * lane, 4*lane - 1, 3*lane + 7}, {2 * lane, 3*lane - 1, 0}, {lane, 2*lane - 1, 0},
+		} {
+			if got, err := s.MaxOrderSequence(ctx, epoch, day, c.lo, c.hi); err != nil || got != c.want {
+				t.Errorf("MaxOrderSequence in [%d, %d]: %d, %v; want %d", c.lo, c.hi, got, err, c.want)
+			}
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // Identity tells which incarnation of Redis the sale runs on, and is the
@@ -36,6 +37,17 @@ import (
 // Current asks every master again. So no command runs on a new incarnation
 // before the sale knows of it. Servers without INFO server (miniredis) have
 // the identity "".
+//
+// On a cluster one master out of reach is not a reason to distrust the
+// others: a look that fails (Refresh, the server's duty's Poll) leaves the
+// identity as it was, not stale, so the vouchers of the masters that answer
+// go on selling. Nothing of the sale runs on the master out of reach, and
+// when it comes back — restarted, or failed over — it does so on new
+// connections, whose run_id OnConnect reads first. Poll also takes what the
+// masters in reach say (a restart, a forgetting) while one is not. On one
+// Redis a failed look still marks the identity stale: nothing runs without
+// it anyway, and a server behind a proxy can come back under connections
+// that stayed open.
 type Identity struct {
 	rdb redis.UniversalClient
 	// forgets is the key of the last forgetting's mark.
@@ -45,16 +57,26 @@ type Identity struct {
 	// (Keys.ShardForgets), which Forget writes too.
 	shardMarks []string
 
-	stale   atomic.Bool
-	mu      sync.Mutex
-	known   map[string]bool
-	current atomic.Pointer[string]
+	stale atomic.Bool
+	mu    sync.Mutex
+	known map[string]bool
+	// unseen are the run_ids OnConnect met first since the last look that
+	// succeeded: a look that read them all leaves the identity fresh.
+	unseen map[string]bool
+	// runIDs is the run_id each master had at the last look that reached
+	// it, by address; forgotten, the last forgetting's mark read.
+	runIDs    map[string]string
+	forgotten string
+	current   atomic.Pointer[string]
+	// refreshing shares one look between the requests that find the
+	// identity stale together.
+	refreshing singleflight.Group
 }
 
 // NewIdentity returns the identity of the sale under prefix, to attach to
 // a client (Attach) after the client is built with OnConnect as its hook.
 func NewIdentity(prefix string) *Identity {
-	i := &Identity{known: map[string]bool{}, forgets: Keys{Prefix: prefix}.Forgets()}
+	i := &Identity{known: map[string]bool{}, unseen: map[string]bool{}, runIDs: map[string]string{}, forgets: Keys{Prefix: prefix}.Forgets()}
 	i.stale.Store(true)
 	return i
 }
@@ -84,7 +106,7 @@ func (i *Identity) OnConnect(ctx context.Context, cn *redis.Conn) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if !i.known[id] {
-		i.known[id] = true
+		i.known[id], i.unseen[id] = true, true
 		i.stale.Store(true)
 	}
 	return nil
@@ -95,7 +117,11 @@ func (i *Identity) Current(ctx context.Context) (string, error) {
 	if cur := i.current.Load(); cur != nil && !i.stale.Load() {
 		return *cur, nil
 	}
-	return i.Refresh(ctx)
+	cur, err, _ := i.refreshing.Do("", func() (any, error) { return i.Refresh(ctx) })
+	if err != nil {
+		return "", err
+	}
+	return cur.(string), nil
 }
 
 // Forget records that part of the sale's state vanished under this
@@ -130,37 +156,87 @@ func (i *Identity) Forget(ctx context.Context, where ...string) (string, error) 
 }
 
 // Refresh asks every master for its run_id, and Redis for the mark of the
-// last forgetting, now.
-func (i *Identity) Refresh(ctx context.Context) (string, error) {
-	i.stale.Store(false)
+// last forgetting, now: it fails if any master does not answer.
+func (i *Identity) Refresh(ctx context.Context) (string, error) { return i.look(ctx, false) }
+
+// Poll is Refresh for a look every so often (the server's identity duty):
+// on a cluster, a master that does not answer is taken to be the one last
+// seen (see Identity), so what the others say is not lost for it.
+func (i *Identity) Poll(ctx context.Context) (string, error) { return i.look(ctx, true) }
+
+func (i *Identity) look(ctx context.Context, partial bool) (string, error) {
+	wasStale := i.stale.Swap(false)
 	var (
-		mu  sync.Mutex
-		ids []string
+		mu     sync.Mutex
+		runIDs = map[string]string{}
+		failed = map[string]error{}
 	)
-	ask := func(ctx context.Context, c redis.Cmdable) error {
+	ask := func(ctx context.Context, addr string, c redis.Cmdable) {
 		info, err := c.Info(ctx, "server").Result()
-		if err != nil && !strings.Contains(err.Error(), "not supported") {
-			return err
-		}
 		mu.Lock()
-		ids = append(ids, runID(info))
-		mu.Unlock()
-		return nil
+		defer mu.Unlock()
+		if err != nil && !strings.Contains(err.Error(), "not supported") {
+			failed[addr] = err
+			return
+		}
+		runIDs[addr] = runID(info)
 	}
+	cluster, clustered := i.rdb.(*redis.ClusterClient)
 	var err error
-	if c, ok := i.rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return ask(ctx, node) })
+	if clustered {
+		err = cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			ask(ctx, node.Options().Addr, node)
+			return nil
+		})
 	} else {
-		err = ask(ctx, i.rdb)
+		ask(ctx, "", i.rdb)
 	}
-	if err != nil {
-		i.stale.Store(true)
+	forgets, ferr := i.rdb.Get(ctx, i.forgets).Result()
+	if errors.Is(ferr, redis.Nil) {
+		ferr = nil
+	}
+
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if err == nil && len(failed) > 0 && clustered && partial && !wasStale {
+		for addr := range failed {
+			if id, ok := i.runIDs[addr]; ok {
+				runIDs[addr] = id
+				delete(failed, addr)
+			}
+		}
+		if ferr != nil {
+			forgets, ferr = i.forgotten, nil
+		}
+	}
+	for addr, e := range failed {
+		err = errors.Join(err, fmt.Errorf("%s: %w", addr, e))
+	}
+	if err != nil || ferr != nil {
+		if wasStale || !clustered {
+			i.stale.Store(true)
+		}
+		if ferr != nil {
+			return "", fmt.Errorf("redisreserve: identity: forgettings: %w", ferr)
+		}
 		return "", fmt.Errorf("redisreserve: identity: %w", err)
 	}
-	forgets, err := i.rdb.Get(ctx, i.forgets).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		i.stale.Store(true)
-		return "", fmt.Errorf("redisreserve: identity: forgettings: %w", err)
+	i.runIDs, i.forgotten = runIDs, forgets
+	ids := make([]string, 0, len(runIDs))
+	for _, id := range runIDs {
+		ids = append(ids, id)
+		i.known[id] = true
+	}
+	// A connection opened during this look to a master it read (its first
+	// connections, say) need not make it look again; any other run_id met
+	// since does, once.
+	covered := true
+	for id := range i.unseen {
+		covered = covered && slices.Contains(ids, id)
+	}
+	clear(i.unseen)
+	if covered {
+		i.stale.Store(false)
 	}
 	slices.Sort(ids)
 	cur := strings.Join(ids, ",")

@@ -22,7 +22,7 @@ func TestTheCounterRisesPastTheDatabaseAfterRedisForgets(t *testing.T) {
 	identity.Attach(rdb)
 	persisted := int64(0) // highest sequence "in the database"
 	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: identity,
-		Floor: func(context.Context, time.Time) (int64, error) { return persisted, nil }})
+		Floor: func(context.Context, time.Time, int64, int64) (int64, error) { return persisted, nil }})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	w.now = func() time.Time { return now }
 	ctx := context.Background()
@@ -75,7 +75,7 @@ func TestAForgettingIsANewIncarnationOnEveryInstance(t *testing.T) {
 	}
 	persisted := int64(0)
 	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: here,
-		Floor: func(context.Context, time.Time) (int64, error) { return persisted, nil }})
+		Floor: func(context.Context, time.Time, int64, int64) (int64, error) { return persisted, nil }})
 	first, err := w.NextID(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -98,5 +98,61 @@ func TestAForgettingIsANewIncarnationOnEveryInstance(t *testing.T) {
 	after, err := there.Refresh(ctx)
 	if err != nil || after == before {
 		t.Fatalf("the other instance's incarnation after Refresh: %q (%v), want other than %q", after, err, before)
+	}
+}
+
+// TestALaneUsedUpMovesTheWorkerOnRisingPastTheDatabase: a lane whose day's
+// counter cannot hold another block hands the worker to the next lane
+// (idLaneStep on), whose ids carry that lane in their top bits, and whose
+// counter first rises past the highest sequence of that lane the database
+// holds: it may have been written before its master last restarted.
+func TestALaneUsedUpMovesTheWorkerOnRisingPastTheDatabase(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	identity := NewIdentity("t:")
+	identity.Attach(rdb)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	keys := Keys{Prefix: "t:"}
+	const next = idLaneStep
+	var asked [][2]int64
+	floor := func(_ context.Context, day time.Time, lo, hi int64) (int64, error) {
+		asked = append(asked, [2]int64{lo, hi})
+		if lo == next*idLaneSize {
+			return lo + 4242, nil // lane 5 holds orders up to counter 4242
+		}
+		return 0, nil
+	}
+	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: identity, Floor: floor})
+	w.now = func() time.Time { return now }
+	ctx := context.Background()
+	first, err := w.NextID(ctx)
+	if err != nil || first&(1<<32-1) != FloorMargin+1 {
+		t.Fatalf("first id %d (sequence %d), %v: want lane 0, counter %d", first, first&(1<<32-1), err, FloorMargin+1)
+	}
+	// Lane 0 nearly used up: the block after the one in hand does not fit.
+	if err := rdb.Set(ctx, keys.IDLane(now, 0), idLaneSize-5, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{first: true}
+	var id int64
+	for range 10 {
+		if id, err = w.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("id %d handed out twice", id)
+		}
+		seen[id] = true
+	}
+	seq := id & (1<<32 - 1)
+	if lane, counter := seq>>(32-idLaneBits), seq&(idLaneSize-1); lane != next || counter != 4242+FloorMargin+1 {
+		t.Fatalf("after lane 0 was used up: lane %d, counter %d; want lane %d, counter %d", lane, counter, next, 4242+FloorMargin+1)
+	}
+	if len(asked) != 2 || asked[1] != [2]int64{next * idLaneSize, (next+1)*idLaneSize - 1} {
+		t.Fatalf("the floor was asked for %v; want lane 0's range, then lane %d's", asked, next)
+	}
+	if n, _ := rdb.Get(ctx, keys.IDLane(now, next)).Int64(); n != 4242+FloorMargin+10 {
+		t.Fatalf("lane %d's counter %d, want %d", next, n, 4242+FloorMargin+10)
 	}
 }

@@ -2,6 +2,7 @@ package redisreserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,6 +27,15 @@ func IssuedAt(id int64) time.Time { return Epoch.Add(time.Duration(id>>32) * tim
 // a per-UTC-day counter. The counter is taken from Redis in blocks, so most
 // ids cost no round trip; ids stay unique because the (day, counter) pair is
 // unique and a block is dropped when the day changes.
+//
+// The day's counter is split into idLanes lanes, each a key of its own
+// (Keys.IDLane) whose ids have the lane in the sequence's top bits: lane
+// n's sequences are n·2^28 + its counter. A worker takes its blocks from
+// one lane, lane 0 first — the one counter of versions before lanes, so
+// their ids and these never meet — and moves to another when its lane
+// cannot be asked (its master down: on a cluster the lanes are spread over
+// every master) or is used up for the day, so one master out of reach
+// does not stop every sale's ids.
 type IDWorker struct {
 	rdb       redis.UniversalClient
 	keys      Keys
@@ -38,12 +48,13 @@ type IDWorker struct {
 	dayStart, dayEnd time.Time
 	next             int64 // next counter value to hand out
 	blockEnd         int64 // last counter value of the block
+	lane             int   // the lane the block is of
 
 	// identity and floor, if set (IDWorkerConfig): when Redis's incarnation
 	// changes, the block in hand is dropped and the counter first rises
 	// past floor's answer.
 	identity  *Identity
-	floor     func(ctx context.Context, dayStart time.Time) (int64, error)
+	floor     func(ctx context.Context, dayStart time.Time, lo, hi int64) (int64, error)
 	seen      string
 	needFloor bool
 }
@@ -52,6 +63,22 @@ type IDWorker struct {
 // is raised: blocks other instances took before Redis forgot them, and
 // orders still queued, are below it (a thousand instances' blocks of 1000).
 const FloorMargin = 1_000_000
+
+const (
+	idLaneBits = 4
+	idLanes    = 1 << idLaneBits
+	// idLaneSize is how many counter values a lane has a day (2^28).
+	idLaneSize = 1 << (32 - idLaneBits)
+	// idLaneStep is how far a worker moves on when its lane fails: 5 is
+	// prime to idLanes, so every lane comes in turn, and about a third of
+	// the lanes away, so on a cluster of three masters most likely
+	// another master's.
+	idLaneStep = 5
+)
+
+// idLaneTags are the lanes' hash tags, spread over the slots as shards'
+// are (lane 0's key has none: its slot is the key's, as before lanes).
+var idLaneTags = SpreadShards(idLanes)
 
 // counterTTL keeps a day's counter a day past its end, then Redis drops it.
 const counterTTL = 48 * time.Hour
@@ -64,13 +91,14 @@ type IDWorkerConfig struct {
 	// reproduces the classic one INCR per id.
 	BlockSize int64
 	// Identity and Floor, set together, make the worker follow Redis's
-	// incarnation: on a change (and at start) it drops its block and raises
-	// the day's counter past Floor(dayStart) + FloorMargin, Floor being the
-	// highest counter value the database holds for the day. So a Redis
-	// that forgot the counter, or went back to an old snapshot, never hands
-	// out an id already used.
+	// incarnation: on a change (and at start, and on moving to another
+	// lane) it drops its block and raises the lane's counter for the day
+	// past what the database holds, Floor(dayStart, lo, hi) being the
+	// highest sequence in [lo, hi] the database holds for the day (0 for
+	// none), plus FloorMargin. So a Redis that forgot the counter, or went
+	// back to an old snapshot, never hands out an id already used.
 	Identity *Identity
-	Floor    func(ctx context.Context, dayStart time.Time) (int64, error)
+	Floor    func(ctx context.Context, dayStart time.Time, lo, hi int64) (int64, error)
 }
 
 // NewIDWorker builds a worker, whole: it panics when only one of Identity
@@ -105,31 +133,63 @@ func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
 		}
 	}
 	if now.Before(w.dayStart) || !now.Before(w.dayEnd) || w.next > w.blockEnd {
-		dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-		var floor int64
-		if w.needFloor && w.floor != nil {
-			f, err := w.floor(ctx, dayStart)
-			if err != nil {
-				return 0, fmt.Errorf("redisreserve: id counter floor: %w", err)
-			}
-			floor = f + FloorMargin
+		if err := w.takeBlock(ctx, now); err != nil {
+			return 0, err
 		}
-		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDCounter(now)},
-			w.blockSize, int64(counterTTL/time.Second), floor).Int64()
-		if err != nil {
-			return 0, fmt.Errorf("redisreserve: id counter: %w", err)
-		}
-		w.needFloor = false
-		w.dayStart = dayStart
-		w.dayEnd = w.dayStart.AddDate(0, 0, 1)
-		w.next, w.blockEnd = end-w.blockSize+1, end
 	}
-	if w.blockEnd > 1<<32-1 {
-		return 0, fmt.Errorf("redisreserve: id counter for %s exhausted", w.dayStart.Format("2006-01-02"))
-	}
-	seq := w.next
+	seq := int64(w.lane)<<(32-idLaneBits) | w.next
 	w.next++
 	return (now.Unix()-Epoch.Unix())<<32 | seq, nil
+}
+
+// takeBlock takes the next block of the day's counter from the worker's
+// lane, or, when that lane fails or is used up, from the next lane that
+// answers. A block is at most what is left of a lane.
+func (w *IDWorker) takeBlock(ctx context.Context, now time.Time) error {
+	dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	var errs error
+	for range idLanes {
+		end, err := w.takeFromLane(ctx, now, dayStart)
+		if err == nil && end < idLaneSize {
+			w.dayStart, w.dayEnd = dayStart, dayStart.AddDate(0, 0, 1)
+			w.next, w.blockEnd = end-w.blockSize+1, end
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("lane %d used up for %s", w.lane, dayStart.Format("2006-01-02"))
+		}
+		errs = errors.Join(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+		// Another lane: what its counter holds may be older than this
+		// incarnation (its master restarted while the lane was not in use).
+		w.lane = (w.lane + idLaneStep) % idLanes
+		w.needFloor = w.floor != nil
+	}
+	w.next = w.blockEnd + 1 // no block in hand
+	return fmt.Errorf("redisreserve: id counter: %w", errs)
+}
+
+// takeFromLane takes a block from the worker's lane, raising the lane's
+// counter past the database first if needFloor: the block's last value.
+func (w *IDWorker) takeFromLane(ctx context.Context, now, dayStart time.Time) (int64, error) {
+	var floor int64
+	if w.needFloor && w.floor != nil {
+		lo := int64(w.lane) << (32 - idLaneBits)
+		f, err := w.floor(ctx, dayStart, lo, lo+idLaneSize-1)
+		if err != nil {
+			return 0, fmt.Errorf("floor of lane %d: %w", w.lane, err)
+		}
+		floor = max(f-lo, 0) + FloorMargin
+	}
+	end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDLane(now, w.lane)},
+		w.blockSize, int64(counterTTL/time.Second), floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("lane %d: %w", w.lane, err)
+	}
+	w.needFloor = false
+	return end, nil
 }
 
 var _ core.IDGenerator = (*IDWorker)(nil)

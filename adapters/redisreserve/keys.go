@@ -121,8 +121,21 @@ func (k Keys) PayByOf(voucherID int64) string { return k.PayBy(k.shards().Of(vou
 // still drains it.
 func (k Keys) Deadlines(shard int) string { return k.ShardKey("deadlines", shard) }
 
-// IDCounter is the ID worker's counter for the UTC day of t.
-func (k Keys) IDCounter(t time.Time) string { return k.Prefix + "id:" + t.UTC().Format("20060102") }
+// IDCounter is the ID worker's counter for the UTC day of t: its lane 0,
+// the one counter of versions before lanes.
+func (k Keys) IDCounter(t time.Time) string { return k.IDLane(t, 0) }
+
+// IDLane is the counter of one of the ID worker's lanes (IDWorker) for the
+// UTC day of t. Lane 0 is the key the worker always had; lane n > 0 carries
+// the n-th of idLanes hash tags spread over the slots, so that on a cluster
+// the lanes live on every master.
+func (k Keys) IDLane(t time.Time, lane int) string {
+	day := t.UTC().Format("20060102")
+	if lane == 0 {
+		return k.Prefix + "id:" + day
+	}
+	return k.Prefix + "id:{" + idLaneTags.Tag(lane) + "}:" + day
+}
 
 // Layout is the key recording the layout of the sale's keys (the shards).
 func (k Keys) Layout() string { return k.Prefix + "layout" }

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/listqueue"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -419,4 +420,82 @@ func (h *harness) metricsText() string {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return string(raw)
+}
+
+// TestAMasterDownCostsOnlyItsOwnVouchers: on a cluster whose other masters
+// go on serving while one is down (cluster-require-full-coverage no; with
+// the default, every cluster does so until its node timeout marks the
+// master failed), an unreachable master costs the sale the vouchers it
+// holds and no others — while the server's once-a-second look at every
+// master's run_id (the identity duty) fails against it. When it comes back
+// empty, its voucher is rebuilt and sells again, exactly.
+func TestAMasterDownCostsOnlyItsOwnVouchers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of the test's own: skipped in -short mode")
+	}
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+	}
+	cluster := redistopology.StartPartialCoverageCluster(t)
+	cfg := testConfig()
+	cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = cluster.URL(), dsn, "streamgroup"
+	h := startWith(t, cfg)
+	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	const stock = 50
+	voucherOn := map[int]int64{} // master -> a voucher it holds
+	for len(voucherOn) < len(cluster.Nodes) {
+		v := h.openVoucher(stock)
+		if m := cluster.Owner(t, keys.Stock(v)); voucherOn[m] == 0 {
+			voucherOn[m] = v
+		}
+	}
+	seckill := func(voucher, user int64) (int, map[string]any) {
+		return h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(user), nil)
+	}
+	for _, v := range voucherOn {
+		if status, body := seckill(v, 1); status != 200 {
+			t.Fatalf("before: voucher %d: %d %v", v, status, body)
+		}
+	}
+
+	down := cluster.Owner(t, keys.IDCounter(time.Now())) // the ID worker's first lane's master
+	cluster.Nodes[down].Stop()
+	time.Sleep(2500 * time.Millisecond) // the identity duty has failed twice
+	for m, v := range voucherOn {
+		for u := int64(2); u <= 11; u++ {
+			status, body := seckill(v, u)
+			switch {
+			case m == down && status != 503:
+				t.Fatalf("voucher %d on the stopped master: %d %v, want 503", v, status, body)
+			case m != down && status != 200:
+				t.Fatalf("voucher %d on a master that is up, shopper %d: %d %v, want 200", v, u, status, body)
+			}
+		}
+	}
+
+	cluster.Nodes[down].Start() // empty: nothing is kept on disk
+	cluster.WaitHealthy(t)
+	v := voucherOn[down]
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, body := seckill(v, 2)
+		if status == 200 {
+			break
+		}
+		if status != 503 || time.Now().After(deadline) {
+			t.Fatalf("voucher %d after its master came back: %d %v", v, status, body)
+		}
+	}
+	for m, v := range voucherOn {
+		want := 11
+		if m == down {
+			want = 2
+		}
+		if n := h.waitForRows(v, want, 10*time.Second); n != want {
+			t.Errorf("voucher %d: %d rows, want %d", v, n, want)
+		}
+		if _, left := h.rows(v); left != stock-int64(want) {
+			t.Errorf("voucher %d: database stock %d, want %d", v, left, stock-int64(want))
+		}
+	}
 }

@@ -105,7 +105,7 @@ func (s *Server) identityDuty() core.Duty {
 	last, _ := s.identity.Current(ctx) // the incarnation New met
 	cancel()
 	return core.Duty{Name: "redis identity", Every: time.Second, Do: func(ctx context.Context) error {
-		cur, err := s.identity.Refresh(ctx)
+		cur, err := s.identity.Poll(ctx)
 		if err != nil || cur == last {
 			return nil // Redis away: the requests say so
 		}

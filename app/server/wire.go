@@ -140,8 +140,8 @@ func (s *Server) wire(ctx context.Context) error {
 	if sale.live != nil {
 		// The ID worker follows Redis's incarnation with recovery: a Redis
 		// that forgot its counter never hands out an id the database has.
-		idCfg.Identity, idCfg.Floor = s.identity, func(ctx context.Context, dayStart time.Time) (int64, error) {
-			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart)
+		idCfg.Identity, idCfg.Floor = s.identity, func(ctx context.Context, dayStart time.Time, lo, hi int64) (int64, error) {
+			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart, lo, hi)
 		}
 	}
 	ids := redisreserve.NewIDWorker(s.rdb, idCfg)

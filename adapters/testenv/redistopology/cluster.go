@@ -25,6 +25,15 @@ func StartCluster(t T) *Cluster {
 	return startCluster(t, false)
 }
 
+// StartPartialCoverageCluster is StartCluster with
+// cluster-require-full-coverage off: when a master is down, the others go
+// on serving their slots for good, not only until the cluster marks it
+// failed (the node timeout, 5 s here).
+func StartPartialCoverageCluster(t T) *Cluster {
+	t.Helper()
+	return startCluster(t, false, "--cluster-require-full-coverage", "no")
+}
+
 // StartDurableCluster is StartCluster with nodes that keep every write
 // they answered (as StartDurableRedisProcess): a node's Restart loses
 // nothing, and still makes a new run_id the sale must verify against.
@@ -33,7 +42,7 @@ func StartDurableCluster(t T) *Cluster {
 	return startCluster(t, true)
 }
 
-func startCluster(t T, durable bool) *Cluster {
+func startCluster(t T, durable bool, extra ...string) *Cluster {
 	t.Helper()
 	bin := redisServer(t)
 	cli, err := exec.LookPath("redis-cli")
@@ -44,7 +53,7 @@ func startCluster(t T, durable bool) *Cluster {
 	var addrs []string
 	for range 3 {
 		p := &RedisProcess{t: t, bin: bin, dir: t.TempDir(), Port: freePort(t), durable: durable,
-			extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}
+			extra: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}, extra...)}
 		p.start()
 		t.Cleanup(p.kill)
 		c.Nodes = append(c.Nodes, p)

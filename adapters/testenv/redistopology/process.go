@@ -67,6 +67,20 @@ func (p *RedisProcess) Restart() {
 	p.start()
 }
 
+// Stop kills the process (SIGKILL) and leaves it down, its files kept,
+// until Start: a server the sale cannot reach.
+func (p *RedisProcess) Stop() {
+	p.t.Helper()
+	p.kill()
+}
+
+// Start starts a stopped process again on the same port and files (as
+// Restart's second half).
+func (p *RedisProcess) Start() {
+	p.t.Helper()
+	p.start()
+}
+
 // URL is the SECKILL_REDIS_URL of the process.
 func (p *RedisProcess) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(p.Port) + "/0" }
 
