@@ -2,11 +2,15 @@ package redisreserve
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 // TestTheCounterRisesPastTheDatabaseAfterRedisForgets: when Redis's
@@ -154,5 +158,49 @@ func TestALaneUsedUpMovesTheWorkerOnRisingPastTheDatabase(t *testing.T) {
 	}
 	if n, _ := rdb.Get(ctx, keys.IDLane(now, next)).Int64(); n != 4242+FloorMargin+10 {
 		t.Fatalf("lane %d's counter %d, want %d", next, n, 4242+FloorMargin+10)
+	}
+}
+
+// TestOneFullRedisKeepsTheWorkerOnItsLane: on one server every lane fails
+// as the first did — here a Redis that refuses every write — so the worker
+// neither moves nor asks the database for another lane's floor: a refill
+// fails at the cost of one try (the lab's "Redis full, volatile-lru" row
+// stalled for minutes when each refill walked all 16 lanes, asking MySQL
+// at each, under the worker's lock).
+func TestOneFullRedisKeepsTheWorkerOnItsLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Redis of the test's own: skipped in -short mode")
+	}
+	p := redistopology.StartRedisProcess(t)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(p.Port)})
+	defer rdb.Close()
+	ctx := context.Background()
+	identity := NewIdentity("t:")
+	identity.Attach(rdb)
+	floors := 0
+	w := NewIDWorker(rdb, IDWorkerConfig{Prefix: "t:", BlockSize: 10, Identity: identity,
+		Floor: func(context.Context, time.Time, int64, int64) (int64, error) { floors++; return 0, nil }})
+	if _, err := w.NextID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, Keys{Prefix: "t:"}.IDCounter(time.Now())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity.Forget(ctx); err == nil {
+		t.Fatal("Forget wrote its mark into a Redis that refuses writes")
+	}
+	cur := "another incarnation" // as the next look would find it
+	identity.current.Store(&cur)
+	floors = 0
+	for range 3 {
+		if id, err := w.NextID(ctx); err == nil || !strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("NextID on a full Redis: %d, %v; want the OOM error", id, err)
+		}
+	}
+	if w.lane != 0 || floors != 3 {
+		t.Fatalf("after three refills on a full Redis: lane %d, %d floors asked; want lane 0 and one floor each", w.lane, floors)
 	}
 }

@@ -38,6 +38,7 @@ func IssuedAt(id int64) time.Time { return Epoch.Add(time.Duration(id>>32) * tim
 // does not stop every sale's ids.
 type IDWorker struct {
 	rdb       redis.UniversalClient
+	clustered bool // the lanes are on several masters
 	keys      Keys
 	blockSize int64
 	now       func() time.Time
@@ -74,6 +75,9 @@ const (
 	// the lanes away, so on a cluster of three masters most likely
 	// another master's.
 	idLaneStep = 5
+	// idLaneTries bounds the lanes one refill tries on a cluster when they
+	// fail: three, as many as the masters of the smallest cluster.
+	idLaneTries = 3
 )
 
 // idLaneTags are the lanes' hash tags, spread over the slots as shards'
@@ -113,7 +117,8 @@ func NewIDWorker(rdb redis.UniversalClient, cfg IDWorkerConfig) *IDWorker {
 	if cfg.BlockSize <= 0 {
 		cfg.BlockSize = 100
 	}
-	return &IDWorker{rdb: rdb, keys: Keys{Prefix: cfg.Prefix}, blockSize: cfg.BlockSize, now: time.Now,
+	_, clustered := rdb.(*redis.ClusterClient)
+	return &IDWorker{rdb: rdb, clustered: clustered, keys: Keys{Prefix: cfg.Prefix}, blockSize: cfg.BlockSize, now: time.Now,
 		identity: cfg.Identity, floor: cfg.Floor, needFloor: cfg.Floor != nil}
 }
 
@@ -143,53 +148,100 @@ func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
 }
 
 // takeBlock takes the next block of the day's counter from the worker's
-// lane, or, when that lane fails or is used up, from the next lane that
-// answers. A block is at most what is left of a lane.
+// lane, or from another when that lane is used up, or, on a cluster,
+// cannot be asked: at most idLaneTries lanes a call, since the worker's
+// lock is held meanwhile (the next call goes on from the next lane). On
+// one server every lane fails as the first did (a full Redis, say): it
+// does not move. A block is at most what is left of a lane.
 func (w *IDWorker) takeBlock(ctx context.Context, now time.Time) error {
 	dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	w.next = w.blockEnd + 1 // no block in hand until one is taken
 	var errs error
+	failed := 0
 	for range idLanes {
-		end, err := w.takeFromLane(ctx, now, dayStart)
-		if err == nil && end < idLaneSize {
+		floor, err := w.laneFloor(ctx, dayStart)
+		if err != nil {
+			return fmt.Errorf("redisreserve: id counter floor of lane %d: %w", w.lane, err)
+		}
+		end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDLane(now, w.lane)},
+			w.blockSize, int64(counterTTL/time.Second), floor).Int64()
+		switch {
+		case err == nil && end < idLaneSize:
+			w.needFloor = false
 			w.dayStart, w.dayEnd = dayStart, dayStart.AddDate(0, 0, 1)
 			w.next, w.blockEnd = end-w.blockSize+1, end
 			return nil
+		case err == nil:
+			errs = errors.Join(errs, fmt.Errorf("lane %d used up for %s", w.lane, dayStart.Format("2006-01-02")))
+		default:
+			errs = errors.Join(errs, fmt.Errorf("lane %d: %w", w.lane, err))
+			if !w.clustered {
+				return fmt.Errorf("redisreserve: id counter: %w", errs)
+			}
+			failed++
 		}
-		if err == nil {
-			err = fmt.Errorf("lane %d used up for %s", w.lane, dayStart.Format("2006-01-02"))
+		// Another lane — on a cluster, of another master, if one that
+		// failed: what its counter holds may be older than this
+		// incarnation (its master restarted while the lane was not in use).
+		if err != nil {
+			w.lane = w.laneOffMaster(ctx, now)
+		} else {
+			w.lane = (w.lane + idLaneStep) % idLanes
 		}
-		errs = errors.Join(errs, err)
-		if ctx.Err() != nil {
+		w.needFloor = w.floor != nil
+		if failed == idLaneTries || ctx.Err() != nil {
 			break
 		}
-		// Another lane: what its counter holds may be older than this
-		// incarnation (its master restarted while the lane was not in use).
-		w.lane = (w.lane + idLaneStep) % idLanes
-		w.needFloor = w.floor != nil
 	}
-	w.next = w.blockEnd + 1 // no block in hand
 	return fmt.Errorf("redisreserve: id counter: %w", errs)
 }
 
-// takeFromLane takes a block from the worker's lane, raising the lane's
-// counter past the database first if needFloor: the block's last value.
-func (w *IDWorker) takeFromLane(ctx context.Context, now, dayStart time.Time) (int64, error) {
-	var floor int64
-	if w.needFloor && w.floor != nil {
-		lo := int64(w.lane) << (32 - idLaneBits)
-		f, err := w.floor(ctx, dayStart, lo, lo+idLaneSize-1)
-		if err != nil {
-			return 0, fmt.Errorf("floor of lane %d: %w", w.lane, err)
-		}
-		floor = max(f-lo, 0) + FloorMargin
+// laneOffMaster is the next lane (idLaneStep on, in turn) whose key a
+// master other than the worker's lane's serves, as the cluster's slot map
+// says: the lanes' slots are spread, but where each master's range starts
+// is the cluster's. Without the map, the next lane in turn.
+func (w *IDWorker) laneOffMaster(ctx context.Context, now time.Time) int {
+	next := (w.lane + idLaneStep) % idLanes
+	cluster, ok := w.rdb.(*redis.ClusterClient)
+	if !ok {
+		return next
 	}
-	end, err := nextIDScript.Run(ctx, w.rdb, []string{w.keys.IDLane(now, w.lane)},
-		w.blockSize, int64(counterTTL/time.Second), floor).Int64()
+	slots, err := cluster.ClusterSlots(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("lane %d: %w", w.lane, err)
+		return next
 	}
-	w.needFloor = false
-	return end, nil
+	master := func(lane int) string {
+		slot := Slot(w.keys.IDLane(now, lane))
+		for _, r := range slots {
+			if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+				return r.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	failed := master(w.lane)
+	for j := 1; j < idLanes; j++ {
+		lane := (w.lane + j*idLaneStep) % idLanes
+		if m := master(lane); m != "" && m != failed {
+			return lane
+		}
+	}
+	return next
+}
+
+// laneFloor is what the worker's lane's counter must first rise to, if it
+// needs to (needFloor): past the highest sequence of the lane the database
+// holds for the day.
+func (w *IDWorker) laneFloor(ctx context.Context, dayStart time.Time) (int64, error) {
+	if !w.needFloor || w.floor == nil {
+		return 0, nil
+	}
+	lo := int64(w.lane) << (32 - idLaneBits)
+	f, err := w.floor(ctx, dayStart, lo, lo+idLaneSize-1)
+	if err != nil {
+		return 0, err
+	}
+	return max(f-lo, 0) + FloorMargin, nil
 }
 
 var _ core.IDGenerator = (*IDWorker)(nil)
