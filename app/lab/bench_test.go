@@ -1,8 +1,14 @@
 package lab
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
 )
 
 // TestPairedRatio: the bench's ratios are the median of per-round ratios,
@@ -15,5 +21,33 @@ func TestPairedRatio(t *testing.T) {
 	}
 	if ofMedians := medianOf(endpoint) / medianOf(bare); math.Abs(ofMedians-1.2) < 0.1 {
 		t.Fatalf("the example does not tell the two statistics apart (%.3f)", ofMedians)
+	}
+}
+
+// TestTheBenchCountsTheVouchersOnSaleItFinds: the warning the bench gives
+// before a run counts the database's vouchers whose sale has not ended,
+// and those only.
+func TestTheBenchCountsTheVouchersOnSaleItFinds(t *testing.T) {
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+	}
+	ctx := context.Background()
+	st, err := mysqlstore.OpenMySQL(ctx, dsn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(time.Hour), time.Now().Add(2 * time.Hour)} {
+		v := core.Voucher{Title: "v", PayValue: 1, ActualValue: 2, Stock: 1, BeginAt: time.Now().Add(-time.Hour), EndAt: end}
+		if err := st.CreateVoucher(ctx, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := vouchersOnSale(dsn); err != nil || n != 2 {
+		t.Fatalf("vouchers on sale: %d, %v; want the 2 whose sale has not ended", n, err)
 	}
 }

@@ -248,6 +248,25 @@ func unlinkMatching(ctx context.Context, c redis.Cmdable, prefix string, batched
 // a real MySQL: runs would otherwise grow the user's tables without end,
 // and each run would insert into a bigger table than the last. The
 // embedded database goes away with its process.
+// vouchersOnSale counts the database's vouchers whose sale has not ended.
+func vouchersOnSale(mysqlDSN string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := mysqlstore.OpenMySQL(ctx, mysqlDSN, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return 0, err
+	}
+	n, err := st.DB().NewSelect().Table("tb_seckill_voucher").Where("end_time > ?", time.Now()).Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("vouchers on sale: %w", err)
+	}
+	return int(n), nil
+}
+
 func dropVouchers(mysqlDSN string, ids ...int64) {
 	if mysqlDSN == "" || len(ids) == 0 {
 		return
