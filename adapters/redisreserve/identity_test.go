@@ -24,16 +24,7 @@ func TestAClusterIdentityOutlivesAMasterOutOfReach(t *testing.T) {
 	}
 	ctx := context.Background()
 	cluster := redistopology.StartPartialCoverageCluster(t)
-	prefix := "t" + testenv.RandomSuffix() + ":"
-	identity := redisreserve.NewIdentity(prefix)
-	opt, err := redis.ParseClusterURL(cluster.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.OnConnect = identity.OnConnect
-	rdb := redis.NewClusterClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	identity.Attach(rdb)
+	prefix, rdb, identity := followedCluster(t, cluster)
 
 	was, err := identity.Current(ctx)
 	if err != nil || strings.Count(was, ",") != 2 {

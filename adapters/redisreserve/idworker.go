@@ -197,32 +197,35 @@ func (w *IDWorker) takeBlock(ctx context.Context, now time.Time) error {
 }
 
 // laneOffMaster is the next lane (idLaneStep on, in turn) whose key a
-// master other than the worker's lane's serves, as the cluster's slot map
-// says: the lanes' slots are spread, but where each master's range starts
-// is the cluster's. Without the map, the next lane in turn.
+// master other than the worker's lane's serves, as the cluster's map of
+// shards says (CLUSTER SHARDS): the lanes' slots are spread, but where
+// each master's range starts is the cluster's. Without the map, the next
+// lane in turn.
 func (w *IDWorker) laneOffMaster(ctx context.Context, now time.Time) int {
 	next := (w.lane + idLaneStep) % idLanes
 	cluster, ok := w.rdb.(*redis.ClusterClient)
 	if !ok {
 		return next
 	}
-	slots, err := cluster.ClusterSlots(ctx).Result()
+	shards, err := cluster.ClusterShards(ctx).Result()
 	if err != nil {
 		return next
 	}
-	master := func(lane int) string {
-		slot := Slot(w.keys.IDLane(now, lane))
-		for _, r := range slots {
-			if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
-				return r.Nodes[0].Addr
+	shardOf := func(lane int) int {
+		slot := int64(Slot(w.keys.IDLane(now, lane)))
+		for i, sh := range shards {
+			for _, r := range sh.Slots {
+				if slot >= r.Start && slot <= r.End {
+					return i
+				}
 			}
 		}
-		return ""
+		return -1
 	}
-	failed := master(w.lane)
+	failed := shardOf(w.lane)
 	for j := 1; j < idLanes; j++ {
 		lane := (w.lane + j*idLaneStep) % idLanes
-		if m := master(lane); m != "" && m != failed {
+		if sh := shardOf(lane); sh >= 0 && sh != failed {
 			return lane
 		}
 	}

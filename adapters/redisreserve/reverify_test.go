@@ -229,15 +229,10 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	check("after a forgetting", map[int64]bool{}, before, 0)
 }
 
-// onOwnCluster starts a three-master cluster of the test's own and a
-// Reserver on it (3 shards, so one per master) that follows Redis's
-// incarnation, as the server wires it.
-func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *redisreserve.Identity, *redisreserve.Reserver) {
+// followedCluster is a client of the cluster, on a prefix of its own, with
+// the identity that follows its incarnation, as the server wires them.
+func followedCluster(t *testing.T, cluster *redistopology.Cluster) (string, *redis.ClusterClient, *redisreserve.Identity) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("a cluster of the test's own: skipped in -short mode")
-	}
-	cluster := redistopology.StartCluster(t)
 	prefix := "t" + testenv.RandomSuffix() + ":"
 	identity := redisreserve.NewIdentity(prefix)
 	opt, err := redis.ParseClusterURL(cluster.URL())
@@ -248,6 +243,19 @@ func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *
 	rdb := redis.NewClusterClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	identity.Attach(rdb)
+	return prefix, rdb, identity
+}
+
+// onOwnCluster starts a three-master cluster of the test's own and a
+// Reserver on it (3 shards, so one per master) that follows Redis's
+// incarnation, as the server wires it.
+func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *redisreserve.Identity, *redisreserve.Reserver) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a cluster of the test's own: skipped in -short mode")
+	}
+	cluster := redistopology.StartCluster(t)
+	prefix, rdb, identity := followedCluster(t, cluster)
 	res, err := redisreserve.New(rdb, redisreserve.Config{Prefix: prefix, Shards: redisreserve.SpreadShards(3), Identity: identity})
 	if err != nil {
 		t.Fatal(err)
