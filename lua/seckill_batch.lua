@@ -24,6 +24,15 @@
 --   - A member reads its shopper's limit state only while one of its
 --     voucher's may be live (the window's limitsUntil, seckill.lua's
 --     header): in a sale of new shoppers, none is.
+--   - The Lua around the commands is written for what Redis's Lua charges
+--     (issue 26's instruction counts, docs/performance.md): every value a
+--     command returns is a string made and hashed in Lua, so the window's
+--     total is read only where it is checked; a call to a C function
+--     (tonumber, type) costs more than the arithmetic that converts a
+--     number's string (s + 0); a table grown field by field is rebuilt at
+--     each growth, so a voucher's state is made with all its fields; a
+--     member answers with three values, not a table; and the deadline's
+--     entry comes built from Go.
 --
 -- Each member runs under pcall: an error is that member's answer, and
 -- neither undoes nor hides the others'.
@@ -47,8 +56,11 @@
 --            every master said noeviction, so no key of it vanishes alone
 --            and the HLEN per voucher is skipped (Reserver.EvictionIs)
 -- ARGV[5 .. 4+h] -> the hand-off command, as seckill.lua's ARGV[8..]
--- ARGV[5+h+6i .. 10+h+6i] -> member i's ARGV[1..3] and ARGV[5..7] of
---            seckill.lua
+-- ARGV[5+h+5i .. 9+h+5i] -> member i's ARGV[1..3] and ARGV[5] of
+--            seckill.lua (shopper, order id, body, deadline), and the
+--            entry seckill.lua writes to the deadlines list from its
+--            ARGV[6] and [7], 'payBy:orderId:userId:voucherId' (empty:
+--            no payment deadline)
 --
 -- Returns three values per member, in order, flat: seckill.lua's code, id,
 -- n, or -1, error text, 0 for a member whose run raised an error.
@@ -59,45 +71,54 @@ local rate = tonumber(ARGV[3])
 local whole = ARGV[4] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local queueKey, duesKey = KEYS[1], KEYS[2]
 
--- The hand-off command, with the positions of '$key' and '$body'.
-local cmd, keyAt, bodyAt = {}, {}, {}
+-- The hand-off command with its '$key' set (the queue is the same for
+-- every member), and the positions of '$body', set per member.
+local cmd, bodyAt, bodies = {}, {}, 0
 for j = 1, h do
   local arg = ARGV[4 + j]
   cmd[j] = arg
   if arg == '$key' then
-    keyAt[#keyAt + 1] = j
+    cmd[j] = queueKey
   elseif arg == '$body' then
-    bodyAt[#bodyAt + 1] = j
+    bodies = bodies + 1
+    bodyAt[bodies] = j
   end
 end
 
 -- vouchers[stock key]: the voucher's state as read, with what this call
 -- sold of it; dues: the deadlines to push.
-local vouchers, dues = {}, {}
-local queueKey, duesKey = KEYS[1], KEYS[2]
+local vouchers, dues, nDues = {}, {}, 0
 
 local function voucherState(stockKey, windowKey, ordersKey)
   local v = vouchers[stockKey]
   if v then
     return v
   end
-  v = {sold = 0, window = windowKey}
+  v = {sold = 0, window = windowKey, missing = false, stock = 0, begin = 0, finish = 0, limitsUntil = 0,
+    limitsChanged = false}
   local stock = redis.call('GET', stockKey)
-  local window = redis.call('HMGET', windowKey, 'begin', 'end', 'total', 'limitsUntil')
+  local window
+  if whole then
+    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil', 'total')
+  else
+    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil')
+  end
   if not stock or not window[1] or not window[2] then
     v.missing = true
-  elseif whole and window[3] and redis.call('HLEN', ordersKey) + tonumber(stock) ~= tonumber(window[3]) then
+  elseif whole and window[4] and redis.call('HLEN', ordersKey) + stock ~= window[4] + 0 then
     v.missing = true -- not whole: seckill.lua's answer 1
   else
-    v.stock, v.begin, v.finish = tonumber(stock), tonumber(window[1]), tonumber(window[2])
+    v.stock, v.begin, v.finish = stock + 0, window[1] + 0, window[2] + 0
     -- limitsUntil (seckill.lua's header): no shopper's limit state of the
     -- voucher is live from then on, so its members need not read theirs.
     -- Absent (a window written since), it is taken as a second from now
     -- — every limit state lapses within a second of its last write — and
     -- recorded at the end of the call.
-    v.limitsUntil = tonumber(window[4])
-    if not v.limitsUntil then
+    if window[3] then
+      v.limitsUntil = window[3] + 0
+    else
       v.limitsUntil, v.limitsChanged = now + 1001, true
     end
   end
@@ -134,33 +155,28 @@ local function handOff(body)
   if h == 0 then
     return 0
   end
-  for _, j in ipairs(keyAt) do
-    cmd[j] = queueKey
+  for b = 1, bodies do
+    cmd[bodyAt[b]] = body
   end
-  for _, j in ipairs(bodyAt) do
-    cmd[j] = body
-  end
-  local reply = redis.pcall(unpack(cmd))
-  if type(reply) == 'table' and reply.err then
-    return nil, reply.err
-  end
-  if type(reply) == 'number' then
+  local reply = redis.pcall(unpack(cmd, 1, h))
+  local kind = type(reply)
+  if kind == 'number' then
     return reply
+  end
+  if kind == 'table' and reply.err then
+    return nil, reply.err
   end
   return 0
 end
 
 local function reserve(i)
-  local k, a = 2 + 4 * i, 4 + h + 6 * i
+  local k, a = 2 + 4 * i, 4 + h + 5 * i
   local stockKey, windowKey, ordersKey, limitKey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
-  -- payBy stays the string it came as ('0': none): it is only copied
-  -- into the deadline's entry, and a number would be formatted back.
-  local user, orderId, body, deadline, payBy, voucher =
-    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6]
+  local user, orderId, body, deadline, due = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5]
 
   local v = voucherState(stockKey, windowKey, ordersKey)
   if v.missing then
-    return {1, '', 0}
+    return 1, '', 0
   end
   local limitTat, wait = admit(limitKey, v)
   if (deadline == 0 or now <= deadline) and not wait and now >= v.begin and now < v.finish and v.stock - v.sold > 0 then
@@ -174,36 +190,37 @@ local function reserve(i)
       if err then
         -- A hand-off that fails reserves nothing: the mark goes too.
         redis.call('HDEL', ordersKey, user)
-        return {-1, err, 0}
+        return -1, err, 0
       end
       v.sold = v.sold + 1
-      if payBy ~= '0' then
-        dues[#dues + 1] = payBy .. ':' .. orderId .. ':' .. user .. ':' .. voucher
+      if due ~= '' then
+        nDues = nDues + 1
+        dues[nDues] = due
       end
-      return {0, orderId, receivers}
+      return 0, orderId, receivers
     end
   end
   local held = redis.call('HGET', ordersKey, user)
   if held == orderId then
     -- Rewritten, as seckill.lua does, so that a WAIT confirms it too.
     redis.call('HSET', ordersKey, user, held)
-    return {0, held, -1}
+    return 0, held, -1
   end
   if deadline > 0 and now > deadline then
-    return {7, '', now - deadline}
+    return 7, '', now - deadline
   end
   if wait then
-    return {6, '', wait}
+    return 6, '', wait
   end
-  local refusal
+  local code, id, value
   if now < v.begin then
-    refusal = {2, '', v.begin - now}
+    code, id, value = 2, '', v.begin - now
   elseif now >= v.finish then
-    refusal = {3, '', now - v.finish}
+    code, id, value = 3, '', now - v.finish
   elseif held then
-    refusal = {5, held, 0}
+    code, id, value = 5, held, 0
   else
-    refusal = {4, '', 0} -- every other rule passed, so no unit was left
+    code, id, value = 4, '', 0 -- every other rule passed, so no unit was left
   end
   if limitTat then
     redis.call('SET', limitKey, limitTat, 'PX', math.ceil(limitTat - now))
@@ -211,7 +228,7 @@ local function reserve(i)
       v.limitsUntil, v.limitsChanged = limitTat, true
     end
   end
-  return refusal
+  return code, id, value
 end
 
 -- One flat array, three values a member: Redis converts each table of a
@@ -219,15 +236,16 @@ end
 -- cost more per member than the values (issue 26's measurements).
 local out = {}
 for i = 0, n - 1 do
-  local ok, reply = pcall(reserve, i)
+  local ok, code, id, value = pcall(reserve, i)
   if not ok then
-    if type(reply) == 'table' and reply.err then
-      reply = {-1, reply.err, 0} -- an error reply of redis.call
+    -- code is what the member raised: an error reply of redis.call, or Lua's
+    if type(code) == 'table' and code.err then
+      code, id, value = -1, code.err, 0
     else
-      reply = {-1, tostring(reply), 0}
+      code, id, value = -1, tostring(code), 0
     end
   end
-  out[3 * i + 1], out[3 * i + 2], out[3 * i + 3] = reply[1], reply[2], reply[3]
+  out[3 * i + 1], out[3 * i + 2], out[3 * i + 3] = code, id, value
 end
 
 for stockKey, v in pairs(vouchers) do
@@ -238,7 +256,7 @@ for stockKey, v in pairs(vouchers) do
     redis.call('HSET', v.window, 'limitsUntil', v.limitsUntil)
   end
 end
-if #dues > 0 then
+if nDues > 0 then
   redis.call('RPUSH', duesKey, unpack(dues))
 end
 return out

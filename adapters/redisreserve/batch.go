@@ -23,10 +23,11 @@ import (
 
 var seckillBatchScript = redis.NewScript(lua.SeckillBatch)
 
-// batchArgs is how many of seckill.lua's ARGV are a member's own: the rest
-// is the shopper's limit (the same for the call's members) and the
-// hand-off command, sent once per call.
-const batchArgs = 6
+// batchArgs is how many ARGV are a member's own: seckill.lua's shopper,
+// order id, body and deadline, and the entry its payment deadline gets in
+// the deadlines list. The rest is the shopper's limit (the same for the
+// call's members) and the hand-off command, sent once per call.
+const batchArgs = 5
 
 // batchRetry bounds the backoff between replays of a batch whose call
 // failed as a whole.
@@ -107,7 +108,7 @@ func (r *Reserver) newBatchMember(ctx context.Context, o core.Order, bk BucketKe
 	keys, args := r.scriptArgs(ctx, o, bk)
 	return &batchMember{ctx: ctx, orderID: o.ID, keys: []string{keys[0], keys[1], keys[2], keys[4]},
 		shardKeys: [2]string{keys[3], keys[5]}, rate: args[3],
-		args: []any{args[0], args[1], args[2], args[4], args[5], args[6]}, done: make(chan batchAnswer, 1)}
+		args: []any{args[0], args[1], args[2], args[4], deadlineEntry(args[5].(int64), o)}, done: make(chan batchAnswer, 1)}
 }
 
 func (b *batcher) add(m *batchMember) {

@@ -498,6 +498,24 @@ func (r *Reserver) ClaimDue(ctx context.Context, now time.Time, max int) ([]core
 	return out, nil
 }
 
+// deadlineEntry is the entry of a reservation due for payment at payBy
+// (unix ms) in its shard's deadlines list, 'payBy:orderId:userId:voucherId',
+// as seckill.lua writes it; "" for none (payBy 0). The batch script takes it
+// built: Lua would make it from four strings for every member.
+// claim_deadlines.lua cuts payBy off and parseDeadline reads the rest.
+func deadlineEntry(payBy int64, o core.Order) string {
+	if payBy == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 80)
+	b = strconv.AppendInt(b, payBy, 10)
+	for _, id := range [3]int64{o.ID, o.UserID, o.VoucherID} {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(b)
+}
+
 // parseDeadline reads 'orderId:userId:voucherId'.
 func parseDeadline(m string) (core.Order, bool) {
 	parts := strings.Split(m, ":")
