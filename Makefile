@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test lint fmt vet staticcheck fuzz compare bench clean
+.PHONY: run build test lint fmt vet staticcheck fuzz compare bench redis-instructions clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -46,6 +46,24 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./core ./adapters/redisreserve
 	./bin/seckill bench $(BENCH_FLAGS)
+
+## redis-instructions: Redis's own instructions per reservation, the batch script against the
+## naive one (BenchmarkReserve's redis-instructions/order), counted by valgrind's callgrind
+## around a redis-server of its own: a figure that does not move with the machine's speed, as
+## time does here. Needs valgrind and redis-server. The buyers hashes are hash tables, as past a
+## voucher's first 512 buyers (REDIS_INSTR_ARGS= for Redis's defaults: listpacks below 512).
+REDIS_INSTR_ORDERS ?= 10000
+REDIS_INSTR_ARGS   ?= --hash-max-listpack-entries 0
+REDIS_INSTR_BENCH  ?= BenchmarkReserve/(naive-.*|batch32-compact|batch32-32vouchers-compact)$$
+redis-instructions:
+	@dir=$$(mktemp -d); \
+	valgrind --tool=callgrind --callgrind-out-file=$$dir/callgrind.out redis-server --port 0 \
+		--unixsocket $$dir/redis.sock --save '' --appendonly no --dir $$dir $(REDIS_INSTR_ARGS) >$$dir/redis.log 2>&1 & \
+	pid=$$!; \
+	for i in $$(seq 150); do [ -S $$dir/redis.sock ] && break; sleep 0.2; done; \
+	SECKILL_TEST_REDIS_URL=unix://$$dir/redis.sock $(GO) test -run '^$$' -bench '$(REDIS_INSTR_BENCH)' \
+		-benchtime $(REDIS_INSTR_ORDERS)x ./adapters/redisreserve; \
+	rc=$$?; kill $$pid; wait $$pid 2>/dev/null; rm -rf $$dir; exit $$rc
 
 ## lint: gofmt, go vet and staticcheck (fetched by go run, pinned)
 lint: fmt vet staticcheck

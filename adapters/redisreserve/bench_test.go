@@ -3,6 +3,8 @@ package redisreserve_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,7 +29,10 @@ import (
 // the name says so. On real Redis it also reports
 // redis-µs/order: Redis's CPU (INFO's used_cpu_sys + used_cpu_user) over
 // the run ÷ reservations — issue 26's measure, by batch size, to find the
-// knee. Redis runs nothing else meanwhile, or the figure says so.
+// knee. Redis runs nothing else meanwhile, or the figure says so. Where
+// that Redis runs under valgrind's callgrind (`make redis-instructions`)
+// it also reports redis-instructions/order: Redis's own instructions per
+// reservation, a count that does not move with the machine's speed.
 func BenchmarkReserve(b *testing.B) {
 	modes := []struct {
 		name     string
@@ -106,8 +111,11 @@ func reserveInParallel(b *testing.B, r testenv.Redis, real bool, reserve func(id
 	var n atomic.Int64
 	b.SetParallelism(25)
 	var before float64
+	var instructionsBefore int64
+	counted := false
 	if real {
 		before = redisCPUSeconds(b, r.Client)
+		instructionsBefore, counted = redisInstructions(b, r.Client)
 	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -119,6 +127,61 @@ func reserveInParallel(b *testing.B, r testenv.Redis, real bool, reserve func(id
 	if real {
 		b.ReportMetric((redisCPUSeconds(b, r.Client)-before)*1e6/float64(b.N), "redis-µs/order")
 	}
+	if counted {
+		after, _ := redisInstructions(b, r.Client)
+		b.ReportMetric(float64(after-instructionsBefore)/float64(b.N), "redis-instructions/order")
+	}
+}
+
+// redisInstructions is the instructions the Redis server has run so far,
+// when it is a process of this machine running under valgrind's callgrind
+// (callgrind_control reads its live counters); ok is false otherwise.
+func redisInstructions(b *testing.B, rdb redis.UniversalClient) (n int64, ok bool) {
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pid string
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, found := strings.CutPrefix(line, "process_id:"); found {
+			pid = v
+		}
+	}
+	cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
+	if pid == "" || err != nil || !strings.Contains(string(cmdline), "--tool=callgrind") {
+		return 0, false // another machine's Redis, or not under callgrind
+	}
+	out, err := exec.Command("callgrind_control", "-e", "Ir", pid).Output()
+	if err != nil {
+		b.Fatalf("callgrind_control -e Ir %s: %v", pid, err)
+	}
+	if n, ok = callgrindTotal(string(out)); !ok {
+		b.Fatalf("callgrind_control -e Ir %s: no counters in %q", pid, out)
+	}
+	return n, true
+}
+
+// callgrindTotal sums the per-thread counters of `callgrind_control -e Ir`:
+//
+//	Totals:        Ir
+//	 Th 1  23,302,304
+//	 Th 2         518
+func callgrindTotal(out string) (int64, bool) {
+	var total int64
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 3 || fields[0] != "Th" {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.ReplaceAll(fields[2], ",", ""), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += n
+		found = true
+	}
+	return total, found
 }
 
 // redisCPUSeconds is the Redis server's CPU time so far, system and user.
@@ -139,4 +202,18 @@ func redisCPUSeconds(b *testing.B, rdb redis.UniversalClient) float64 {
 		}
 	}
 	return total
+}
+
+// TestCallgrindTotalSumsTheThreads: the parse of callgrind_control's
+// counters behind redis-instructions/order.
+func TestCallgrindTotalSumsTheThreads(t *testing.T) {
+	out := "PID 25549: /usr/bin/redis-server --port 6392\n\n  Totals:        Ir \n   Th 1  23,302,304 \n   Th 2         518 \n   Th 5       4,901 \n\n"
+	if n, ok := callgrindTotal(out); !ok || n != 23302304+518+4901 {
+		t.Fatalf("callgrindTotal = %d, %v; want %d", n, ok, 23302304+518+4901)
+	}
+	for _, bad := range []string{"", "PID 1: redis-server\n  Totals:  Ir\n", "   Th 1  twelve \n"} {
+		if n, ok := callgrindTotal(bad); ok {
+			t.Errorf("callgrindTotal(%q) = %d, true; want no total", bad, n)
+		}
+	}
 }
