@@ -67,6 +67,18 @@ type Reverifier interface {
 	Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error)
 }
 
+// ScopedIncarnation is a LiveSale that can tell, while its incarnation
+// cannot be read whole (Redis Cluster: a master out of reach), that orders
+// read in incarnation readIn need no repair: the servers that hold their
+// vouchers are servers of readIn and recorded no forgetting since, so no
+// rebuild of those vouchers since readIn could have missed them — the
+// check the whole incarnation makes, for the masters these orders are on.
+// false: it cannot tell (a master of theirs is out of reach too, changed,
+// or forgot), and the repair waits for the whole incarnation.
+type ScopedIncarnation interface {
+	Unaffected(ctx context.Context, readIn string, orders []Order) (bool, error)
+}
+
 // PartialFencer is a LiveSale that can rebuild only the part of a voucher
 // a change of incarnation lost (Redis Cluster: the buckets on a master that
 // restarted): FenceLost fences those parts and freezes the others (the

@@ -120,6 +120,13 @@ var BucketTake string
 //go:embed bucket_give.lua
 var BucketGive string
 
+// ShardIdentity reads a shard's master's run_id and the shard's
+// forgetting mark in one step, for a repair that cannot read the whole
+// incarnation.
+//
+//go:embed shard_identity.lua
+var ShardIdentity string
+
 // ReverifyVoucher carries a voucher's (or a bucket's) live state over to a
 // new incarnation when its own master did not change.
 //

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +29,7 @@ var (
 	restoreBuyersScript = redis.NewScript(lua.RestoreBuyers)
 	unfenceScript       = redis.NewScript(lua.Unfence)
 	reverifyScript      = redis.NewScript(lua.ReverifyVoucher)
+	shardIdentityScript = redis.NewScript(lua.ShardIdentity)
 	markNodeScript      = redis.NewScript(lua.MarkNode)
 )
 
@@ -371,6 +374,41 @@ func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveSta
 }
 
 var repairScript = redis.NewScript(lua.RepairOrder)
+
+// Unaffected implements core.ScopedIncarnation: for each shard the orders'
+// buckets are on, its master's run_id and the shard's forgetting mark,
+// read in one step (shard_identity.lua), must be a run_id of readIn and
+// readIn's mark. A forgetting writes a new random mark on the shards it
+// touches before the sale's own, so a shard whose mark is readIn's was
+// touched by none since readIn was read; a shard behind it (a forgetting
+// since touched only other shards) cannot be told from one touched after,
+// and answers false, as does a master out of reach.
+func (r *Reserver) Unaffected(ctx context.Context, readIn string, orders []core.Order) (bool, error) {
+	if r.cfg.Identity == nil || readIn == "" || len(orders) == 0 {
+		return false, nil
+	}
+	ids, mark, _ := strings.Cut(readIn, "/")
+	masters := strings.Split(ids, ",")
+	asked := map[int]bool{}
+	for _, o := range orders {
+		bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+		if err != nil {
+			return false, fmt.Errorf("redisreserve: unaffected: %w", err)
+		}
+		if asked[bk.Shard] {
+			continue
+		}
+		asked[bk.Shard] = true
+		got, err := shardIdentityScript.Run(ctx, r.rdb, []string{bk.Forgets()}).StringSlice()
+		if err != nil {
+			return false, fmt.Errorf("redisreserve: unaffected: shard %d: %w", bk.Shard, err)
+		}
+		if len(got) != 2 || got[0] == "" || !slices.Contains(masters, got[0]) || got[1] != mark {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // RefreshIncarnation implements core.LiveSale.
 func (r *Reserver) RefreshIncarnation(ctx context.Context) (string, error) {

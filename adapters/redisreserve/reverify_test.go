@@ -2,6 +2,7 @@ package redisreserve_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,4 +265,93 @@ func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *
 		t.Fatal(err)
 	}
 	return cluster, rdb, identity, res
+}
+
+// TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders: while one master is
+// out of reach the incarnation cannot be read whole, and a consumer's
+// repair asks the masters of its orders instead (Unaffected): orders on a
+// master that is the server of readIn, on a shard no forgetting touched
+// since, need no repair; an order on a shard forgotten since, on the
+// master out of reach, or read in an incarnation that master was not part
+// of, cannot be vouched for — nor can one on a shard behind a later
+// forgetting of other shards, which a mark alone cannot tell from one
+// touched after.
+func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
+	cluster, _, identity, res := onOwnCluster(t)
+	ctx := context.Background()
+	keys := res.Keys()
+	ledger := stockLedger{}
+	orders := map[int64]core.Order{} // voucher -> an order of it
+	for id := int64(1); id <= 3; id++ {
+		v := core.Voucher{ID: id, Title: "t", Stock: 30, BeginAt: past(), EndAt: future()}
+		ledger[id] = v
+		if err := res.LoadVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		o := core.Order{ID: 100 + id, UserID: 1, VoucherID: id, CreatedAt: time.Now()}
+		if got, err := res.Reserve(ctx, o); err != nil || got.Result != core.Reserved {
+			t.Fatalf("voucher %d: %v %v", id, got.Result, err)
+		}
+		orders[id] = o
+	}
+	readIn, err := identity.Refresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unaffected := func(readIn string, vouchers ...int64) bool {
+		t.Helper()
+		var batch []core.Order
+		for _, v := range vouchers {
+			batch = append(batch, orders[v])
+		}
+		ok, err := res.Unaffected(ctx, readIn, batch)
+		if err != nil {
+			t.Fatalf("vouchers %v: %v", vouchers, err)
+		}
+		return ok
+	}
+	if !unaffected(readIn, 1, 2, 3) {
+		t.Fatal("nothing changed since readIn, and the orders are not vouched for")
+	}
+	if _, mark, _ := strings.Cut(readIn, "/"); unaffected("0123456789abcdef/"+mark, 1) {
+		t.Fatal("vouched for orders read in an incarnation their master was not part of")
+	}
+
+	// Voucher 1's shard forgets (its queue's stream vanished, say).
+	after, err := identity.Forget(ctx, keys.ShardForgets(res.Keys().Shards.Of(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unaffected(readIn, 1) {
+		t.Fatal("vouched for an order on a shard that forgot since it was read")
+	}
+	if !unaffected(readIn, 2) {
+		t.Fatal("an order on a shard the forgetting did not touch is not vouched for")
+	}
+	if unaffected(after, 2) {
+		t.Fatal("vouched for an order on a shard behind the last forgetting (its mark cannot tell)")
+	}
+
+	// Voucher 3's master goes out of reach.
+	down := cluster.Owner(t, keys.Window(3))
+	if cluster.Owner(t, keys.Window(2)) == down {
+		t.Fatal("vouchers 2 and 3 on one master: the shards are not spread")
+	}
+	cluster.Nodes[down].Stop()
+	if _, err := identity.Refresh(ctx); err == nil {
+		t.Fatal("the incarnation was read whole with a master stopped")
+	}
+	if !unaffected(readIn, 2) {
+		t.Fatal("an order of a master that answers is not vouched for while another is out of reach")
+	}
+	if ok, err := res.Unaffected(ctx, readIn, []core.Order{orders[3]}); ok || err == nil {
+		t.Fatalf("an order of the master out of reach: %v, %v; want not vouched for, and why", ok, err)
+	}
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	if err := recovery.RepairAfter(ctx, readIn, []core.Order{orders[2]}); err != nil {
+		t.Fatalf("the repair of an order whose master answers, another out of reach: %v", err)
+	}
+	if err := recovery.RepairAfter(ctx, readIn, []core.Order{orders[3]}); err == nil {
+		t.Fatal("the repair of an order on the master out of reach went through")
+	}
 }

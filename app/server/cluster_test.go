@@ -474,6 +474,17 @@ func TestAMasterDownCostsOnlyItsOwnVouchers(t *testing.T) {
 		}
 	}
 
+	// The orders of the masters that are up reach the database while the
+	// other is down: a consumer's repair check does not wait on it.
+	for m, v := range voucherOn {
+		if m == down {
+			continue
+		}
+		if n := h.waitForRows(v, 11, 10*time.Second); n != 11 {
+			t.Errorf("voucher %d on a master that is up: %d rows while another master is down, want 11", v, n)
+		}
+	}
+
 	cluster.Nodes[down].Start() // empty: nothing is kept on disk
 	cluster.WaitHealthy(t)
 	v := voucherOn[down]
