@@ -64,7 +64,8 @@ func TestScriptsTakeEveryKeyFromKEYS(t *testing.T) {
 			if name == "seckill_batch.lua" && batchKeyNames[firstArg] {
 				continue
 			}
-			if !regexp.MustCompile(`^KEYS\[\d+\]$`).MatchString(firstArg) {
+			// KEYS[i]: a loop over the keys a script was passed.
+			if !regexp.MustCompile(`^KEYS\[(\d+|i)\]$`).MatchString(firstArg) {
 				t.Errorf("%s: redis.call('%s', %s): the key must be a KEYS[i]", name, cmd, firstArg)
 			}
 		}

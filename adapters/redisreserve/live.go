@@ -375,35 +375,67 @@ func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveSta
 
 var repairScript = redis.NewScript(lua.RepairOrder)
 
-// Unaffected implements core.ScopedIncarnation: for each shard the orders'
-// buckets are on, its master's run_id and the shard's forgetting mark,
-// read in one step (shard_identity.lua), must be a run_id of readIn and
-// readIn's mark. A forgetting writes a new random mark on the shards it
-// touches before the sale's own, so a shard whose mark is readIn's was
-// touched by none since readIn was read; a shard behind it (a forgetting
-// since touched only other shards) cannot be told from one touched after,
-// and answers false, as does a master out of reach.
+// Unaffected implements core.ScopedIncarnation. For each shard the
+// orders' buckets are on, shard_identity.lua reads in one step that
+// master's run_id, the shard's forgetting mark, and whether each of the
+// buckets' states is still the one verified in readIn by this server under
+// that mark. The shard vouches for its orders when either holds:
+//
+//   - its master's run_id is one of readIn's and its mark is readIn's
+//     mark: a forgetting writes a new random mark on the shards it touches
+//     before the sale's own, so a shard whose mark is still readIn's was
+//     touched by none since, and its master has not restarted or failed
+//     over;
+//   - every bucket is unchanged: a rebuild, a carry-over to a later
+//     incarnation or a forgetting on the shard would show in its state.
+//     This covers a shard whose mark is behind readIn's (a forgetting of
+//     other shards since), which the first cannot tell from one touched
+//     after.
+//
+// Either way no rebuild of those buckets since readIn could have missed
+// the orders, which is what the whole incarnation tells the repair. A
+// master out of reach answers an error.
 func (r *Reserver) Unaffected(ctx context.Context, readIn string, orders []core.Order) (bool, error) {
 	if r.cfg.Identity == nil || readIn == "" || len(orders) == 0 {
 		return false, nil
 	}
 	ids, mark, _ := strings.Cut(readIn, "/")
 	masters := strings.Split(ids, ",")
-	asked := map[int]bool{}
+	type shardBuckets struct {
+		forgets string
+		windows []string
+	}
+	byShard := map[int]*shardBuckets{}
+	var shards []int
 	for _, o := range orders {
 		bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
 		if err != nil {
 			return false, fmt.Errorf("redisreserve: unaffected: %w", err)
 		}
-		if asked[bk.Shard] {
-			continue
+		sb, ok := byShard[bk.Shard]
+		if !ok {
+			sb = &shardBuckets{forgets: bk.Forgets()}
+			byShard[bk.Shard] = sb
+			shards = append(shards, bk.Shard)
 		}
-		asked[bk.Shard] = true
-		got, err := shardIdentityScript.Run(ctx, r.rdb, []string{bk.Forgets()}).StringSlice()
+		if !slices.Contains(sb.windows, bk.Window) {
+			sb.windows = append(sb.windows, bk.Window)
+		}
+	}
+	for _, shard := range shards {
+		sb := byShard[shard]
+		got, err := shardIdentityScript.Run(ctx, r.rdb, append([]string{sb.forgets}, sb.windows...), readIn).Slice()
 		if err != nil {
-			return false, fmt.Errorf("redisreserve: unaffected: shard %d: %w", bk.Shard, err)
+			return false, fmt.Errorf("redisreserve: unaffected: shard %d: %w", shard, err)
 		}
-		if len(got) != 2 || got[0] == "" || !slices.Contains(masters, got[0]) || got[1] != mark {
+		if len(got) != 3 {
+			return false, fmt.Errorf("redisreserve: unaffected: shard %d: %d values, want 3", shard, len(got))
+		}
+		node, _ := got[0].(string)
+		shardMark, _ := got[1].(string)
+		unchanged, _ := got[2].(int64)
+		sameServers := node != "" && slices.Contains(masters, node) && shardMark == mark
+		if !sameServers && unchanged != int64(len(sb.windows)) {
 			return false, nil
 		}
 	}

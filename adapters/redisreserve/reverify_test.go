@@ -273,9 +273,10 @@ func onOwnCluster(t *testing.T) (*redistopology.Cluster, *redis.ClusterClient, *
 // master that is the server of readIn, on a shard no forgetting touched
 // since, need no repair; an order on a shard forgotten since, on the
 // master out of reach, or read in an incarnation that master was not part
-// of, cannot be vouched for — nor can one on a shard behind a later
-// forgetting of other shards, which a mark alone cannot tell from one
-// touched after.
+// of, cannot be vouched for. An order on a shard behind a later forgetting
+// of other shards, which its mark cannot tell from one touched after, is
+// vouched for by its voucher's state once verified in the incarnation it
+// was read in.
 func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	cluster, _, identity, res := onOwnCluster(t)
 	ctx := context.Background()
@@ -328,8 +329,24 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if !unaffected(readIn, 2) {
 		t.Fatal("an order on a shard the forgetting did not touch is not vouched for")
 	}
+	// Read in the incarnation after the forgetting, the order of voucher 2
+	// is on a shard behind it: its mark cannot vouch for it, its state
+	// can, once verified in that incarnation (carried over), and until
+	// then nothing does.
 	if unaffected(after, 2) {
-		t.Fatal("vouched for an order on a shard behind the last forgetting (its mark cannot tell)")
+		t.Fatal("vouched for an order on a shard behind the last forgetting, its state not verified since")
+	}
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	for id := int64(1); id <= 3; id++ {
+		if err := recovery.Ensure(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !unaffected(after, 1, 2, 3) {
+		t.Fatal("orders read in the incarnation their vouchers were verified in are not vouched for")
+	}
+	if unaffected(readIn, 1) {
+		t.Fatal("vouched for an order read before its voucher's rebuild")
 	}
 
 	// Voucher 3's master goes out of reach.
@@ -341,17 +358,16 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if _, err := identity.Refresh(ctx); err == nil {
 		t.Fatal("the incarnation was read whole with a master stopped")
 	}
-	if !unaffected(readIn, 2) {
+	if !unaffected(readIn, 2) || !unaffected(after, 2) {
 		t.Fatal("an order of a master that answers is not vouched for while another is out of reach")
 	}
-	if ok, err := res.Unaffected(ctx, readIn, []core.Order{orders[3]}); ok || err == nil {
+	if ok, err := res.Unaffected(ctx, after, []core.Order{orders[3]}); ok || err == nil {
 		t.Fatalf("an order of the master out of reach: %v, %v; want not vouched for, and why", ok, err)
 	}
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
-	if err := recovery.RepairAfter(ctx, readIn, []core.Order{orders[2]}); err != nil {
+	if err := recovery.RepairAfter(ctx, after, []core.Order{orders[2]}); err != nil {
 		t.Fatalf("the repair of an order whose master answers, another out of reach: %v", err)
 	}
-	if err := recovery.RepairAfter(ctx, readIn, []core.Order{orders[3]}); err == nil {
+	if err := recovery.RepairAfter(ctx, after, []core.Order{orders[3]}); err == nil {
 		t.Fatal("the repair of an order on the master out of reach went through")
 	}
 }
