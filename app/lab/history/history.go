@@ -258,6 +258,7 @@ func Check(ops []porcupine.Operation, stock int64, timeout time.Duration) error 
 
 // CheckModel is Check against another model (BucketModel).
 func CheckModel(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) error {
+	ops = withoutBlindReads(ops)
 	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	switch res {
 	case porcupine.Ok:
@@ -266,6 +267,25 @@ func CheckModel(model porcupine.Model, ops []porcupine.Operation, timeout time.D
 		return fmt.Errorf("history of %d operations: not decided within %v", len(ops), timeout)
 	}
 	return fmt.Errorf("history of %d operations is not linearizable: %s", len(ops), describeIllegal(model, ops))
+}
+
+// withoutBlindReads drops the reads that saw nothing: unanswered or
+// refused, they changed nothing and constrain nothing (the model takes
+// them as no-ops), but an unanswered one stays pending to the end of the
+// history, and the checker tries it at every point after its call — the
+// search grows with each. Around a cluster master's restart hundreds of
+// requests go unanswered, and a history of 2000 operations was not
+// decided within 3 minutes in CI.
+func withoutBlindReads(ops []porcupine.Operation) []porcupine.Operation {
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, o := range ops {
+		in, out1 := o.Input.(Input), o.Output.(Output)
+		if in.Kind != Buy && (out1.Outcome == Unknown || out1.Outcome == Refused) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // maxListed bounds the operations a failure lists.

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,39 @@ func TestTheBucketModelAllowsOnlyAnEarlySoldOut(t *testing.T) {
 		if err := CheckModel(BucketModel(2), c.ops, 5*time.Second); (err == nil) != c.bucket {
 			t.Errorf("%s, in buckets: legal=%v, want %v (%v)", c.name, err == nil, c.bucket, err)
 		}
+	}
+}
+
+// TestReadsThatSawNothingAreLeftOutOfTheCheck: unanswered and refused reads
+// are dropped before the search (they change and constrain nothing), so a
+// history thick with them is decided at once, with the verdict it has
+// without them; an unanswered buy stays in (it may have reserved).
+func TestReadsThatSawNothingAreLeftOutOfTheCheck(t *testing.T) {
+	reserved := func(id int64) Output { return Output{Outcome: Reserved, OrderID: id} }
+	unknown, refused := Output{Outcome: Unknown}, Output{Outcome: Refused}
+	var blind []porcupine.Operation
+	for c := range 40 { // each pending to the end: 2^40 placements for a search that keeps them
+		kind := ReadStock
+		if c%2 == 1 {
+			kind = ReadOrder
+		}
+		out := unknown
+		if c%5 == 0 {
+			out = refused
+		}
+		blind = append(blind, op(10+c, kind, int64(c%3+1), int64(c), -1, out))
+	}
+	unansweredBuy := op(9, Buy, 3, 0, -1, unknown)
+	if got := withoutBlindReads(append(slices.Clone(blind), unansweredBuy)); len(got) != 1 || got[0].Input.(Input).Kind != Buy {
+		t.Fatalf("kept %d operations, want only the unanswered buy", len(got))
+	}
+	legal := append([]porcupine.Operation{op(0, Buy, 1, 0, 10, reserved(11)), op(1, Buy, 2, 20, 30, reserved(12))}, blind...)
+	if err := CheckModel(Model(2), legal, 10*time.Second); err != nil {
+		t.Fatalf("a legal sale among blind reads: %v", err)
+	}
+	oversold := append([]porcupine.Operation{op(0, Buy, 1, 0, 10, reserved(11)), op(1, Buy, 2, 20, 30, reserved(12)),
+		op(2, Buy, 3, 40, 50, reserved(13))}, blind...)
+	if err := CheckModel(Model(2), oversold, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not linearizable") {
+		t.Fatalf("an oversold sale among blind reads: %v, want not linearizable", err)
 	}
 }
