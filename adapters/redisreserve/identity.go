@@ -238,13 +238,26 @@ func (i *Identity) look(ctx context.Context, partial bool) (string, error) {
 	if covered {
 		i.stale.Store(false)
 	}
-	slices.Sort(ids)
-	cur := strings.Join(ids, ",")
-	if forgets != "" {
-		cur += "/" + forgets
-	}
+	cur := incarnationOf(ids, forgets)
 	i.current.Store(&cur)
 	return cur, nil
+}
+
+// incarnationOf writes an incarnation: the masters' run_ids, sorted and
+// joined, then the last forgetting's mark, if any.
+func incarnationOf(runIDs []string, mark string) string {
+	slices.Sort(runIDs)
+	inc := strings.Join(runIDs, ",")
+	if mark != "" {
+		inc += "/" + mark
+	}
+	return inc
+}
+
+// incarnationParts reads what incarnationOf wrote.
+func incarnationParts(inc string) (runIDs []string, mark string) {
+	ids, mark, _ := strings.Cut(inc, "/")
+	return strings.Split(ids, ","), mark
 }
 
 func runID(info string) string {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -399,8 +398,7 @@ func (r *Reserver) Unaffected(ctx context.Context, readIn string, orders []core.
 	if r.cfg.Identity == nil || readIn == "" || len(orders) == 0 {
 		return false, nil
 	}
-	ids, mark, _ := strings.Cut(readIn, "/")
-	masters := strings.Split(ids, ",")
+	masters, mark := incarnationParts(readIn)
 	type shardBuckets struct {
 		forgets string
 		windows []string
