@@ -50,16 +50,21 @@ type batcher struct {
 // batchMember is one reservation waiting in a batch, and where its answer
 // goes.
 type batchMember struct {
-	ctx     context.Context
-	orderID int64
-	keys    []string // seckill.lua's KEYS[1], [2], [3] and [5]: the member's own
-	// shardKeys: seckill.lua's KEYS[4] and [6], the queue and deadlines
-	// keys of the shard, sent once per call.
-	shardKeys [2]string
-	// rate: seckill.lua's ARGV[4], the shopper's limit, sent once per call.
-	rate any
-	args []any // seckill.lua's ARGV[1..3] and [5..7]
+	ctx  context.Context
 	done chan batchAnswer
+	// seckill.lua's KEYS[1], [2], [3] and [5]: the member's own.
+	stock, window, orders, limit string
+	// seckill.lua's KEYS[4] and [6], the queue and deadlines keys of the
+	// shard, and ARGV[4], the shopper's limit: sent once per call.
+	queue, payBy string
+	rate         int
+	// seckill.lua's ARGV[1..3] and [5], and the entry of the payment
+	// deadline: sent by pointer, which go-redis writes without boxing
+	// each value in an interface (an allocation each).
+	userID, orderID int64
+	body            string
+	deadline        int64
+	due             string
 }
 
 type batchAnswer struct {
@@ -103,12 +108,15 @@ func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKe
 }
 
 // newBatchMember lays out the order's keys and arguments as the batch
-// script takes a member's.
+// script takes a member's: scriptArgs' values, without its slices.
 func (r *Reserver) newBatchMember(ctx context.Context, o core.Order, bk BucketKeys) *batchMember {
-	keys, args := r.scriptArgs(ctx, o, bk)
-	return &batchMember{ctx: ctx, orderID: o.ID, keys: []string{keys[0], keys[1], keys[2], keys[4]},
-		shardKeys: [2]string{keys[3], keys[5]}, rate: args[3],
-		args: []any{args[0], args[1], args[2], args[4], deadlineEntry(args[5].(int64), o)}, done: make(chan batchAnswer, 1)}
+	rate, deadline, payBy := r.terms(ctx, o)
+	var body [128]byte
+	return &batchMember{ctx: ctx, done: make(chan batchAnswer, 1),
+		stock: bk.Stock, window: bk.Window, orders: bk.Orders, limit: bk.Limit(o.UserID),
+		queue: r.queueKey(o.VoucherID, bk), payBy: r.payBy(bk.Shard), rate: rate,
+		userID: o.UserID, orderID: o.ID, body: string(r.cfg.OrderBody.Append(body[:0], o)), deadline: deadline,
+		due: deadlineEntry(payBy, o)}
 }
 
 func (b *batcher) add(m *batchMember) {
@@ -144,8 +152,8 @@ func (b *batcher) next() []*batchMember {
 	var batch []*batchMember
 	for len(b.queue) > 0 && len(batch) < b.r.cfg.Batch {
 		m := b.queue[0]
-		if len(batch) > 0 && (m.shardKeys[1] != batch[0].shardKeys[1] || m.rate != batch[0].rate ||
-			len(b.r.handoffArgs) > 0 && m.shardKeys[0] != batch[0].shardKeys[0]) {
+		if len(batch) > 0 && (m.payBy != batch[0].payBy || m.rate != batch[0].rate ||
+			len(b.r.handoffArgs) > 0 && m.queue != batch[0].queue) {
 			break
 		}
 		b.queue[0] = nil
@@ -173,7 +181,7 @@ func (b *batcher) next() []*batchMember {
 func (b *batcher) send(batch []*batchMember) {
 	r := b.r
 	keys := make([]string, 0, 2+4*len(batch))
-	keys = append(keys, batch[0].shardKeys[:]...)
+	keys = append(keys, batch[0].queue, batch[0].payBy)
 	args := make([]any, 0, 4+len(r.handoffArgs)+batchArgs*len(batch))
 	whole := 1
 	if r.noEviction.Load() {
@@ -182,8 +190,8 @@ func (b *batcher) send(batch []*batchMember) {
 	args = append(args, len(batch), len(r.handoffArgs), batch[0].rate, whole)
 	args = append(args, r.handoffArgs...)
 	for _, m := range batch {
-		keys = append(keys, m.keys...)
-		args = append(args, m.args...)
+		keys = append(keys, m.stock, m.window, m.orders, m.limit)
+		args = append(args, &m.userID, &m.orderID, &m.body, &m.deadline, &m.due)
 	}
 	wait := batchRetryFirst
 	for try := 1; ; try++ {

@@ -124,7 +124,7 @@ func (r *Reserver) buyerBucket(ctx context.Context, voucherID, userID int64) (Bu
 	if err != nil {
 		return BucketKeys{}, err
 	}
-	return r.keys.Bucket(voucherID, core.BucketOf(userID, n), n), nil
+	return r.bucket(voucherID, core.BucketOf(userID, n), n), nil
 }
 
 // allBuckets is the keys of each of the voucher's buckets.

@@ -79,7 +79,15 @@ func (b BucketKeys) Forgets() string { return b.prefix + "forgets:{" + b.tag + "
 // Limit is a shopper's rate-limit state in this bucket (the shopper's
 // bucket: core.BucketOf).
 func (b BucketKeys) Limit(userID int64) string {
-	return b.prefix + "limit:{" + b.tag + "}:" + b.name + ":" + strconv.FormatInt(userID, 10)
+	// On a buffer of its own: one allocation per reservation, not two.
+	var buf [128]byte
+	k := append(buf[:0], b.prefix...)
+	k = append(k, "limit:{"...)
+	k = append(k, b.tag...)
+	k = append(k, "}:"...)
+	k = append(k, b.name...)
+	k = append(k, ':')
+	return string(strconv.AppendInt(k, userID, 10))
 }
 
 // Bucket names the keys of bucket b of a voucher split into buckets.

@@ -45,7 +45,7 @@ func (r *Reserver) VerifiedFor(ctx context.Context, voucherID, userID int64, inc
 	if err != nil || buckets <= 1 || r.cfg.Identity == nil {
 		return false, err
 	}
-	bk := r.keys.Bucket(voucherID, core.BucketOf(userID, buckets), buckets)
+	bk := r.bucket(voucherID, core.BucketOf(userID, buckets), buckets)
 	if was, ok := r.intactBuckets.Load(bk.Window); ok && was.(string) == inc {
 		return true, nil
 	}

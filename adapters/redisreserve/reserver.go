@@ -97,6 +97,12 @@ type Reserver struct {
 	// partial: fence token -> the lostBuckets of a rebuild of some of a
 	// voucher's buckets (FenceLost), for its Restore.
 	partial sync.Map
+	// The names a reservation sends that depend on its bucket alone,
+	// made once (names.go).
+	bucketNames     nameCache[bucketID]
+	queueNames      nameCache[int64] // by voucher
+	shardQueueNames nameCache[int]   // by shard
+	payByNames      nameCache[int]   // by shard
 	// intactBuckets: a bucket's window key -> the incarnation it was found
 	// intact in (VerifiedFor).
 	intactBuckets sync.Map
@@ -242,7 +248,7 @@ func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation,
 	if err != nil {
 		return core.Reservation{}, err
 	}
-	bk := r.keys.Bucket(o.VoucherID, core.BucketOf(o.UserID, buckets), buckets)
+	bk := r.bucket(o.VoucherID, core.BucketOf(o.UserID, buckets), buckets)
 	res, err := r.reserveIn(ctx, o, bk)
 	if res.Result == core.VoucherMissing {
 		r.intactBuckets.Delete(bk.Window)
@@ -358,35 +364,27 @@ func (r *Reserver) runThenWait(ctx context.Context, script *redis.Script, keys [
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes
 // them, for the order's bucket bk; a test holds the two equal.
 func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) (keys []string, args []any) {
-	var queueKey string
-	switch {
-	case r.cfg.Handoff.Key == nil:
-		// Untouched by the script, but every KEYS slot must name a key of
-		// the bucket's slot.
-		queueKey = bk.Orders
-	case bk.Bucket == 0:
-		queueKey = r.cfg.Handoff.Key(o.VoucherID)
-	default:
-		// The queue of the bucket's shard: a queue's key depends on the
-		// shard alone (core.Handoff.Key), asked here of a voucher id there.
-		queueKey = r.cfg.Handoff.Key(r.voucherOnShard(bk.Shard))
-	}
-	keys = []string{bk.Stock, bk.Window, bk.Orders, queueKey, bk.Limit(o.UserID), r.keys.PayBy(bk.Shard)}
-	var deadline int64
+	keys = []string{bk.Stock, bk.Window, bk.Orders, r.queueKey(o.VoucherID, bk), bk.Limit(o.UserID), r.payBy(bk.Shard)}
+	rate, deadline, payBy := r.terms(ctx, o)
+	args = make([]any, 0, 7+len(r.handoffArgs))
+	args = append(args, o.UserID, o.ID, r.cfg.OrderBody.Encode(o), rate, deadline, payBy, o.VoucherID)
+	return keys, append(args, r.handoffArgs...)
+}
+
+// terms are the reservation's shopper limit, deadline and payment
+// deadline (unix ms; 0: none), seckill.lua's ARGV[4], [5] and [6].
+func (r *Reserver) terms(ctx context.Context, o core.Order) (rate int, deadline, payBy int64) {
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.UnixMilli()
 	}
-	args = make([]any, 0, 7+len(r.handoffArgs))
-	rate := r.cfg.ShopperRate
+	rate = r.cfg.ShopperRate
 	if core.WasAdmitted(ctx) {
 		rate = 0 // admit.lua counted this request already
 	}
-	var payBy int64
 	if r.cfg.PayWindow > 0 {
 		payBy = o.CreatedAt.Add(r.cfg.PayWindow).UnixMilli()
 	}
-	args = append(args, o.UserID, o.ID, r.cfg.OrderBody.Encode(o), rate, deadline, payBy, o.VoucherID)
-	return keys, append(args, r.handoffArgs...)
+	return rate, deadline, payBy
 }
 
 // scriptResults maps seckill.lua's return codes (its header lists them)
