@@ -125,7 +125,8 @@ type Handoff struct {
 	Command []string
 	// Key is the queue key an order of the voucher goes to. It is passed
 	// with the voucher's own keys, so on a Redis Cluster it must share
-	// their hash slot.
+	// their hash slot. It must name the same key for a voucher every
+	// time: the reservation asks once and keeps the name.
 	Key func(voucherID int64) string
 	// CountsReceivers: the command's integer reply is how many consumers
 	// received the order (PUBLISH); 0 means nobody will persist it.

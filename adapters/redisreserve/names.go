@@ -22,12 +22,12 @@ type nameCache[K comparable] struct {
 	n atomic.Int64
 }
 
-// nameOf is the name kept under k, made by make (and kept) on first use.
-func nameOf[K comparable, V any](c *nameCache[K], k K, make func() V) V {
+// nameOf is the name kept under k, made by build (and kept) on first use.
+func nameOf[K comparable, V any](c *nameCache[K], k K, build func() V) V {
 	if v, ok := c.m.Load(k); ok {
 		return v.(V)
 	}
-	v := make()
+	v := build()
 	if c.n.Load() < maxNames {
 		if _, loaded := c.m.LoadOrStore(k, v); !loaded {
 			c.n.Add(1)
