@@ -70,11 +70,11 @@ type orderMessage struct {
 // orderMessage. It is appended by hand because it runs on every seckill
 // and holds only numbers, which need no escaping; a test holds it equal to
 // json.Marshal's output.
-func EncodeOrder(o Order) []byte { return AppendOrder(make([]byte, 0, 96), o) }
+func EncodeOrder(o Order) []byte { return appendOrder(make([]byte, 0, 96), o) }
 
-// AppendOrder appends EncodeOrder's body to b: the reservation lays a
-// batch member's body out on its own buffer.
-func AppendOrder(b []byte, o Order) []byte {
+// appendOrder appends EncodeOrder's body to b (OrderBody.Append: the
+// reservation lays a batch member's body out on its own buffer).
+func appendOrder(b []byte, o Order) []byte {
 	b = append(b, `{"id":"`...)
 	b = strconv.AppendInt(b, o.ID, 10)
 	b = append(b, `","userId":`...)
@@ -117,9 +117,9 @@ func (f OrderBody) Encode(o Order) []byte { return f.Append(make([]byte, 0, 96),
 // Append appends the order's body in format f to b.
 func (f OrderBody) Append(b []byte, o Order) []byte {
 	if f == OrderBodyCompact {
-		return AppendOrderCompact(b, o)
+		return appendOrderCompact(b, o)
 	}
-	return AppendOrder(b, o)
+	return appendOrder(b, o)
 }
 
 // compactVersion starts a compact body: a JSON body starts with '{', and
@@ -129,10 +129,10 @@ const compactVersion = "2:"
 // EncodeOrderCompact is the version 2 body: "2:" and the order id, user
 // id, voucher id and creation time (unix milliseconds), in decimal,
 // separated by ':' — "2:665485816507662337:1001:7:1795941009284".
-func EncodeOrderCompact(o Order) []byte { return AppendOrderCompact(make([]byte, 0, 64), o) }
+func EncodeOrderCompact(o Order) []byte { return appendOrderCompact(make([]byte, 0, 64), o) }
 
-// AppendOrderCompact appends EncodeOrderCompact's body to b.
-func AppendOrderCompact(b []byte, o Order) []byte {
+// appendOrderCompact appends EncodeOrderCompact's body to b.
+func appendOrderCompact(b []byte, o Order) []byte {
 	b = append(b, compactVersion...)
 	b = strconv.AppendInt(b, o.ID, 10)
 	b = append(b, ':')

@@ -279,8 +279,8 @@ func CheckModel(model porcupine.Model, ops []porcupine.Operation, timeout time.D
 func withoutBlindReads(ops []porcupine.Operation) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, o := range ops {
-		in, out1 := o.Input.(Input), o.Output.(Output)
-		if in.Kind != Buy && (out1.Outcome == Unknown || out1.Outcome == Refused) {
+		in, res := o.Input.(Input), o.Output.(Output)
+		if in.Kind != Buy && (res.Outcome == Unknown || res.Outcome == Refused) {
 			continue
 		}
 		out = append(out, o)
