@@ -25,6 +25,11 @@ func (c cpuShare) String() string {
 		micros(c.Server), micros(c.Redis), micros(c.Load))
 }
 
+// brief is the three figures alone: server / Redis / load generator.
+func (c cpuShare) brief() string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f µs", micros(c.Server), micros(c.Redis), micros(c.Load))
+}
+
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // cpuSnapshot is the CPU time used so far by the server process, Redis
@@ -91,4 +96,14 @@ func redisCPU(rdb *redis.Client) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// medianCPU is each process's median over runs (each taken on its own: a
+// run's shares are not ordered together).
+func medianCPU(runs []cpuShare) cpuShare {
+	var server, redis, load []float64
+	for _, r := range runs {
+		server, redis, load = append(server, float64(r.Server)), append(redis, float64(r.Redis)), append(load, float64(r.Load))
+	}
+	return cpuShare{Server: time.Duration(medianOf(server)), Redis: time.Duration(medianOf(redis)), Load: time.Duration(medianOf(load))}
 }

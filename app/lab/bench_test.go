@@ -24,6 +24,21 @@ func TestPairedRatio(t *testing.T) {
 	}
 }
 
+// TestMedianCPUTakesEachProcessOnItsOwn: the full sale's CPU per request
+// is each process's median over rounds, not one round's three figures
+// (a round slow on the server can be fast on Redis).
+func TestMedianCPUTakesEachProcessOnItsOwn(t *testing.T) {
+	runs := []cpuShare{
+		{Server: 30 * time.Microsecond, Redis: 1 * time.Microsecond, Load: 25 * time.Microsecond},
+		{Server: 10 * time.Microsecond, Redis: 3 * time.Microsecond, Load: 20 * time.Microsecond},
+		{Server: 20 * time.Microsecond, Redis: 2 * time.Microsecond, Load: 30 * time.Microsecond},
+	}
+	want := cpuShare{Server: 20 * time.Microsecond, Redis: 2 * time.Microsecond, Load: 25 * time.Microsecond}
+	if got := medianCPU(runs); got != want {
+		t.Fatalf("median CPU %v, want %v", got, want)
+	}
+}
+
 // TestTheBenchCountsTheVouchersOnSaleItFinds: the warning the bench gives
 // before a run counts the database's vouchers whose sale has not ended,
 // and those only.
