@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"sync"
@@ -86,6 +88,155 @@ func TestADependencyThatStopsAnsweringCostsARequestItsDeadline(t *testing.T) {
 				}
 			}
 			wg.Wait()
+		})
+	}
+}
+
+// TestRequestDeadlineIsADeadline: the lazily armed request deadline
+// behaves as context.WithDeadline's wherever the request's code can tell
+// — before anything waits on it, once something does, for a context
+// derived from it, after its cancel — and arms no timer for a request
+// that never waits.
+func TestRequestDeadlineIsADeadline(t *testing.T) {
+	t.Run("never waited on: no timer, its deadline known, over at its cancel", func(t *testing.T) {
+		at := time.Now().Add(time.Hour)
+		ctx, cancel := withRequestDeadline(context.Background(), at)
+		if d, ok := ctx.Deadline(); !ok || !d.Equal(at) {
+			t.Fatalf("deadline %v %v, want %v", d, ok, at)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("err %v before the deadline", err)
+		}
+		cancel()
+		if a := ctx.(*requestDeadline).state.Load(); a == nil || a.ctx != nil {
+			t.Fatalf("a timer was armed for a context nothing waited on: %+v", a)
+		}
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatal("Done is open after cancel")
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("err %v after cancel, want Canceled", ctx.Err())
+		}
+	})
+	t.Run("past its deadline before anything waited", func(t *testing.T) {
+		ctx, cancel := withRequestDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+		defer cancel()
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("err %v, want DeadlineExceeded", ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			t.Fatal("Done of a context past its deadline did not close")
+		}
+	})
+	t.Run("waited on: closes at the deadline, a derived context with it", func(t *testing.T) {
+		ctx, cancel := withRequestDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
+		defer cancel()
+		child, cancelChild := context.WithCancel(ctx)
+		defer cancelChild()
+		start := time.Now()
+		select {
+		case <-child.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the derived context outlived the deadline")
+		}
+		if waited := time.Since(start); waited < 40*time.Millisecond {
+			t.Fatalf("closed after %v, before the deadline", waited)
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
+			t.Fatalf("errs %v and %v, want DeadlineExceeded", ctx.Err(), child.Err())
+		}
+	})
+	t.Run("cancel releases a waiter and what was derived", func(t *testing.T) {
+		ctx, cancel := withRequestDeadline(context.Background(), time.Now().Add(time.Hour))
+		child, cancelChild := context.WithCancel(ctx)
+		defer cancelChild()
+		released := make(chan struct{})
+		go func() {
+			<-ctx.Done()
+			close(released)
+		}()
+		time.Sleep(10 * time.Millisecond)
+		cancel()
+		for _, done := range []<-chan struct{}{released, child.Done()} {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("cancel did not release a waiter")
+			}
+		}
+		if !errors.Is(child.Err(), context.Canceled) {
+			t.Fatalf("child err %v, want Canceled", child.Err())
+		}
+	})
+	t.Run("the parent: its values, its cancellation, its earlier deadline", func(t *testing.T) {
+		type key struct{}
+		parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+		ctx, cancel := withRequestDeadline(parent, time.Now().Add(time.Hour))
+		defer cancel()
+		if ctx.Value(key{}) != "v" {
+			t.Fatal("the parent's value is not seen before arming")
+		}
+		cancelParent()
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("err %v after the parent's cancel, want Canceled", ctx.Err())
+		}
+		<-ctx.Done()
+		if ctx.Value(key{}) != "v" {
+			t.Fatal("the parent's value is not seen once armed")
+		}
+		early := time.Now().Add(time.Minute)
+		short, cancelShort := context.WithDeadline(context.Background(), early)
+		defer cancelShort()
+		ctx2, cancel2 := withRequestDeadline(short, time.Now().Add(time.Hour))
+		defer cancel2()
+		if d, _ := ctx2.Deadline(); !d.Equal(early) {
+			t.Fatalf("deadline %v, want the parent's earlier %v", d, early)
+		}
+	})
+	t.Run("many waiters and a cancel at once", func(t *testing.T) {
+		for range 200 {
+			ctx, cancel := withRequestDeadline(context.Background(), time.Now().Add(time.Hour))
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() { <-ctx.Done() })
+			}
+			wg.Go(func() { _ = ctx.Err(); _ = ctx.Value("k") })
+			wg.Go(cancel)
+			wg.Wait()
+		}
+	})
+}
+
+// BenchmarkRequestDeadline: what a request that never waits (one answered
+// from memory) pays for its deadline, the standard library's against the
+// lazily armed one, on every core at once as a loaded server does.
+func BenchmarkRequestDeadline(b *testing.B) {
+	for _, side := range []struct {
+		name string
+		with func(context.Context, time.Time) (context.Context, context.CancelFunc)
+	}{{"WithDeadline", context.WithDeadline}, {"lazy", func(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+		r := newRequestDeadline(parent, d) // as the middleware calls it
+		return r, nil
+	}}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					ctx, cancel := side.with(context.Background(), time.Now().Add(2*time.Second))
+					if ctx.Err() != nil {
+						b.Fatal("expired")
+					}
+					if cancel != nil {
+						cancel()
+					} else {
+						ctx.(*requestDeadline).cancel()
+					}
+				}
+			})
 		})
 	}
 }

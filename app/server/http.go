@@ -187,8 +187,14 @@ func (a *api) deadline(c *fiber.Ctx) error {
 	if a.requestTimeout <= 0 {
 		return c.Next()
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), a.requestTimeout)
-	defer cancel()
+	// From the time fasthttp read the request at (no second clock read),
+	// armed only if something waits on it (withRequestDeadline).
+	start := c.Context().Time()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	ctx := newRequestDeadline(c.UserContext(), start.Add(a.requestTimeout))
+	defer ctx.cancel()
 	c.SetUserContext(ctx)
 	err := c.Next()
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && core.CodeOf(err) == core.CodeInternal {
