@@ -53,13 +53,6 @@ func newRequestDeadline(parent context.Context, deadline time.Time) *requestDead
 	return &requestDeadline{parent: parent, deadline: deadline}
 }
 
-// withRequestDeadline is newRequestDeadline with context.WithDeadline's
-// signature.
-func withRequestDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	r := newRequestDeadline(parent, deadline)
-	return r, r.cancel
-}
-
 func (r *requestDeadline) arm() *armedDeadline {
 	r.once.Do(func() {
 		ctx, cancel := context.WithDeadline(r.parent, r.deadline)

@@ -92,6 +92,13 @@ func TestADependencyThatStopsAnsweringCostsARequestItsDeadline(t *testing.T) {
 	}
 }
 
+// withRequestDeadline is newRequestDeadline with context.WithDeadline's
+// signature, for the tests to hold it to that function's behaviour.
+func withRequestDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	r := newRequestDeadline(parent, deadline)
+	return r, r.cancel
+}
+
 // TestRequestDeadlineIsADeadline: the lazily armed request deadline
 // behaves as context.WithDeadline's wherever the request's code can tell
 // — before anything waits on it, once something does, for a context

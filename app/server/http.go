@@ -188,7 +188,7 @@ func (a *api) deadline(c *fiber.Ctx) error {
 		return c.Next()
 	}
 	// From the time fasthttp read the request at (no second clock read),
-	// armed only if something waits on it (withRequestDeadline).
+	// armed only if something waits on it (newRequestDeadline).
 	start := c.Context().Time()
 	if start.IsZero() {
 		start = time.Now()
