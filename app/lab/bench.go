@@ -524,22 +524,31 @@ func RunBareHandler() int {
 			}
 			scripter = ap
 		}
-		script := redis.NewScript(lua.Seckill)
-		keys := redisreserve.Keys{Prefix: cfg.KeyPrefix}
-		var seq atomic.Int64
-		return func(c *fiber.Ctx) error {
-			vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
-			n := seq.Add(1)
-			o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
-			res, err := script.Run(c.UserContext(), scripter,
-				[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0), keys.Limit(vid, n)},
-				o.UserID, o.ID, core.EncodeOrder(o), 0, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
-			if err != nil {
-				return c.Status(503).SendString(err.Error())
-			}
-			return c.JSON(fiber.Map{"orderId": fmt.Sprint(res[1])})
-		}, nil
+		return bareSeckill(cfg.KeyPrefix, scripter), nil
 	})
+}
+
+// bareSeckill is the bare handler's route: seckill.lua by EVALSHA with
+// the keys and arguments the reservation gives it (redisreserve's
+// scriptArgs), its options off — no shopper limit, no request deadline, no
+// payment deadline — and the streamgroup hand-off; every request a new
+// shopper. TestTheBareHandlerReserves holds it to the script's arity.
+func bareSeckill(prefix string, scripter redis.Scripter) fiber.Handler {
+	script := redis.NewScript(lua.Seckill)
+	keys := redisreserve.Keys{Prefix: prefix}
+	var seq atomic.Int64
+	return func(c *fiber.Ctx) error {
+		vid, _ := strconv.ParseInt(c.Params("id"), 10, 64)
+		n := seq.Add(1)
+		o := core.Order{ID: n, UserID: n, VoucherID: vid, CreatedAt: time.Now()}
+		res, err := script.Run(c.UserContext(), scripter,
+			[]string{keys.Stock(vid), keys.Window(vid), keys.Orders(vid), keys.ShardKey("orders", 0), keys.Limit(vid, n), keys.PayByOf(vid)},
+			o.UserID, o.ID, core.EncodeOrder(o), 0, 0, 0, vid, "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).Slice()
+		if err != nil {
+			return c.Status(503).SendString(err.Error())
+		}
+		return c.JSON(fiber.Map{"orderId": fmt.Sprint(res[1])})
+	}
 }
 
 // serveBaseline runs a baseline the bench measures the server against: a
