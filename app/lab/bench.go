@@ -612,8 +612,8 @@ func redisBenchmarkRate(cfg server.Config, conns int) (float64, error) {
 	body := string(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 1, CreatedAt: time.Now()}))
 	host, port, _ := strings.Cut(opts.Addr, ":")
 	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q",
-		"EVALSHA", sha, "5", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0), keys.Limit(1, 0),
-		"__rand_int__", "__rand_int__", body, "0", "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
+		"EVALSHA", sha, "6", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0), keys.Limit(1, 0), keys.PayByOf(1),
+		"__rand_int__", "__rand_int__", body, "0", "0", "0", "1", "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
 	defer dropKeys(cfg.RedisURL, prefix)
 
 	if err != nil {
