@@ -11,9 +11,12 @@ import (
 type Code string
 
 const (
-	CodeBadRequest       Code = "bad_request"
-	CodeUnauthorized     Code = "unauthorized"
-	CodeBadCode          Code = "bad_code"
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"
+	CodeBadCode      Code = "bad_code"
+	// CodePhoneNotAllowed: login codes do not go to this number (not a
+	// mobile number of the allowed regions).
+	CodePhoneNotAllowed  Code = "phone_not_allowed"
 	CodeRateLimited      Code = "rate_limited"
 	CodeVoucherNotFound  Code = "voucher_not_found"
 	CodeNotStarted       Code = "not_started"
@@ -50,6 +53,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
+	CodePhoneNotAllowed,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ type LoginCode struct {
 	Phone string
 	// Code is six digits.
 	Code string
+	// Challenge names the code: only the asker gets it, and only guesses
+	// sent with it are judged against this code. It is not sent to the
+	// phone.
+	Challenge string
 	// ExpiresAt is when the code stops being accepted.
 	ExpiresAt time.Time
 }
@@ -64,6 +69,31 @@ func NormalizePhone(raw, region string) (string, error) {
 		}
 	}
 	return "", ErrInvalidPhone
+}
+
+// ErrPhoneNotAllowed: the number is valid, but login codes do not go to
+// it (not a mobile number, or not of the allowed regions).
+var ErrPhoneNotAllowed = E(CodePhoneNotAllowed, "login codes are sent only to mobile numbers of the regions this shop serves")
+
+// MayReceiveCodes reports whether a login code may be sent to phone (E.164,
+// from NormalizePhone): a mobile number (libphonenumber's MOBILE, or
+// FIXED_LINE_OR_MOBILE where a region's numbers do not tell) of one of
+// regions. Landlines, premium-rate, shared-cost and toll-free numbers are
+// refused: texts to them are how SMS pumping earns its money, and no
+// shopper reads a code on them. Else it is ErrPhoneNotAllowed.
+func MayReceiveCodes(phone string, regions []string) error {
+	n, err := phonenumbers.Parse(phone, "")
+	if err != nil {
+		return ErrInvalidPhone
+	}
+	if !slices.Contains(regions, phonenumbers.GetRegionCodeForNumber(n)) {
+		return ErrPhoneNotAllowed
+	}
+	switch phonenumbers.GetNumberType(n) {
+	case phonenumbers.MOBILE, phonenumbers.FIXED_LINE_OR_MOBILE:
+		return nil
+	}
+	return ErrPhoneNotAllowed
 }
 
 // ValidRegion reports whether region is a region libphonenumber knows.

@@ -1,10 +1,12 @@
--- check_code.lua: judges one guess at a phone's login code. Compare, count
--- and burn are one atomic step, so parallel guesses are judged one after
--- another: at most the allowed number of them is ever compared, and the
--- right code after the last wrong one finds the code already gone.
+-- check_code.lua: judges one guess at the login code of one challenge.
+-- Compare, count and burn are one atomic step, so parallel guesses are
+-- judged one after another: at most the allowed number of them is ever
+-- compared, and the right code after the last wrong one finds the code
+-- already gone. Only guesses sent with this challenge reach this code:
+-- guesses on another challenge (an attacker's own) never burn it.
 --
--- KEYS[1] -> seckill:login:{phone}  hash: code, tries, sentAt (see
---            issue_code.lua)
+-- KEYS[1] -> seckill:login:{phone}:code:<challenge>  hash: code, tries
+--            (see issue_code.lua)
 --
 -- ARGV[1] -> the guess
 -- ARGV[2] -> wrong guesses that burn the code
@@ -12,8 +14,8 @@
 -- Returns {1, 0}: right; the code is used up (deleted).
 --         {0, n}: wrong; n guesses are left.
 --         {-1, 0}: wrong, and that was the last guess: the code is burned.
---         {-2, 0}: no code to judge (never sent, expired, used or burned);
---                  nothing is counted.
+--         {-2, 0}: no code to judge (never issued, expired, used or
+--                  burned); nothing is counted.
 
 local code = redis.call('HGET', KEYS[1], 'code')
 if not code then

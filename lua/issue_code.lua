@@ -1,25 +1,33 @@
--- issue_code.lua: makes a new login code a phone's current one, unless a
--- live code was sent to that phone less than the resend interval ago. A
--- code that was used or burned is gone, so its phone can get a new one at
--- once: burning someone's code never locks them out.
+-- issue_code.lua: issues a login code under its own challenge, unless the
+-- phone has had its budget of codes in the rolling window. Codes of one
+-- phone coexist: a new one never replaces or invalidates an earlier one, so
+-- nobody can lock a phone out by asking for codes; the budget bounds what
+-- anyone gets however many addresses they ask from (and the SMS sent).
 --
--- KEYS[1] -> seckill:login:{phone}  hash: code, tries (wrong guesses at
---            this code), sentAt (unix ms); expires with the code
+-- KEYS[1] -> seckill:login:{phone}:issued  sorted set: challenge -> the
+--            unix ms it was issued at; expires with the window
+-- KEYS[2] -> seckill:login:{phone}:code:<challenge>  hash: code, tries
+--            (wrong guesses at this code); expires with the code
 --
 -- ARGV[1] -> the new code (made by the caller from crypto/rand)
--- ARGV[2] -> the shortest wait between two live codes, milliseconds
--- ARGV[3] -> the code's lifetime, milliseconds
+-- ARGV[2] -> the challenge (made by the caller from crypto/rand)
+-- ARGV[3] -> codes a phone may be issued in the window
+-- ARGV[4] -> the window, milliseconds
+-- ARGV[5] -> the code's lifetime, milliseconds
 --
--- Returns {1, 0} issued (tries reset), or {0, ms}: a live code was sent
--- recently; ask again in ms milliseconds.
+-- Returns {1, 0} issued, or {0, ms}: the budget is spent; the oldest code
+-- of the window leaves it in ms milliseconds.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local sentAt = tonumber(redis.call('HGET', KEYS[1], 'sentAt') or '0')
-local wait = sentAt + tonumber(ARGV[2]) - now
-if sentAt > 0 and wait > 0 then
-  return {0, wait}
+local window = tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, math.max(1, tonumber(oldest[2]) + window - now)}
 end
-redis.call('HSET', KEYS[1], 'code', ARGV[1], 'tries', 0, 'sentAt', now)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[1], now, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], window)
+redis.call('HSET', KEYS[2], 'code', ARGV[1], 'tries', 0)
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {1, 0}

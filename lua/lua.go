@@ -84,12 +84,14 @@ var RepairOrder string
 //go:embed admit.lua
 var Admit string
 
-// IssueCode makes a new login code a phone's current one.
+// IssueCode issues a login code under its own challenge, within the
+// phone's budget of codes.
 //
 //go:embed issue_code.lua
 var IssueCode string
 
-// CheckCode judges one guess at a phone's login code (compare, count, burn).
+// CheckCode judges one guess at one challenge's login code (compare, count,
+// burn).
 //
 //go:embed check_code.lua
 var CheckCode string

@@ -1,16 +1,14 @@
--- withdraw_code.lua: takes back a code that could not be delivered, so the
--- shopper may ask again at once instead of waiting out the resend interval
--- for a code that never reached them. Only that code: one issued since is
--- left alone.
+-- withdraw_code.lua: takes back a code that could not be delivered: the
+-- code is gone, and it no longer counts against the phone's budget (no
+-- message reached the phone), so the shopper may ask again at once.
 --
--- KEYS[1] -> seckill:login:{phone}  hash (see issue_code.lua)
+-- KEYS[1] -> seckill:login:{phone}:issued  sorted set (see issue_code.lua)
+-- KEYS[2] -> seckill:login:{phone}:code:<challenge>  hash
 --
--- ARGV[1] -> the code to withdraw
+-- ARGV[1] -> the code's challenge
 --
--- Returns 1 withdrawn, 0 the phone's code is another one (or none).
+-- Returns 1 withdrawn, 0 there was no such code (used, burned or expired).
 
-if redis.call('HGET', KEYS[1], 'code') == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-return 0
+local had = redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[1], ARGV[1])
+return had

@@ -3,11 +3,19 @@
 // withdrawing a code are each one Lua script (lua/issue_code.lua,
 // check_code.lua, withdraw_code.lua): parallel guesses are judged one at a
 // time, so the guess limit holds however many arrive at once.
+//
+// Each code belongs to the challenge its request was answered with (an
+// unguessable token only the asker sees), and only guesses sent with that
+// challenge count against it: an attacker's guesses land on the attacker's
+// own codes and can never burn the owner's. What an attacker can do with
+// any number of addresses is bounded per phone instead: at most PerPhone
+// codes in any Window, each judged at most MaxTries times.
 package logincode
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math/big"
 	"regexp"
@@ -25,11 +33,13 @@ type Config struct {
 	Prefix string
 	// TTL is how long a code is valid. Default 5m.
 	TTL time.Duration
-	// Resend is the shortest wait between two live codes for a phone; a
-	// code used or burned can be replaced at once. Default 60s.
-	Resend time.Duration
 	// MaxTries wrong guesses burn the code. Default 5.
 	MaxTries int
+	// PerPhone codes at most are issued to one phone in any Window,
+	// whatever the addresses asking (SECKILL_CODES_PER_PHONE). Default 5.
+	PerPhone int
+	// Window is the rolling window of PerPhone. Default 15m.
+	Window time.Duration
 }
 
 // Codes implements issuing and verification.
@@ -46,55 +56,77 @@ func New(rdb redis.UniversalClient, cfg Config) *Codes {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 5 * time.Minute
 	}
-	if cfg.Resend <= 0 {
-		cfg.Resend = 60 * time.Second
-	}
 	if cfg.MaxTries <= 0 {
 		cfg.MaxTries = 5
+	}
+	if cfg.PerPhone <= 0 {
+		cfg.PerPhone = 5
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 15 * time.Minute
 	}
 	return &Codes{rdb: rdb, cfg: cfg, issue: redis.NewScript(lua.IssueCode),
 		check: redis.NewScript(lua.CheckCode), withdraw: redis.NewScript(lua.WithdrawCode)}
 }
 
-// TooSoonError: a live code was sent to this phone less than Resend ago.
-type TooSoonError struct{ RetryAfter time.Duration }
+// BudgetSpentError: the phone was issued its PerPhone codes in the window;
+// the oldest of them leaves it after RetryAfter.
+type BudgetSpentError struct{ RetryAfter time.Duration }
 
-func (e *TooSoonError) Error() string {
-	return "a code was sent recently: use it, or ask again in " + e.RetryAfter.Round(time.Second).String()
+func (e *BudgetSpentError) Error() string {
+	return "too many codes were sent to this phone: use one of them, or ask again in " + e.RetryAfter.Round(time.Second).String()
 }
 
 // Unwrap classes the error as rate limited, with its wait.
-func (e *TooSoonError) Unwrap() error {
+func (e *BudgetSpentError) Unwrap() error {
 	return &core.RateLimitedError{RetryAfter: e.RetryAfter}
 }
 
-// codePattern is what a code looks like: six digits.
-var codePattern = regexp.MustCompile(`^[0-9]{6}$`)
+var (
+	// codePattern is what a code looks like: six digits.
+	codePattern = regexp.MustCompile(`^[0-9]{6}$`)
+	// challengePattern is what Issue makes: 128 random bits in hex.
+	challengePattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
 
 // WellFormed reports whether s could be a code at all; a guess that is not
 // is refused before it reaches Redis and counts as no guess.
 func WellFormed(s string) bool { return codePattern.MatchString(s) }
 
-// key is the phone's one key: one key, so each script touches one slot.
-func (c *Codes) key(phone string) string { return c.cfg.Prefix + "login:{" + phone + "}" }
+// WellFormedChallenge reports whether s could be a challenge Issue made;
+// one that is not names no code, and is never looked up.
+func WellFormedChallenge(s string) bool { return challengePattern.MatchString(s) }
 
-// Issue makes a new six-digit code the phone's current one, replacing a
-// used, burned or old enough code, and resetting the guesses.
+// The keys of one phone share its hash tag, so each script touches one
+// slot.
+func (c *Codes) issuedKey(phone string) string { return c.cfg.Prefix + "login:{" + phone + "}:issued" }
+func (c *Codes) codeKey(phone, challenge string) string {
+	return c.cfg.Prefix + "login:{" + phone + "}:code:" + challenge
+}
+
+// Issue makes a new six-digit code for the phone under a new challenge,
+// unless the phone's budget is spent (BudgetSpentError). Earlier codes of
+// the phone stay valid.
 func (c *Codes) Issue(ctx context.Context, phone string) (core.LoginCode, error) {
 	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
 	if err != nil {
 		return core.LoginCode{}, fmt.Errorf("logincode: random: %w", err)
 	}
-	code := fmt.Sprintf("%06d", n.Int64())
-	expiresAt := time.Now().Add(c.cfg.TTL).UTC().Truncate(time.Second)
-	res, err := c.issue.Run(ctx, c.rdb, []string{c.key(phone)}, code, c.cfg.Resend.Milliseconds(), c.cfg.TTL.Milliseconds()).Int64Slice()
+	var challenge [16]byte
+	if _, err := rand.Read(challenge[:]); err != nil {
+		return core.LoginCode{}, fmt.Errorf("logincode: random: %w", err)
+	}
+	lc := core.LoginCode{Phone: phone, Code: fmt.Sprintf("%06d", n.Int64()), Challenge: hex.EncodeToString(challenge[:]),
+		ExpiresAt: time.Now().Add(c.cfg.TTL).UTC().Truncate(time.Second)}
+	res, err := c.issue.Run(ctx, c.rdb, []string{c.issuedKey(phone), c.codeKey(phone, lc.Challenge)},
+		lc.Code, lc.Challenge, c.cfg.PerPhone, c.cfg.Window.Milliseconds(), c.cfg.TTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return core.LoginCode{}, fmt.Errorf("logincode: issue: %w", err)
 	}
 	if res[0] != 1 {
-		return core.LoginCode{}, &TooSoonError{RetryAfter: time.Duration(res[1]) * time.Millisecond}
+		return core.LoginCode{}, &BudgetSpentError{RetryAfter: time.Duration(res[1]) * time.Millisecond}
 	}
-	return core.LoginCode{Phone: phone, Code: code, ExpiresAt: expiresAt}, nil
+	return lc, nil
 }
 
 // Verdict is how a guess was judged.
@@ -107,17 +139,22 @@ const (
 	Wrong
 	// Burned: a wrong guess, the last one allowed: the code is gone.
 	Burned
-	// NoCode: no code to judge (never sent, expired, used or burned).
+	// NoCode: no code to judge (never issued, expired, used or burned).
 	NoCode
 )
 
-// Verify judges code as a guess at phone's current code, atomically: the
-// right code is used up, and MaxTries wrong guesses burn it.
-func (c *Codes) Verify(ctx context.Context, phone, code string) (Verdict, error) {
+// Verify judges code as a guess at the code issued to phone under
+// challenge, atomically: the right code is used up, and MaxTries wrong
+// guesses burn it. A malformed guess is Wrong and a malformed challenge
+// NoCode, neither counted nor sent to Redis.
+func (c *Codes) Verify(ctx context.Context, phone, challenge, code string) (Verdict, error) {
+	if !WellFormedChallenge(challenge) {
+		return NoCode, nil
+	}
 	if !WellFormed(code) {
 		return Wrong, nil
 	}
-	res, err := c.check.Run(ctx, c.rdb, []string{c.key(phone)}, code, c.cfg.MaxTries).Int64Slice()
+	res, err := c.check.Run(ctx, c.rdb, []string{c.codeKey(phone, challenge)}, code, c.cfg.MaxTries).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("logincode: check: %w", err)
 	}
@@ -132,10 +169,11 @@ func (c *Codes) Verify(ctx context.Context, phone, code string) (Verdict, error)
 	return NoCode, nil
 }
 
-// Withdraw takes back a code that could not be delivered, so the phone can
-// ask again at once. A newer code of the phone is left alone.
+// Withdraw takes back a code that could not be delivered: it is gone, and
+// no longer counts against the phone's budget.
 func (c *Codes) Withdraw(ctx context.Context, lc core.LoginCode) error {
-	if err := c.withdraw.Run(ctx, c.rdb, []string{c.key(lc.Phone)}, lc.Code).Err(); err != nil {
+	err := c.withdraw.Run(ctx, c.rdb, []string{c.issuedKey(lc.Phone), c.codeKey(lc.Phone, lc.Challenge)}, lc.Challenge).Err()
+	if err != nil {
 		return fmt.Errorf("logincode: withdraw: %w", err)
 	}
 	return nil

@@ -15,79 +15,152 @@ import (
 
 const phone = "+8613811112222"
 
-func TestACodeIsSixDigitsAndWorksOnce(t *testing.T) {
+func TestACodeIsSixDigitsAndWorksOnceUnderItsChallenge(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix})
 		code, err := c.Issue(ctx, phone)
-		if err != nil || !logincode.WellFormed(code.Code) || code.Phone != phone {
-			t.Fatalf("Issue = %+v, %v; want six digits for %s", code, err, phone)
+		if err != nil || !logincode.WellFormed(code.Code) || code.Phone != phone || !logincode.WellFormedChallenge(code.Challenge) {
+			t.Fatalf("Issue = %+v, %v; want six digits and a challenge for %s", code, err, phone)
 		}
 		if until := time.Until(code.ExpiresAt); until < 4*time.Minute || until > 5*time.Minute+time.Second {
 			t.Errorf("ExpiresAt is %v from now, want the 5m TTL", until)
 		}
-		if v, _ := c.Verify(ctx, phone, wrongOf(code.Code)); v != logincode.Wrong {
+		if v, _ := c.Verify(ctx, phone, code.Challenge, wrongOf(code.Code)); v != logincode.Wrong {
 			t.Fatalf("a wrong guess was judged %v, want Wrong", v)
 		}
-		if v, err := c.Verify(ctx, phone, code.Code); v != logincode.Accepted || err != nil {
+		if v, err := c.Verify(ctx, "+8613811119999", code.Challenge, code.Code); v != logincode.NoCode || err != nil {
+			t.Fatalf("the right code and challenge for another phone were judged %v (%v), want NoCode", v, err)
+		}
+		if v, err := c.Verify(ctx, phone, code.Challenge, code.Code); v != logincode.Accepted || err != nil {
 			t.Fatalf("the right code was judged %v (%v), want Accepted", v, err)
 		}
-		if v, _ := c.Verify(ctx, phone, code.Code); v != logincode.NoCode {
+		if v, _ := c.Verify(ctx, phone, code.Challenge, code.Code); v != logincode.NoCode {
 			t.Fatalf("a used code was judged %v, want NoCode", v)
 		}
 	})
 }
 
-func TestALiveCodeHoldsOffAResendButAUsedOneDoesNot(t *testing.T) {
+// TestGuessesOnAnotherChallengeNeverBurnTheOwnersCode is the cycling attack
+// of the review: an attacker asks for codes of the victim's phone and
+// guesses on them until they burn. Under the old one-code-a-phone shape
+// that burned (and replaced) the owner's code; now each guess lands on the
+// challenge it was sent with.
+func TestGuessesOnAnotherChallengeNeverBurnTheOwnersCode(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
-		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix})
-		code, _ := c.Issue(ctx, phone)
-		_, err := c.Issue(ctx, phone)
-		var tooSoon *logincode.TooSoonError
-		if !errors.As(err, &tooSoon) || tooSoon.RetryAfter <= 0 || tooSoon.RetryAfter > time.Minute {
-			t.Fatalf("second Issue = %v, want TooSoonError with a wait up to a minute", err)
+		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 5})
+		owner, err := c.Issue(ctx, phone)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if core.CodeOf(err) != core.CodeRateLimited {
-			t.Errorf("TooSoonError is code %s, want rate_limited", core.CodeOf(err))
+		for range 4 { // the attacker's codes, the rest of the budget
+			mine, err := c.Issue(ctx, phone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for g := range 5 {
+				guess := fmt.Sprintf("%06d", g)
+				if guess == owner.Code {
+					guess = wrongOf(guess)
+				}
+				c.Verify(ctx, phone, mine.Challenge, guess)
+			}
+			// And the owner's code guessed under the attacker's challenge.
+			if v, _ := c.Verify(ctx, phone, mine.Challenge, owner.Code); v == logincode.Accepted {
+				t.Fatal("the owner's code was accepted under the attacker's challenge")
+			}
 		}
-		c.Verify(ctx, phone, code.Code)
-		if _, err := c.Issue(ctx, phone); err != nil {
-			t.Fatalf("Issue after the code was used: %v, want a new code at once", err)
+		if v, _ := c.Verify(ctx, phone, owner.Challenge, owner.Code); v != logincode.Accepted {
+			t.Fatalf("after 4 codes of guesses on other challenges the owner's code was judged %v, want Accepted", v)
 		}
 	})
 }
 
-func TestAWithdrawnCodeIsGoneAndFreesTheResend(t *testing.T) {
+func TestCodesOfOnePhoneCoexistUpToTheBudget(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
-		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix})
+		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 3, Window: 15 * time.Minute})
+		var codes []core.LoginCode
+		for i := range 3 {
+			code, err := c.Issue(ctx, phone)
+			if err != nil {
+				t.Fatalf("code %d of a budget of 3: %v", i+1, err)
+			}
+			codes = append(codes, code)
+		}
+		_, err := c.Issue(ctx, phone)
+		var spent *logincode.BudgetSpentError
+		if !errors.As(err, &spent) || spent.RetryAfter < 14*time.Minute || spent.RetryAfter > 15*time.Minute {
+			t.Fatalf("a fourth code = %v, want BudgetSpentError with about 15 minutes to wait", err)
+		}
+		if core.CodeOf(err) != core.CodeRateLimited {
+			t.Errorf("BudgetSpentError is code %s, want rate_limited", core.CodeOf(err))
+		}
+		// Using a code gives no budget back: the SMS was sent.
+		if v, _ := c.Verify(ctx, phone, codes[2].Challenge, codes[2].Code); v != logincode.Accepted {
+			t.Fatalf("the newest code: %v", v)
+		}
+		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) {
+			t.Fatalf("a code after one was used: %v, want the budget still spent", err)
+		}
+		// The first code still works: a later one never replaced it.
+		if v, _ := c.Verify(ctx, phone, codes[0].Challenge, codes[0].Code); v != logincode.Accepted {
+			t.Fatalf("the first code after two more were issued: %v, want Accepted", v)
+		}
+		// Another phone has a budget of its own.
+		if _, err := c.Issue(ctx, "+8613811113333"); err != nil {
+			t.Fatalf("another phone: %v", err)
+		}
+	})
+}
+
+func TestTheBudgetRollsWithItsWindow(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 2, Window: 1500 * time.Millisecond})
+		c.Issue(ctx, phone)
+		time.Sleep(700 * time.Millisecond)
+		c.Issue(ctx, phone)
+		var spent *logincode.BudgetSpentError
+		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) || spent.RetryAfter > 900*time.Millisecond {
+			t.Fatalf("third code: %v, want spent until the first leaves the window (≤ 0.8 s)", err)
+		}
+		time.Sleep(900 * time.Millisecond)
+		if _, err := c.Issue(ctx, phone); err != nil {
+			t.Fatalf("after the first code left the window: %v", err)
+		}
+		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) {
+			t.Fatalf("the second code is still in the window: %v, want spent", err)
+		}
+	})
+}
+
+func TestAWithdrawnCodeIsGoneAndGivesItsBudgetBack(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 1})
 		code, _ := c.Issue(ctx, phone)
 		if err := c.Withdraw(ctx, code); err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := c.Verify(ctx, phone, code.Code); v != logincode.NoCode {
+		if v, _ := c.Verify(ctx, phone, code.Challenge, code.Code); v != logincode.NoCode {
 			t.Fatalf("a withdrawn code was judged %v, want NoCode", v)
 		}
 		newer, err := c.Issue(ctx, phone)
 		if err != nil {
-			t.Fatalf("Issue after a withdrawal: %v", err)
+			t.Fatalf("Issue after a withdrawal with a budget of one: %v", err)
 		}
-		// Withdrawing the old code again leaves the newer one alone.
-		c.Withdraw(ctx, code)
-		if newer.Code != code.Code {
-			if v, _ := c.Verify(ctx, phone, newer.Code); v != logincode.Accepted {
-				t.Fatalf("the newer code was judged %v after the old one's withdrawal, want Accepted", v)
-			}
+		if v, _ := c.Verify(ctx, phone, newer.Challenge, newer.Code); v != logincode.Accepted {
+			t.Fatalf("the newer code was judged %v, want Accepted", v)
 		}
 	})
 }
 
-// TestParallelGuessesAreJudgedAtMostMaxTriesTimes is the race the review
-// found: 200 guesses at once at one live code, the right one among them.
-// At most five are judged; the rest find no code; the right guess, if it
-// comes after the fifth wrong one, is refused; and the owner's fresh code
-// works at once.
+// TestParallelGuessesAreJudgedAtMostMaxTriesTimes: 200 guesses at once at
+// one live code under its challenge (as if the challenge had leaked), the
+// right one among them. At most five are judged; the rest find no code;
+// the right guess, if it comes after the fifth wrong one, is refused.
 func TestParallelGuessesAreJudgedAtMostMaxTriesTimes(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
@@ -111,7 +184,7 @@ func TestParallelGuessesAreJudgedAtMostMaxTriesTimes(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					v, err := c.Verify(ctx, p, guess)
+					v, err := c.Verify(ctx, p, code.Challenge, guess)
 					if err != nil {
 						t.Error(err)
 					}
@@ -137,28 +210,26 @@ func TestParallelGuessesAreJudgedAtMostMaxTriesTimes(t *testing.T) {
 			if judged > 5 {
 				t.Fatalf("run %d: %d guesses were judged (%v), want at most 5", run, judged, count)
 			}
-			fresh, err := c.Issue(ctx, p)
-			if err != nil {
-				t.Fatalf("run %d: the owner could not get a fresh code at once: %v", run, err)
-			}
-			if v, _ := c.Verify(ctx, p, fresh.Code); v != logincode.Accepted {
-				t.Fatalf("run %d: the fresh code was judged %v", run, v)
-			}
 		}
 	})
 }
 
-func TestMalformedGuessesAreNotCounted(t *testing.T) {
+func TestMalformedGuessesAndChallengesAreNotCounted(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, MaxTries: 2})
 		code, _ := c.Issue(ctx, phone)
 		for _, g := range []string{"", "12345", "1234567", "12a456", "１２３４５６"} {
-			if v, _ := c.Verify(ctx, phone, g); v != logincode.Wrong {
+			if v, _ := c.Verify(ctx, phone, code.Challenge, g); v != logincode.Wrong {
 				t.Errorf("malformed %q judged %v, want Wrong", g, v)
 			}
 		}
-		if v, _ := c.Verify(ctx, phone, code.Code); v != logincode.Accepted {
+		for _, ch := range []string{"", "x", code.Challenge + "0", "*", code.Challenge[:31] + "G"} {
+			if v, _ := c.Verify(ctx, phone, ch, code.Code); v != logincode.NoCode {
+				t.Errorf("malformed challenge %q judged %v, want NoCode", ch, v)
+			}
+		}
+		if v, _ := c.Verify(ctx, phone, code.Challenge, code.Code); v != logincode.Accepted {
 			t.Fatalf("after malformed guesses the right code was judged %v: they were counted", v)
 		}
 	})

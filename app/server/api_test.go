@@ -32,21 +32,26 @@ func TestWalkthrough(t *testing.T) {
 	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
 		status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13800000000"})
 		code, _ := body["code"].(string)
-		if status != 200 || body["sent"] != true || len(code) != 6 {
+		challenge, _ := body["challenge"].(string)
+		if status != 200 || body["sent"] != true || len(code) != 6 || challenge == "" {
 			t.Fatalf("code: %d %v", status, body)
 		}
-		if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13800000000"}); status != 429 || errorCode(body) != "rate_limited" {
-			t.Fatalf("second code at once: %d %v, want 429 rate_limited", status, body)
+		// A second code at once is another code: the first one stays valid.
+		if status, body := h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13800000000"}); status != 200 || body["challenge"] == challenge {
+			t.Fatalf("second code at once: %d %v, want 200 with a challenge of its own", status, body)
 		}
-		if status, body := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": "000000x"}); status != 401 || errorCode(body) != "bad_code" {
+		if status, body := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": "000000x", "challenge": challenge}); status != 401 || errorCode(body) != "bad_code" {
 			t.Fatalf("wrong code: %d %v, want 401 bad_code", status, body)
 		}
-		status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": code})
+		if status, body := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": code}); status != 400 || errorCode(body) != "bad_request" {
+			t.Fatalf("login without the challenge: %d %v, want 400 bad_request", status, body)
+		}
+		status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": code, "challenge": challenge})
 		token, _ := body["token"].(string)
 		if status != 200 || token == "" || body["userId"].(float64) <= 0 {
 			t.Fatalf("login: %d %v", status, body)
 		}
-		if status, _ := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": code}); status != 401 {
+		if status, _ := h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13800000000", "code": code, "challenge": challenge}); status != 401 {
 			t.Fatalf("a code worked twice: %d", status)
 		}
 

@@ -64,7 +64,7 @@ func TestASaleOnRedisCluster(t *testing.T) {
 				if status != 200 {
 					t.Fatalf("code: %d %v", status, body)
 				}
-				if status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13900000001", "code": body["code"]}); status != 200 {
+				if status, body = h.do("POST", "/api/auth/login", "", map[string]any{"phone": "13900000001", "code": body["code"], "challenge": body["challenge"]}); status != 200 {
 					t.Fatalf("login: %d %v", status, body)
 				}
 

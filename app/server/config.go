@@ -91,6 +91,12 @@ type Config struct {
 	PaySandboxOnRealServers bool
 	// PhoneRegion reads numbers written without a country code.
 	PhoneRegion string // SECKILL_PHONE_REGION
+	// PhoneRegions are the regions whose mobile numbers get login codes;
+	// default: PhoneRegion alone.
+	PhoneRegions []string // SECKILL_PHONE_REGIONS
+	// CodesPerPhone: login codes issued to one phone in any 15 minutes,
+	// whatever the addresses asking.
+	CodesPerPhone int // SECKILL_CODES_PER_PHONE
 	// LoginRate: login attempts per client address per minute (0: no
 	// limit); each code's own guess limit comes on top.
 	LoginRate int // SECKILL_LOGIN_RATE
@@ -525,8 +531,27 @@ func (c *Config) loadLogin(lookup func(string) (string, bool), embedded bool) er
 	if !core.ValidRegion(c.PhoneRegion) {
 		return &configError{"SECKILL_PHONE_REGION", c.PhoneRegion, "want an ISO 3166 region code libphonenumber knows, e.g. CN or US"}
 	}
+	c.PhoneRegions = []string{c.PhoneRegion}
+	if v, _ := lookup("SECKILL_PHONE_REGIONS"); strings.TrimSpace(v) != "" {
+		c.PhoneRegions = nil
+		for _, r := range strings.Split(v, ",") {
+			r = strings.ToUpper(strings.TrimSpace(r))
+			if !core.ValidRegion(r) {
+				return &configError{"SECKILL_PHONE_REGIONS", v, "want ISO 3166 region codes libphonenumber knows, comma-separated, e.g. CN,HK"}
+			}
+			c.PhoneRegions = append(c.PhoneRegions, r)
+		}
+	}
+	var err error
+	if c.CodesPerPhone, err = intVar(lookup, "SECKILL_CODES_PER_PHONE", DefaultCodesPerPhone, 1, 1000); err != nil {
+		return err
+	}
 	return nil
 }
+
+// DefaultCodesPerPhone is SECKILL_CODES_PER_PHONE's default: with five
+// tries a code, 25 judged guesses a phone in 15 minutes, whoever asks.
+const DefaultCodesPerPhone = 5
 
 func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (int, error) {
 	v, ok := lookup(name)

@@ -67,12 +67,17 @@ type api struct {
 	// sender delivers login codes (nil: none; then only dev codes).
 	sender      core.CodeSender
 	phoneRegion string
-	tokens      *Tokens
-	metrics     *metrics
-	devCodes    bool
+	// phoneRegions are the regions whose mobile numbers get codes.
+	phoneRegions []string
+	tokens       *Tokens
+	metrics      *metrics
+	devCodes     bool
 	// metricsElsewhere: /metrics has a listener of its own
-	// (SECKILL_METRICS_ADDR), not the API's.
-	metricsElsewhere bool
+	// (SECKILL_METRICS_ADDR), not the API's. metricsNeedToken: on the
+	// API's listener it needs the admin token (real servers: it shows the
+	// login figures, queue depths and dead letters the dashboard keeps to
+	// the operator).
+	metricsElsewhere, metricsNeedToken bool
 	// warnings are shown on the dashboard.
 	warnings []string
 	admin    string
@@ -207,7 +212,7 @@ func (a *api) deadline(c *fiber.Ctx) error {
 // statusOf maps an error code to its HTTP status.
 func statusOf(code core.Code) int {
 	switch code {
-	case core.CodeBadRequest:
+	case core.CodeBadRequest, core.CodePhoneNotAllowed:
 		return fiber.StatusBadRequest
 	case core.CodeUnauthorized, core.CodeBadCode, core.CodeBadSignature:
 		return fiber.StatusUnauthorized
@@ -350,6 +355,10 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := core.MayReceiveCodes(phone, a.phoneRegions); err != nil {
+		a.metrics.codesSent.WithLabelValues("not_allowed").Inc()
+		return err
+	}
 	if a.sender == nil && !a.devCodes {
 		return core.E(core.CodeUnavailable, "login codes cannot be sent: the server has no code sender configured")
 	}
@@ -373,7 +382,7 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 		}
 		a.metrics.codesSent.WithLabelValues("sent").Inc()
 	}
-	resp := fiber.Map{"sent": true}
+	resp := fiber.Map{"sent": true, "challenge": code.Challenge}
 	if a.devCodes {
 		a.metrics.codesSent.WithLabelValues("dev").Inc()
 		resp["code"] = code.Code
@@ -448,13 +457,14 @@ var loginVerdicts = map[logincode.Verdict]struct{ label, message string }{
 	logincode.Accepted: {"ok", ""},
 	logincode.Wrong:    {"wrong", "wrong code"},
 	logincode.Burned:   {"burned", "wrong code, and that was the last try: ask for a new code"},
-	logincode.NoCode:   {"no_code", "no code is waiting for this phone (expired, used or burned): ask for a new one"},
+	logincode.NoCode:   {"no_code", "no code is waiting under this challenge (expired, used or burned): ask for a new one"},
 }
 
 func (a *api) login(c *fiber.Ctx) error {
 	var req struct {
-		Phone string `json:"phone"`
-		Code  string `json:"code"`
+		Phone     string `json:"phone"`
+		Code      string `json:"code"`
+		Challenge string `json:"challenge"`
 	}
 	if err := decodeStrict(c, &req); err != nil {
 		return err
@@ -466,7 +476,10 @@ func (a *api) login(c *fiber.Ctx) error {
 	if req.Code == "" {
 		return badRequest("code is required")
 	}
-	verdict, err := a.codes.Verify(c.UserContext(), phone, req.Code)
+	if req.Challenge == "" {
+		return badRequest("challenge is required: the one the code request answered with")
+	}
+	verdict, err := a.codes.Verify(c.UserContext(), phone, req.Challenge, req.Code)
 	if err != nil {
 		return core.Wrap("login", core.CodeUnavailable, err)
 	}

@@ -73,29 +73,44 @@ function buyButton(card, now) {
   b.disabled = !can || b.dataset.busy === "1";
 }
 
+// challenges name the codes sent from this page, newest first: a code is
+// judged only with the challenge its request was answered with, and a
+// shopper may type the code of an earlier text.
+let challenges = [];
+
+// say shows a line under the login form: an error in red, news in the
+// text's colour.
+function say(text, isError) {
+  $("login-message").textContent = text;
+  $("login-message").classList.toggle("ok", !isError);
+}
+
 async function sendCode() {
   const phone = $("phone").value.trim();
-  $("login-message").textContent = "";
+  say("", true);
   const r = await api("POST", "/api/auth/code", { phone });
   if (r.status === 429) {
-    // The server says how long: a code sent moments ago, or too many asks.
+    // The server says how long: the phone's codes of the last 15 minutes
+    // are spent, or this address asked too often.
     const wait = Math.max(1, parseInt(r.retryAfter, 10) || 60);
-    $("login-message").textContent = "A code was sent recently: use it, or ask for another in " + seconds(wait) + ".";
+    say("Too many codes were asked for: use one you have, or ask for another in " + seconds(wait) + ".", true);
     holdButton($("send-code"), wait, "Send again in ");
     return;
   }
   if (r.status !== 200) {
-    const why = { 400: "Check the phone number.", 503: "The code could not be sent: try again." }[r.status];
-    $("login-message").textContent = why || "Could not send a code.";
+    const why = errorCode(r.data) === "phone_not_allowed" ? "Codes are sent only to mobile numbers of the regions this shop serves."
+      : { 400: "Check the phone number.", 503: "The code could not be sent: try again." }[r.status];
+    say(why || "Could not send a code.", true);
     return;
   }
+  challenges = [r.data.challenge, ...challenges].slice(0, 5);
   if (r.data.code) {
     // Dev codes are on (the embedded stand-ins): no SMS is sent.
     $("dev-code").hidden = false;
     $("dev-code").textContent = "Development code: " + r.data.code;
     $("code").value = r.data.code;
   } else {
-    $("login-message").textContent = "Code sent.";
+    say("Code sent.", false);
   }
 }
 
@@ -124,21 +139,31 @@ function holdButton(button, wait, prefix) {
 }
 
 async function logIn() {
-  const r = await api("POST", "/api/auth/login", { phone: $("phone").value.trim(), code: $("code").value.trim() });
+  if (challenges.length === 0) {
+    say("Ask for a code first.", true);
+    return;
+  }
+  let r;
+  for (const challenge of challenges) {
+    // Newest first; a wrong code on one challenge goes on to the next.
+    r = await api("POST", "/api/auth/login", { phone: $("phone").value.trim(), code: $("code").value.trim(), challenge });
+    if (r.status !== 401) break;
+  }
   if (r.status !== 200) {
     // 401: the server says whether guesses are left or a new code is needed.
     const why = r.status === 401 && r.data.error ? r.data.error.message
       : r.status === 429 ? "Too many attempts: try again in " + seconds(Math.max(1, parseInt(r.retryAfter, 10) || 60))
       : "Could not log in.";
-    $("login-message").textContent = why.charAt(0).toUpperCase() + why.slice(1) + ".";
+    say(why.charAt(0).toUpperCase() + why.slice(1) + ".", true);
     return;
   }
+  challenges = [];
   sessionStorage.setItem(tokenKey, r.data.token);
   sessionStorage.setItem(userKey, String(r.data.userId));
   const me = await api("GET", "/api/me", undefined, true);
   if (me.status === 200 && me.data.phone) sessionStorage.setItem(phoneKey, me.data.phone);
   $("dev-code").hidden = true;
-  $("login-message").textContent = "";
+  say("", true);
   showAccount();
   for (const [id, card] of cards) { card.checked = true; showHeld(id); }
   loadMyOrders();
