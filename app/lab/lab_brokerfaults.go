@@ -168,10 +168,10 @@ func (f faultLab) killRelay() faultResult {
 	time.Sleep(300 * time.Millisecond)
 	stall()
 	deadline := time.Now().Add(30 * time.Second)
-	for metricValue(p1.base, "seckill_relay_outbox_pending") <= 0 && time.Now().Before(deadline) {
+	for metricValue(p1, "seckill_relay_outbox_pending") <= 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	inFlight := metricValue(p1.base, "seckill_relay_outbox_pending")
+	inFlight := metricValue(p1, "seckill_relay_outbox_pending")
 	struck := f.rows(voucher)
 	p1.kill()
 	killedAt := time.Now()

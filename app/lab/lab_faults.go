@@ -217,7 +217,7 @@ func (f faultLab) settleAccepted(p *labProcess, voucher int64, accepted map[int6
 	}
 	last, since := missing(stored), time.Now()
 	for last > 0 && time.Now().Before(deadline) &&
-		(time.Since(since) < 5*time.Second || metricValue(p.base, "seckill_queue_depth{") > 0) {
+		(time.Since(since) < 5*time.Second || metricValue(p, "seckill_queue_depth{") > 0) {
 		time.Sleep(250 * time.Millisecond)
 		if stored, err = f.orderIDs(voucher); err != nil {
 			return nil, err
@@ -251,7 +251,7 @@ func (f faultLab) recover(p *labProcess, voucher, accepted, struckAt int64, sinc
 		r.Resumed = time.Since(since)
 	}
 	rows := f.settle(voucher, accepted, 90*time.Second)
-	r.Redelivered = int64(metricValue(p.base, "seckill_orders_duplicate_total"))
+	r.Redelivered = int64(metricValue(p, "seckill_orders_duplicate_total"))
 	r.Lost = accepted - rows
 	r.StockOff = f.stockTaken(voucher, faultStock) - rows
 	return r

@@ -472,7 +472,7 @@ func (l lifecycleLab) verify(r *raceResult, base string, voucher int64, initial 
 	if r.Broken == "" && returned != nil && l.cfg.Queue != "sync" {
 		var units float64
 		for _, p := range returned {
-			units += metricValue(p.base, "seckill_units_returned_total")
+			units += metricValue(p, "seckill_units_returned_total")
 		}
 		if int(units) != r.Cancelled+r.Refunded {
 			r.Broken = fmt.Sprintf("%v units given back to Redis for %d cancelled orders", units, r.Cancelled+r.Refunded)

@@ -25,8 +25,11 @@ import (
 // labProcess is a server run as a separate process (this same binary), so
 // a fault can kill it for real.
 type labProcess struct {
-	cmd    *exec.Cmd
-	base   string
+	cmd  *exec.Cmd
+	base string
+	// admin is the admin token it serves with (its /metrics needs it on
+	// real servers).
+	admin  string
 	logs   *os.File
 	waited chan struct{}
 }
@@ -106,7 +109,7 @@ func startProcessArgs(cfg server.Config, extra map[string]string, args ...string
 		logs.Close()
 		return nil, err
 	}
-	p := &labProcess{cmd: cmd, base: "http://" + addr, logs: logs, waited: make(chan struct{})}
+	p := &labProcess{cmd: cmd, base: "http://" + addr, admin: cfg.AdminToken, logs: logs, waited: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.waited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -172,9 +175,14 @@ func createVoucherIn(base, adminToken string, stock int64, buckets int) (int64, 
 	return v.ID, nil
 }
 
-// metricValue reads one sample of /metrics (0 if absent).
-func metricValue(base, prefix string) float64 {
-	resp, err := http.Get(base + "/metrics")
+// metricValue reads one sample of p's /metrics (0 if absent).
+func metricValue(p *labProcess, prefix string) float64 {
+	req, err := http.NewRequest(http.MethodGet, p.base+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer "+p.admin)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}

@@ -476,6 +476,7 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 		var text string
 		for {
 			req, _ := http.NewRequest("GET", h.base+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+h.cfg.AdminToken)
 			resp, err := h.client.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -413,7 +414,9 @@ func TestAConsumerProcessKilledMidDrainOnTheCluster(t *testing.T) {
 
 func (h *harness) metricsText() string {
 	h.t.Helper()
-	resp, err := h.client.Get(h.base + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, h.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+h.cfg.AdminToken)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

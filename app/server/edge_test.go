@@ -120,6 +120,23 @@ func TestMetricsCanMoveToAnInternalListener(t *testing.T) {
 	}
 }
 
+// TestMetricsOnTheAPIListenerNeedTheAdminTokenOnRealServers: /metrics shows
+// the login figures, queue depths and dead letters the dashboard keeps to
+// the operator; on a real deployment's public listener it needs the admin
+// token (the outside review read it without one). On the stand-ins it
+// stays open, for `make run`'s curl.
+func TestMetricsOnTheAPIListenerNeedTheAdminTokenOnRealServers(t *testing.T) {
+	h := startServer(t, "real", nil)
+	for _, token := range []string{"", "wrong-token-0123456789", string(h.cfg.JWTSecret)} {
+		if status, body := h.do("GET", "/metrics", token, nil); status != 401 || errorCode(body) != "unauthorized" {
+			t.Fatalf("/metrics on a real server's API listener with token %q: %d %v, want 401 unauthorized", token, status, body)
+		}
+	}
+	if text := h.metricsText(); !strings.Contains(text, "seckill_orders_persisted_total") {
+		t.Fatalf("/metrics with the admin token: %.200s", text)
+	}
+}
+
 // TestChunkedHTTP10IsNotDechunked: HTTP/1.0 has no chunked encoding, so a
 // request that claims it is malformed. fasthttp before 1.52 de-chunked it,
 // which a proxy in front that reads the body by Content-Length (or to the

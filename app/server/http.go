@@ -139,7 +139,11 @@ func (a *api) newServer() *fiber.App {
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)
-	if !a.metricsElsewhere {
+	switch {
+	case a.metricsElsewhere:
+	case a.metricsNeedToken:
+		app.Get("/metrics", requireAdmin(a.admin), adaptor.HTTPHandler(a.metrics.handler()))
+	default:
 		app.Get("/metrics", adaptor.HTTPHandler(a.metrics.handler()))
 	}
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {

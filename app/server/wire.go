@@ -246,6 +246,7 @@ func (s *Server) wire(ctx context.Context) error {
 
 		requestTimeout:   cfg.RequestTimeout,
 		metricsElsewhere: cfg.MetricsAddr != "",
+		metricsNeedToken: !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL(),
 	}
 	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
 		a.sandbox = sandbox
