@@ -175,6 +175,8 @@ func TestMalformedRequestsGetClear4xx(t *testing.T) {
 		{"not json", "POST", "/api/auth/code", "", `phone=1`, 400, "bad_request"},
 		{"empty body", "POST", "/api/auth/login", "", ``, 400, "bad_request"},
 		{"bad phone", "POST", "/api/auth/code", "", `{"phone":"12ab"}`, 400, "bad_request"},
+		{"voucher stock as a string", "POST", "/api/admin/vouchers", h.cfg.AdminToken, `{"title":"t","payValue":1,"actualValue":1,"stock":"10","beginTime":"2030-01-01T00:00:00Z","endTime":"2030-01-02T00:00:00Z"}`, 400, "bad_request"},
+		{"voucher title as a number", "POST", "/api/admin/vouchers", h.cfg.AdminToken, `{"title":5,"payValue":1,"actualValue":1,"stock":1,"beginTime":"2030-01-01T00:00:00Z","endTime":"2030-01-02T00:00:00Z"}`, 400, "bad_request"},
 		{"voucher bad time", "POST", "/api/admin/vouchers", h.cfg.AdminToken, `{"title":"t","payValue":1,"actualValue":1,"stock":1,"beginTime":"tomorrow","endTime":"2030-01-01T00:00:00Z"}`, 400, "bad_request"},
 		{"voucher end before begin", "POST", "/api/admin/vouchers", h.cfg.AdminToken, `{"title":"t","payValue":1,"actualValue":1,"stock":1,"beginTime":"2030-01-02T00:00:00Z","endTime":"2030-01-01T00:00:00Z"}`, 400, "bad_request"},
 		{"voucher no stock", "POST", "/api/admin/vouchers", h.cfg.AdminToken, `{"title":"t","payValue":1,"actualValue":1,"stock":0,"beginTime":"2030-01-01T00:00:00Z","endTime":"2030-01-02T00:00:00Z"}`, 400, "bad_request"},
@@ -197,8 +199,15 @@ func TestMalformedRequestsGetClear4xx(t *testing.T) {
 			t.Errorf("%s: body %v has no error object", c.name, body)
 			continue
 		}
-		if msg, _ := errObj["message"].(string); msg == "" {
+		msg, _ := errObj["message"].(string)
+		if msg == "" {
 			t.Errorf("%s: error body %v has no message", c.name, body)
+		}
+		// The client's terms: never a Go type, struct or package name.
+		for _, leak := range []string{"Go ", "struct", "int64", "json:", "time.Time", "server.", "core."} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("%s: message %q names %q", c.name, msg, leak)
+			}
 		}
 	}
 }

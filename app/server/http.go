@@ -313,11 +313,7 @@ func decodeStrict(c *fiber.Ctx, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return badRequest("field %q has the wrong type", te.Field)
-		}
-		return badRequest("invalid JSON body: %s", err.Error())
+		return core.BadJSON("invalid JSON body", err)
 	}
 	if dec.More() {
 		return badRequest("invalid JSON body: trailing data")

@@ -314,3 +314,22 @@ func TestWithoutAProviderOrdersCannotBePaid(t *testing.T) {
 		t.Fatalf("the sandbox's page without the sandbox: %d, want 404", status)
 	}
 }
+
+// TestASignedNotificationOfTheWrongShapeIsToldInTheProvidersTerms: the
+// outside review got "…Go struct field Notice.amount of type int64" back;
+// the answer names the field and what it wants.
+func TestASignedNotificationOfTheWrongShapeIsToldInTheProvidersTerms(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	body := []byte(`{"paymentId":"p1","orderId":"1","amount":"99","status":"succeeded","txnId":"t1"}`)
+	status, out := notify(h, body, "")
+	e, _ := out["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if status != 400 || errorCode(out) != "bad_request" || !strings.Contains(msg, `field "amount": want an integer`) {
+		t.Fatalf("amount as a string: %d %v, want 400 bad_request naming the field and what it wants", status, out)
+	}
+	for _, leak := range []string{"Go ", "struct", "int64", "Notice", "json:"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("the answer %q names %q", msg, leak)
+		}
+	}
+}
