@@ -83,6 +83,35 @@ func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	return out, nil
 }
 
+// OpenAt lists the vouchers whose sale was open at t that this catalog
+// knows of: those on sale or upcoming (Current, shared by the
+// storefront), and those it has looked up since it started. A second's
+// leeway either side: t may come from an order id, which tells whole
+// seconds. A listing that fails leaves the looked-up ones.
+func (c *Catalog) OpenAt(ctx context.Context, t time.Time) []int64 {
+	open := func(v Voucher) bool {
+		return !v.BeginAt.After(t.Add(time.Second)) && v.EndAt.After(t.Add(-time.Second))
+	}
+	seen := map[int64]bool{}
+	var out []int64
+	if current, err := c.Current(ctx); err == nil {
+		for _, v := range current {
+			if open(v) && !seen[v.ID] {
+				seen[v.ID] = true
+				out = append(out, v.ID)
+			}
+		}
+	}
+	c.cache.Range(func(_, value any) bool {
+		if v := value.(Voucher); open(v) && !seen[v.ID] {
+			seen[v.ID] = true
+			out = append(out, v.ID)
+		}
+		return true
+	})
+	return out
+}
+
 // CatalogConfig is what the catalog is made of.
 type CatalogConfig struct {
 	// Vouchers is the durable catalogue, Board the live stock; both

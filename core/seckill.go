@@ -258,6 +258,22 @@ func statusOf(o Order) OrderStatus {
 
 // Order returns a persisted order if userID owns it. Another user's order is
 // reported as not found, so ids cannot be probed.
+// HoldsOrder reports whether the live store holds orderID as the user's
+// reservation of one of vouchers: an order reserved and not yet persisted
+// (queued). Redis alone is asked (ReservedOrder), never the database.
+func (s *Seckill) HoldsOrder(ctx context.Context, userID, orderID int64, vouchers []int64) (bool, error) {
+	for _, v := range vouchers {
+		held, ok, err := s.reserver.ReservedOrder(ctx, userID, v)
+		if err != nil {
+			return false, err
+		}
+		if ok && held == orderID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (s *Seckill) Order(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := s.orders.FindOrder(ctx, orderID)
 	if err != nil {

@@ -468,6 +468,17 @@ func (s *Store) FindVoucher(ctx context.Context, id int64) (core.Voucher, error)
 	return findVoucher(ctx, s.db, id)
 }
 
+// HighestVoucherID is the highest voucher id the database holds (0:
+// none): core.HighestVoucher, the ceiling above which an id is answered
+// unknown without a look-up of its own.
+func (s *Store) HighestVoucherID(ctx context.Context) (int64, error) {
+	var highest sql.NullInt64
+	if err := s.db.NewSelect().TableExpr("tb_seckill_voucher").ColumnExpr("MAX(voucher_id)").Scan(ctx, &highest); err != nil {
+		return 0, fmt.Errorf("mysqlstore: highest voucher: %w", err)
+	}
+	return highest.Int64, nil
+}
+
 func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error) {
 	var row struct {
 		voucherRow `bun:",extend"`

@@ -118,7 +118,10 @@ type Config struct {
 	// SeckillRate: seckill requests per shopper per second (0: no limit).
 	SeckillRate int // SECKILL_SECKILL_RATE
 	// CodeRate: login-code requests per client IP per minute (0: no limit).
-	CodeRate     int    // SECKILL_CODE_RATE
+	CodeRate int // SECKILL_CODE_RATE
+	// MissRate: answers voucher_not_found per client address per minute;
+	// past it they are 429 (0: no limit).
+	MissRate     int    // SECKILL_MISS_RATE
 	KeyPrefix    string // SECKILL_KEY_PREFIX
 	ConsumerName string // SECKILL_CONSUMER_NAME
 	LogFormat    string // SECKILL_LOG_FORMAT: text or json
@@ -368,6 +371,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.LoginRate, err = intVar(lookup, "SECKILL_LOGIN_RATE", 30, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.MissRate, err = intVar(lookup, "SECKILL_MISS_RATE", 60, 0, 1_000_000); err != nil {
 		return c, err
 	}
 	if v := get("SECKILL_TRUSTED_PROXIES", ""); v != "" {

@@ -101,6 +101,7 @@ func testConfig() Config {
 		"SECKILL_KEY_PREFIX":   "t" + testenv.RandomSuffix() + ":",
 		"SECKILL_SECKILL_RATE": "0",
 		"SECKILL_CODE_RATE":    "0",
+		"SECKILL_MISS_RATE":    "0",
 		"SECKILL_DEMO_SALE":    "0",
 	}))
 	if err != nil {

@@ -86,6 +86,8 @@ type api struct {
 	// seckillRate is the per-shopper limit; codeRate and loginRate the
 	// per-client-address ones.
 	seckillRate, codeRate, loginRate redis_rate.Limit
+	// missRate limits the answers voucher_not_found per client address.
+	missRate redis_rate.Limit
 	// ready reports whether the dependencies answer.
 	ready func(ctx context.Context) error
 	// recovery rebuilds Redis's state of a voucher (nil under sync);
@@ -166,8 +168,9 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/dashboard", requireAdmin(a.admin), a.dashboardData)
 	app.Get("/api/dashboard/charts/:name", requireAdmin(a.admin), pageHeaders, a.dashboardChart)
 	app.Get("/api/vouchers", a.listVouchers)
-	app.Get("/api/vouchers/:id", a.getVoucher)
-	app.Post("/api/vouchers/:id/seckill", a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
+	misses := a.limits.limitMisses(a.missRate, a.clients.limitKey)
+	app.Get("/api/vouchers/:id", misses, a.getVoucher)
+	app.Post("/api/vouchers/:id/seckill", misses, a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
 	app.Get("/api/me", a.tokens.requireShopper, a.me)
 	app.Get("/api/orders", a.tokens.requireShopper, a.myOrders)
@@ -659,7 +662,7 @@ func (a *api) cancelOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := a.whenPersisted(c.UserContext(), id, errCancelNotYet, func() error {
+	if err := a.whenPersisted(c.UserContext(), shopperID(c), id, errCancelNotYet, func() error {
 		_, err := a.lifecycle.Cancel(c.UserContext(), shopperID(c), id)
 		return err
 	}); err != nil {
@@ -679,14 +682,25 @@ const (
 )
 
 // whenPersisted runs op, and again every 50 ms while it finds no order
-// whose id is that recent, for up to justReservedWait. Still not there,
-// the order is queued behind a slow consumer (or its id was made up): the
-// answer is notYet, a 409 that says to ask again, as the contract has it
-// for a queued order. Another shopper's order is 404 at once, as ever:
-// the database has it, and it is not the caller's.
-func (a *api) whenPersisted(ctx context.Context, orderID int64, notYet error, op func() error) error {
+// whose id is that recent and that the live store holds as the shopper's
+// reservation, for up to justReservedWait. Still not there, the order is
+// queued behind a slow consumer: the answer is notYet, a 409 that says to
+// ask again, as the contract has it for a queued order. Another shopper's
+// order is 404 at once, as ever (the database has it, and it is not the
+// caller's), and so is an id neither the live store nor the database
+// holds: a made-up id costs a few reads, not a second of polling, and its
+// answer takes as long as a real one's.
+func (a *api) whenPersisted(ctx context.Context, userID, orderID int64, notYet error, op func() error) error {
 	err := op()
-	if !errors.Is(err, core.ErrOrderNotFound) || time.Since(redisreserve.IssuedAt(orderID)) > justReservedAge || a.inDatabase(ctx, orderID) {
+	if !errors.Is(err, core.ErrOrderNotFound) || time.Since(redisreserve.IssuedAt(orderID)) > justReservedAge {
+		return err
+	}
+	if a.inDatabase(ctx, orderID) {
+		// Persisted since op looked (or another shopper's): op again
+		// finds it, or says 404 for another shopper's.
+		return op()
+	}
+	if !a.liveHolds(ctx, userID, orderID) {
 		return err
 	}
 	deadline := time.Now().Add(justReservedWait)
@@ -702,6 +716,15 @@ func (a *api) whenPersisted(ctx context.Context, orderID int64, notYet error, op
 		return notYet
 	}
 	return err
+}
+
+// liveHolds reports whether the live store holds the order as the
+// shopper's reservation of a voucher on sale when its id was issued (a
+// failed read counts as held: the wait follows, as for a queued order).
+func (a *api) liveHolds(ctx context.Context, userID, orderID int64) bool {
+	vouchers := a.catalog.OpenAt(ctx, redisreserve.IssuedAt(orderID))
+	held, err := a.seckill.HoldsOrder(ctx, userID, orderID, vouchers)
+	return err != nil || held
 }
 
 // inDatabase reports whether the database holds the order, whoever's it
@@ -724,7 +747,7 @@ func (a *api) payOrder(c *fiber.Ctx) error {
 	}
 	var p core.Payment
 	var url string
-	if err := a.whenPersisted(c.UserContext(), id, errPayNotYet, func() (err error) {
+	if err := a.whenPersisted(c.UserContext(), shopperID(c), id, errPayNotYet, func() (err error) {
 		p, url, err = a.payments.Pay(c.UserContext(), shopperID(c), id)
 		return err
 	}); err != nil {

@@ -94,4 +94,26 @@ func (r *rateLimits) limit(name string, limit redis_rate.Limit, key func(*fiber.
 	}
 }
 
+// limitMisses counts the answers voucher_not_found per key; past limit,
+// such an answer becomes 429 rate_limited: a client walking made-up ids
+// is slowed, while a request that finds its voucher is never counted nor
+// refused (the limit costs Redis nothing on the way of a sale). A Redis
+// that does not answer leaves the miss as it was.
+func (r *rateLimits) limitMisses(limit redis_rate.Limit, key func(*fiber.Ctx) string) fiber.Handler {
+	if limit.Rate <= 0 {
+		return func(c *fiber.Ctx) error { return c.Next() }
+	}
+	return func(c *fiber.Ctx) error {
+		err := c.Next()
+		if core.CodeOf(err) != core.CodeVoucherNotFound {
+			return err
+		}
+		res, lerr := r.limiter.Allow(c.UserContext(), r.prefix+"miss:"+key(c), limit)
+		if lerr != nil || res.Allowed > 0 {
+			return err
+		}
+		return &core.RateLimitedError{RetryAfter: res.RetryAfter}
+	}
+}
+
 func byShopper(c *fiber.Ctx) string { return strconv.FormatInt(shopperID(c), 10) }

@@ -2,12 +2,18 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/core"
 )
 
 // queryCounter counts the statements a bun database runs.
@@ -92,6 +98,121 @@ func TestAVoucherCreatedElsewhereIsKnownAtOnce(t *testing.T) {
 		seckill := "/api/vouchers/" + strconv.FormatInt(next, 10) + "/seckill"
 		if status, body := b.do("POST", seckill, b.shopper(1), nil); status != 200 {
 			t.Fatalf("buying the new voucher on B: %d %v", status, body)
+		}
+	})
+}
+
+// TestMadeUpVoucherIDsAboveTheHighestCostNoQueryEach: the outside review's
+// 300 unknown voucher ids cost 328 statements. Ids above the highest
+// voucher now cost one read of the highest id per lifetime of it, however
+// many, from however many addresses.
+func TestMadeUpVoucherIDsAboveTheHighestCostNoQueryEach(t *testing.T) {
+	forEachStack(t, func(c *Config) {
+		c.Consumers = 0
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	}, func(t *testing.T, h *harness) {
+		highest := h.openVoucher(1)
+		queries := &queryCounter{}
+		//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
+		h.srv.Store().DB().AddQueryHook(queries)
+		start := time.Now()
+		for i := range 300 {
+			id := highest + 1 + int64(i)*7919
+			from := http.Header{"X-Forwarded-For": {fmt.Sprintf("198.51.100.%d", i%250+1)}}
+			if status, body, _ := h.request("GET", "/api/vouchers/"+idString(id), "", nil, from); status != 404 || errorCode(body) != "voucher_not_found" {
+				t.Fatalf("made-up voucher %d: %d %v", id, status, body)
+			}
+		}
+		if n, most := queries.n.Load(), int64(time.Since(start)/core.DefaultUnknownLifetime)+2; n > most {
+			t.Fatalf("300 made-up ids above the highest ran %d statements in %v, want at most %d (a read of the highest per lifetime)", n, time.Since(start), most)
+		}
+		if status, _ := h.do("GET", "/api/vouchers/"+idString(highest), "", nil); status != 200 {
+			t.Fatalf("the highest voucher: %d", status)
+		}
+	})
+}
+
+// TestMissesPerAddressAreLimited: past SECKILL_MISS_RATE answers
+// voucher_not_found a minute, an address's misses are 429 with
+// Retry-After; its reads of a voucher that exists still answer, and
+// another address still gets its 404s.
+func TestMissesPerAddressAreLimited(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) {
+		c.MissRate = 60
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	voucher := h.openVoucher(5)
+	scanner := http.Header{"X-Forwarded-For": {"203.0.113.9"}}
+	for i := range 60 {
+		if status, body, _ := h.request("GET", "/api/vouchers/"+idString(voucher+1+int64(i)), "", nil, scanner); status != 404 {
+			t.Fatalf("miss %d: %d %v, want 404 within the limit", i+1, status, body)
+		}
+	}
+	status, body, header := h.request("GET", "/api/vouchers/"+idString(voucher+100), "", nil, scanner)
+	if status != 429 || errorCode(body) != "rate_limited" || header.Get("Retry-After") == "" {
+		t.Fatalf("the 61st miss: %d %v (Retry-After %q), want 429 rate_limited", status, body, header.Get("Retry-After"))
+	}
+	if status, body, _ := h.request("POST", "/api/vouchers/"+idString(voucher+101)+"/seckill", h.shopper(3), nil, scanner); status != 429 {
+		t.Fatalf("a seckill of a made-up voucher past the limit: %d %v, want 429", status, body)
+	}
+	if status, body, _ := h.request("GET", "/api/vouchers/"+idString(voucher), "", nil, scanner); status != 200 {
+		t.Fatalf("a voucher that exists, from the limited address: %d %v", status, body)
+	}
+	if status, body, _ := h.request("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(3), nil, scanner); status != 200 {
+		t.Fatalf("buying a voucher that exists, from the limited address: %d %v", status, body)
+	}
+	if status, _, _ := h.request("GET", "/api/vouchers/"+idString(voucher+100), "", nil, http.Header{"X-Forwarded-For": {"203.0.113.10"}}); status != 404 {
+		t.Fatalf("another address: %d, want its own 404", status)
+	}
+}
+
+// TestPayAndCancelOfAMadeUpRecentOrderAre404AtOnce: the outside review's
+// made-up recent order id waited a second and ran ~63 statements, and
+// that time told it from a real one. Neither the live store nor the
+// database holding it, it is 404 at once; a real order still queued
+// (no consumer) is waited for and told to ask again; another shopper's
+// queued order is 404 at once too.
+func TestPayAndCancelOfAMadeUpRecentOrderAre404AtOnce(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Consumers = 0 }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(5)
+		owner := h.shopper(11)
+		status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", owner, nil)
+		if status != 200 {
+			t.Fatalf("seckill: %d %v", status, body)
+		}
+		queued := body["orderId"].(string)
+		madeUp := strconv.FormatInt(int64(time.Since(redisreserve.Epoch)/time.Second)<<32|987654, 10)
+		queries := &queryCounter{}
+		//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
+		h.srv.Store().DB().AddQueryHook(queries)
+		for _, c := range []struct {
+			who, order, action string
+			status             int
+			code               string
+			quick              bool
+		}{
+			{"a made-up id", madeUp, "pay", 404, "order_not_found", true},
+			{"a made-up id", madeUp, "cancel", 404, "order_not_found", true},
+			{"another shopper's queued order", queued, "pay", 404, "order_not_found", true},
+			{"another shopper's queued order", queued, "cancel", 404, "order_not_found", true},
+			{"the owner's queued order", queued, "pay", 409, "not_payable", false},
+		} {
+			token := h.shopper(12)
+			if c.who == "the owner's queued order" {
+				token = owner
+			}
+			before, start := queries.n.Load(), time.Now()
+			status, body := h.do("POST", "/api/orders/"+c.order+"/"+c.action, token, nil)
+			took, statements := time.Since(start), queries.n.Load()-before
+			if status != c.status || errorCode(body) != c.code {
+				t.Fatalf("%s, %s: %d %v, want %d %s", c.who, c.action, status, body, c.status, c.code)
+			}
+			if c.quick && (took > 300*time.Millisecond || statements > 12) {
+				t.Errorf("%s, %s: answered in %v after %d statements, want at once (no waiting for it)", c.who, c.action, took, statements)
+			}
+			if !c.quick && took < 500*time.Millisecond {
+				t.Errorf("%s, %s: answered in %v, want the wait for its consumer", c.who, c.action, took)
+			}
 		}
 	})
 }

@@ -151,7 +151,7 @@ func (s *Server) wire(ctx context.Context) error {
 		nudger = s.nudges
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
-	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime)
+	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	if sale.live != nil {
 		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder, Holding: sale.holding,
 			Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
@@ -239,6 +239,7 @@ func (s *Server) wire(ctx context.Context) error {
 		seckillRate:  seckillRate,
 		codeRate:     redis_rate.PerMinute(cfg.CodeRate),
 		loginRate:    redis_rate.PerMinute(cfg.LoginRate),
+		missRate:     redis_rate.PerMinute(cfg.MissRate),
 		ready:        s.ready,
 		recovery:     s.recovery,
 		ledger:       s.store,
