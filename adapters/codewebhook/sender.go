@@ -10,7 +10,8 @@
 // A 2xx answer is delivery. Network errors, 429 and 5xx answers are
 // retried with exponential backoff within the caller's deadline; other
 // answers are final (the gateway refused the request: retrying it would
-// not help).
+// not help). A redirect is never followed — it would re-post the code and
+// its signature to wherever the answer points — and is a failed delivery.
 package codewebhook
 
 import (
@@ -40,7 +41,8 @@ type Config struct {
 	// Secret signs every body (SECKILL_CODE_WEBHOOK_SECRET).
 	Secret []byte
 	// Client sends the requests. Default: a client with a 2 s timeout per
-	// attempt (the caller's deadline bounds all attempts together).
+	// attempt (the caller's deadline bounds all attempts together). The
+	// sender never follows a redirect, whatever the client's CheckRedirect.
 	Client *http.Client
 	// Attempts bounds the tries of one code. Default 3.
 	Attempts uint
@@ -72,6 +74,10 @@ func New(cfg Config) (*Sender, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 2 * time.Second}
 	}
+	// A copy, so the caller's client keeps its own redirect policy.
+	client := *cfg.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &client
 	if cfg.Attempts == 0 {
 		cfg.Attempts = 3
 	}
@@ -130,6 +136,8 @@ func (s *Sender) post(ctx context.Context, body []byte, signature string) error 
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return fmt.Errorf("gateway answered %s", resp.Status)
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return backoff.Permanent(fmt.Errorf("gateway redirected (%s, to %q): not followed, the code is not delivered", resp.Status, resp.Header.Get("Location")))
 	}
 	return backoff.Permanent(fmt.Errorf("gateway refused the code: %s", resp.Status))
 }

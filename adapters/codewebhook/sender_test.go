@@ -146,3 +146,41 @@ func TestConfigIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestARedirectIsAFailedDeliveryNotFollowed: a gateway (or whoever took its
+// address) that answers 307 to another host gets neither the code nor its
+// signature posted there; the delivery fails at once, without retries,
+// also with a caller's client that follows redirects.
+func TestARedirectIsAFailedDeliveryNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		var calls atomic.Int32
+		redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			http.Redirect(w, r, other.URL+"/steal", status)
+		}))
+		for _, client := range []*http.Client{nil, http.DefaultClient} {
+			s, err := codewebhook.New(codewebhook.Config{URL: redirecting.URL, Secret: secret, Client: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls.Store(0)
+			err = s.Send(context.Background(), code)
+			if err == nil || !strings.Contains(err.Error(), "redirect") {
+				t.Errorf("%d: Send = %v, want a failed delivery naming the redirect", status, err)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("%d: the gateway was asked %d times, want once (a redirect is final)", status, n)
+			}
+		}
+		redirecting.Close()
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the redirect's target got %d requests: the code and its signature were re-posted", n)
+	}
+	if http.DefaultClient.CheckRedirect != nil {
+		t.Fatal("the caller's client was changed")
+	}
+}
