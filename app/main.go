@@ -27,24 +27,27 @@ func main() {
 type command struct {
 	name, summary string
 	run           func(args []string) int
+	// help, if set, answers `seckill <name> -h` (a command without it
+	// reads its own flags).
+	help func(w io.Writer)
 }
 
 // commands are the binary's subcommands, in the order help lists them;
 // the bench's own helper processes are not listed (the bench starts them).
 var commands = []command{
-	{"serve", "serve the API (the default); configured by SECKILL_* environment variables, listed in README.md", serve},
-	{"compare", "the comparison lab: the same sale on every backend, measured (seckill compare -h)", lab.RunCompare},
-	{"lifecycle", "the lifecycle lab: expiry, resale and the races after the reservation, real servers only (seckill lifecycle -h)", lab.RunLifecycle},
-	{"bench", "the load run that prints each ratio against its baseline, real servers only (seckill bench -h)", lab.RunBench},
-	{lab.BareHandlerCommand, "", func([]string) int { return lab.RunBareHandler() }},
-	{lab.NaiveHandlerCommand, "", func([]string) int { return lab.RunNaiveHandler() }},
+	{"serve", "serve the API (the default); configured by SECKILL_* environment variables (seckill serve -h lists them)", serve, server.PrintVariables},
+	{"compare", "the comparison lab: the same sale on every backend, measured (seckill compare -h)", lab.RunCompare, nil},
+	{"lifecycle", "the lifecycle lab: expiry, resale and the races after the reservation, real servers only (seckill lifecycle -h)", lab.RunLifecycle, nil},
+	{"bench", "the load run that prints each ratio against its baseline, real servers only (seckill bench -h)", lab.RunBench, nil},
+	{lab.BareHandlerCommand, "", func([]string) int { return lab.RunBareHandler() }, nil},
+	{lab.NaiveHandlerCommand, "", func([]string) int { return lab.RunNaiveHandler() }, nil},
 }
 
 // serve runs the server; it takes no arguments (its settings are the
 // environment's, so a typo'd flag never starts a server on defaults).
 func serve(args []string) int {
 	if len(args) > 0 {
-		fmt.Fprintf(os.Stderr, "seckill serve: takes no arguments (got %q); settings are SECKILL_* environment variables (seckill -h)\n", strings.Join(args, " "))
+		fmt.Fprintf(os.Stderr, "seckill serve: takes no arguments (got %q); settings are SECKILL_* environment variables (seckill serve -h)\n", strings.Join(args, " "))
 		return 2
 	}
 	return server.Main()
@@ -57,22 +60,31 @@ func run(args []string, stdout, stderr io.Writer, cmds []command) int {
 	if len(args) == 0 {
 		return cmds[0].run(nil)
 	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
+	switch {
+	case isHelp(args[0]):
 		usage(stdout, cmds)
 		return 0
-	case "version", "-version", "--version":
+	case args[0] == "version" || args[0] == "-version" || args[0] == "--version":
 		fmt.Fprintln(stdout, version())
 		return 0
 	}
 	for _, c := range cmds {
-		if c.name == args[0] {
-			return c.run(args[1:])
+		if c.name != args[0] {
+			continue
 		}
+		if len(args) == 2 && c.help != nil && isHelp(args[1]) {
+			c.help(stdout)
+			return 0
+		}
+		return c.run(args[1:])
 	}
 	fmt.Fprintf(stderr, "seckill: unknown command or flag %q\n\n", args[0])
 	usage(stderr, cmds)
 	return 2
+}
+
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 func usage(w io.Writer, cmds []command) {

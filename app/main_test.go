@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/seckill-lab/seckill/app/server"
 )
 
 // TestTheCommandLineAnswersBeforeServing: help and version answer and
@@ -12,7 +14,7 @@ import (
 // (the stand-in serve records whether it ran).
 func TestTheCommandLineAnswersBeforeServing(t *testing.T) {
 	var served [][]string
-	cmds := append([]command{{"serve", "serve the API", func(args []string) int { served = append(served, args); return 0 }}}, commands[1:]...)
+	cmds := append([]command{{"serve", "serve the API", func(args []string) int { served = append(served, args); return 0 }, server.PrintVariables}}, commands[1:]...)
 	for _, c := range []struct {
 		args     []string
 		status   int
@@ -29,6 +31,8 @@ func TestTheCommandLineAnswersBeforeServing(t *testing.T) {
 		{args: []string{"serv"}, status: 2, stderr: "Usage: seckill"},
 		{args: nil, serveRan: true},
 		{args: []string{"serve"}, serveRan: true},
+		{args: []string{"serve", "-h"}, stdout: "SECKILL_CODES_PER_PHONE"},
+		{args: []string{"serve", "--help"}, stdout: "SECKILL_QUEUE"},
 	} {
 		served = nil
 		var stdout, stderr bytes.Buffer

@@ -244,6 +244,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			return c, &configError{"SECKILL_MYSQL_DSN", "", "not a go-sql-driver DSN (" + perr.Error() + "); e.g. root@tcp(127.0.0.1:3306)/test"}
 		}
 	}
+	if err := halfEmbedded(c); err != nil {
+		return c, err
+	}
 	if _, ok := lookupBackend(c.Queue); !ok {
 		return c, &configError{"SECKILL_QUEUE", c.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
 	}
@@ -435,9 +438,48 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			if len(v) < 16 {
 				return c, &configError{name, "", "must be at least 16 bytes"}
 			}
+			if distinct(v) < minDistinctSecretBytes {
+				return c, &configError{name, "", fmt.Sprintf("has fewer than %d distinct characters, a pattern anyone guesses: choose a random one (e.g. openssl rand -hex 32)", minDistinctSecretBytes)}
+			}
+		}
+		if string(c.JWTSecret) == c.AdminToken {
+			return c, &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET: whoever holds one would hold both (the admin token travels in headers and logs of tools; the JWT secret signs every shopper); choose two random values"}
 		}
 	}
 	return c, nil
+}
+
+// halfEmbedded refuses exactly one of the two servers set: such an
+// instance joins the real queue and persists its orders into a throw-away
+// embedded database (or reserves in a throw-away Redis against the real
+// database). The outside review saw one dead-letter 20 of 40 real orders.
+func halfEmbedded(c Config) error {
+	switch {
+	case c.EmbeddedRedis() && !c.EmbeddedSQL():
+		return &configError{"SECKILL_REDIS_URL", "", "not set while SECKILL_MYSQL_DSN is: set both (a real deployment) or neither (the embedded stand-ins); " +
+			"half embedded, this instance would sell from a throw-away Redis into the real database"}
+	case !c.EmbeddedRedis() && c.EmbeddedSQL():
+		return &configError{"SECKILL_MYSQL_DSN", "", "not set while SECKILL_REDIS_URL is: set both (a real deployment) or neither (the embedded stand-ins); " +
+			"half embedded, this instance would consume the real queue into a throw-away database"}
+	}
+	return nil
+}
+
+// minDistinctSecretBytes: a secret of fewer distinct bytes is a pattern
+// (aaaa…, abab…, 1212…), whatever its length.
+const minDistinctSecretBytes = 8
+
+// distinct counts the different bytes of s.
+func distinct(s string) int {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !seen[s[i]] {
+			seen[s[i]] = true
+			n++
+		}
+	}
+	return n
 }
 
 // exampleSecrets are the secret values the README and docs show. On real

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -167,7 +168,8 @@ func TestRedisPasswordIsNotEchoed(t *testing.T) {
 // (Sentinel) form are accepted; a malformed one of either form is refused naming the variable,
 // without the password.
 func TestRedisURLForms(t *testing.T) {
-	base := map[string]string{"SECKILL_JWT_SECRET": "secret-0123456789abcdef", "SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef"}
+	base := map[string]string{"SECKILL_JWT_SECRET": "secret-0123456789abcdef", "SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef",
+		"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test"}
 	for url, ok := range map[string]bool{
 		"redis://127.0.0.1:6379/0":                                            true,
 		"rediss://:pw@redis.example:6380/2":                                   true,
@@ -354,5 +356,95 @@ func TestPoolsAndTokenLifetimeAreSettings(t *testing.T) {
 	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
 	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp-claims.Iat != 7200 {
 		t.Errorf("token claims %s (%v), want exp 2 h after iat", payload, err)
+	}
+}
+
+// TestWeakSecretsAreRefusedOnRealServers: the outside review started a
+// real deployment with a 16-character all-"a" secret and with the admin
+// token equal to the JWT secret. Both stop the start now, naming the
+// variable and never echoing the value; the stand-ins keep taking them.
+func TestWeakSecretsAreRefusedOnRealServers(t *testing.T) {
+	for _, c := range []struct {
+		name, variable string
+		vars           map[string]string
+	}{
+		{"all one letter", "SECKILL_JWT_SECRET", map[string]string{"SECKILL_JWT_SECRET": strings.Repeat("a", 16)}},
+		{"a short pattern repeated", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("ab12", 8)}},
+		{"seven distinct of 40", "SECKILL_PAY_SECRET", map[string]string{"SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": strings.Repeat("abcdefg", 6)}},
+		{"webhook secret all one digit", "SECKILL_CODE_WEBHOOK_SECRET", map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook", "SECKILL_CODE_WEBHOOK_SECRET": strings.Repeat("1", 32)}},
+		{"admin token = JWT secret", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_JWT_SECRET": "Zq8#vR2!mK9@xT4$", "SECKILL_ADMIN_TOKEN": "Zq8#vR2!mK9@xT4$"}},
+	} {
+		_, err := LoadConfig(env(realServers(c.vars)))
+		if err == nil || !strings.Contains(err.Error(), c.variable) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err = %v, want one line naming %s", c.name, err, c.variable)
+			continue
+		}
+		for _, v := range c.vars {
+			if len(v) >= 16 && strings.Contains(err.Error(), v) {
+				t.Errorf("%s: the refusal echoes the secret: %v", c.name, err)
+			}
+		}
+		embedded := map[string]string{}
+		for k, v := range c.vars {
+			embedded[k] = v
+		}
+		if _, err := LoadConfig(env(embedded)); err != nil {
+			t.Errorf("%s on the stand-ins: %v, want accepted (demo values are fine there)", c.name, err)
+		}
+	}
+	if _, err := LoadConfig(env(realServers(nil))); err != nil {
+		t.Fatalf("the tests' own real-server secrets: %v", err)
+	}
+}
+
+// TestExactlyOneServerSetIsRefused: the outside review started a second
+// instance with the real Redis and no MySQL setting; it joined the real
+// consumer group and dead-lettered 20 of 40 real orders into its
+// throw-away database. Either half alone stops the start, naming the
+// missing variable.
+func TestExactlyOneServerSetIsRefused(t *testing.T) {
+	secrets := map[string]string{"SECKILL_JWT_SECRET": "a-secret-of-the-tests-0123", "SECKILL_ADMIN_TOKEN": "an-admin-token-of-the-tests"}
+	for missing, set := range map[string]map[string]string{
+		"SECKILL_MYSQL_DSN": {"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0"},
+		"SECKILL_REDIS_URL": {"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test"},
+	} {
+		for k, v := range secrets {
+			set[k] = v
+		}
+		_, err := LoadConfig(env(set))
+		if err == nil || !strings.HasPrefix(err.Error(), "config: "+missing+":") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("only the other server set: err = %v, want one line naming %s", err, missing)
+		}
+	}
+}
+
+// TestAPlainHTTPWebhookIsWarnedOfOnRealServers: codes in clear text on the
+// network; a warning at start (the gateway may be on this host).
+func TestAPlainHTTPWebhookIsWarnedOfOnRealServers(t *testing.T) {
+	sender, _ := lookupCodeSender(WebhookSender)
+	for _, c := range []struct {
+		url  string
+		real bool
+		warn bool
+	}{
+		{"http://sms.example/hook", true, true},
+		{"https://sms.example/hook", true, false},
+		{"http://127.0.0.1:9999/hook", false, false}, // the stand-ins
+	} {
+		vars := map[string]string{"SECKILL_CODE_WEBHOOK_URL": c.url, "SECKILL_CODE_WEBHOOK_SECRET": "a-webhook-secret-0123456"}
+		if c.real {
+			vars = realServers(vars)
+		}
+		cfg, err := LoadConfig(env(vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged strings.Builder
+		if _, err := sender.Open(Deps{Config: cfg, Log: slog.New(slog.NewTextHandler(&logged, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		if warned := strings.Contains(logged.String(), "level=WARN") && strings.Contains(logged.String(), "http://"); warned != c.warn {
+			t.Errorf("%s (real servers %v): warned %v, want %v; log: %s", c.url, c.real, warned, c.warn, logged.String())
+		}
 	}
 }

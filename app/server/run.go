@@ -27,6 +27,9 @@ func Main() int {
 	}
 	log := newLogger(cfg.LogFormat)
 	redis.SetLogger(redisLogger{log})
+	for _, warning := range unknownVariables(os.Environ()) {
+		log.Warn(warning)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

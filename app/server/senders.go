@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/url"
+
 	"github.com/seckill-lab/seckill/adapters/codewebhook"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -48,6 +50,11 @@ func init() {
 			})
 			if err != nil {
 				return nil, &configError{"SECKILL_CODE_WEBHOOK_URL", redactURL(d.Config.CodeWebhookURL), "with SECKILL_CODE_WEBHOOK_SECRET: " + err.Error()}
+			}
+			real := !d.Config.EmbeddedRedis() || !d.Config.EmbeddedSQL()
+			if u, _ := url.Parse(d.Config.CodeWebhookURL); real && u != nil && u.Scheme == "http" {
+				d.Log.Warn("SECKILL_CODE_WEBHOOK_URL is plain http://: every login code crosses the network readable by anyone on the path; use https:// unless the gateway is on this host or a private link",
+					"url", redactURL(d.Config.CodeWebhookURL))
 			}
 			return s, nil
 		},

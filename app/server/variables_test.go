@@ -1,0 +1,103 @@
+package server
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var updateREADME = flag.Bool("update-readme", false, "rewrite README.md's configuration table from the variables table")
+
+// TestTheREADMEConfigTableIsTheVariablesTable: the README's table is made
+// from the same table `seckill serve -h` prints and the start checks names
+// against, so the three never disagree.
+func TestTheREADMEConfigTableIsTheVariablesTable(t *testing.T) {
+	const path = "../../README.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	start := strings.Index(readme, "| variable | meaning | default |\n")
+	end := strings.Index(readme, "<!-- end of the variables table -->")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no configuration table between its markers")
+	}
+	if want := readmeTable(); readme[start:end] != want {
+		if *updateREADME {
+			if err := os.WriteFile(path, []byte(readme[:start]+want+readme[end:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Fatal("README.md's configuration table is not app/server/variables_table.go's: run go test ./app/server -run TestTheREADMEConfigTableIsTheVariablesTable -update-readme")
+	}
+}
+
+// TestEveryVariableReadIsDeclared: whatever LoadConfig looks up, on the
+// stand-ins, on real servers and for every backend, is in the table; and
+// every variable of the table is read somewhere.
+func TestEveryVariableReadIsDeclared(t *testing.T) {
+	read := map[string]bool{}
+	envs := []map[string]string{nil, realServers(nil)}
+	for _, q := range BackendNames() {
+		envs = append(envs, realServers(map[string]string{"SECKILL_QUEUE": q, "SECKILL_KAFKA_BROKERS": "127.0.0.1:9092"}))
+	}
+	envs = append(envs, realServers(map[string]string{"SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": "a-pay-secret-0123456789",
+		"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/", "SECKILL_CODE_WEBHOOK_SECRET": "a-webhook-secret-0123456", "SECKILL_PPROF_ADDR": "127.0.0.1:6060"}))
+	for _, vars := range envs {
+		if _, err := LoadConfig(func(name string) (string, bool) {
+			read[name] = true
+			v, ok := vars[name]
+			return v, ok
+		}); err != nil {
+			t.Fatalf("%v: %v", vars, err)
+		}
+	}
+	for name := range read {
+		if !declared(name) {
+			t.Errorf("LoadConfig reads %s, which app/server/variables_table.go does not declare", name)
+		}
+	}
+	for _, v := range variables {
+		if !read[v.Name] {
+			t.Errorf("%s is declared but never read", v.Name)
+		}
+		if v.Summary == "" || strings.Contains(v.Summary, "\n") || v.Meaning == "" || v.Default == "" {
+			t.Errorf("%s: a summary of one line, a meaning and a default are required", v.Name)
+		}
+	}
+}
+
+// TestAnUnknownVariableIsNamedWithTheNearest: a typo is named at start
+// with the name it most likely meant; known names and the test suite's own
+// are not.
+func TestAnUnknownVariableIsNamedWithTheNearest(t *testing.T) {
+	got := unknownVariables([]string{"SECKILL_QEUE=list", "SECKILL_QUEUE=list", "SECKILL_TEST_REDIS_URL=x", "PATH=/bin",
+		"SECKILL_JWT_SECERT=x", "SECKILL_CODE_PER_PHONE=3", "SECKILL_REDIS=redis://x"})
+	want := []string{
+		"SECKILL_QEUE is not a variable the server reads (did you mean SECKILL_QUEUE?)",
+		"SECKILL_JWT_SECERT is not a variable the server reads (did you mean SECKILL_JWT_SECRET?)",
+		"SECKILL_CODE_PER_PHONE is not a variable the server reads (did you mean SECKILL_CODES_PER_PHONE?)",
+		"SECKILL_REDIS is not a variable the server reads (did you mean SECKILL_REDIS_URL?)",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestServeHelpListsEveryVariableWithItsDefault(t *testing.T) {
+	var b bytes.Buffer
+	PrintVariables(&b)
+	for _, v := range variables {
+		if !strings.Contains(b.String(), v.Name+" ") || !strings.Contains(b.String(), "default: "+plainText(v.Default)) {
+			t.Errorf("seckill serve -h lacks %s or its default", v.Name)
+		}
+	}
+	if strings.Contains(b.String(), "`") {
+		t.Error("seckill serve -h shows markdown")
+	}
+}
