@@ -16,6 +16,11 @@ type PipelineConfig struct {
 	// the live store that has since ended, once they are persisted and
 	// before they are acked (LiveGuard.RepairAfter; nil: NoRecovery).
 	Recovery LiveGuard
+	// Signer, if set, is the deployment's OrderSigner: a delivery whose
+	// Signature it does not verify is dead-lettered unauthenticated, never
+	// persisted. Set for the outside brokers, which anyone who reaches
+	// them can write; the deployment's own Redis needs none.
+	Signer *OrderSigner
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
@@ -86,6 +91,10 @@ const (
 	// DeadLetterBuyerHoldsAnother: the buyer already has another order of
 	// the voucher in the database.
 	DeadLetterBuyerHoldsAnother DeadLetterReason = "buyer_holds_another"
+	// DeadLetterUnauthenticated: the message does not carry this
+	// deployment's signature (published to an outside broker by someone
+	// else); it is never persisted.
+	DeadLetterUnauthenticated DeadLetterReason = "unauthenticated"
 )
 
 // Pipeline moves orders from a Queue into an OrderStore: read a batch,
@@ -306,6 +315,10 @@ func (p *Pipeline) prepare(ctx context.Context, c Consumer, ds []Delivery) batch
 	for _, d := range ds {
 		if d.Attempt > p.cfg.MaxDeliveries {
 			p.deadLetter(work, c, d, DeadLetterTooManyTries, fmt.Sprintf("delivered %d times", d.Attempt))
+			continue
+		}
+		if p.cfg.Signer != nil && !p.cfg.Signer.Valid(d.Body, d.Signature) {
+			p.deadLetter(work, c, d, DeadLetterUnauthenticated, "the message does not carry this deployment's signature: not an order of ours")
 			continue
 		}
 		o, err := DecodeOrder(d.Body)

@@ -34,6 +34,10 @@ type Delivery struct {
 	Body []byte
 	// Attempt counts deliveries of this message, 1 for the first.
 	Attempt int
+	// Signature is the OrderSigner's signature the message carried (an
+	// outside broker's header; "" if none). The pipeline checks it when it
+	// has a Signer.
+	Signature string
 }
 
 // Queue is the seam between the reservation and persistence, and the one

@@ -56,6 +56,9 @@ type Config struct {
 	// ConsumerPrefix names this process's consumers (their tags, and dead
 	// letters).
 	ConsumerPrefix string
+	// Signer signs each order published (brokerevent.SignatureHeader); the
+	// pipeline checks it. Nil: unsigned.
+	Signer *core.OrderSigner
 }
 
 // QueueName is the queue of a deployment whose keys start with keyPrefix
@@ -266,13 +269,14 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) (err error) {
 	}
 	confirms := make([]*amqp.DeferredConfirmation, 0, len(orders))
 	for _, o := range orders {
+		body, event := brokerevent.Event(o, q.cfg.Signer)
 		headers := amqp.Table{}
-		for k, v := range brokerevent.Headers(o) {
+		for k, v := range event {
 			headers[k] = v
 		}
 		c, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q.cfg.Queue, true, false, amqp.Publishing{
 			Headers: headers, ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			MessageId: strconv.FormatInt(o.ID, 10), Timestamp: o.CreatedAt, Body: core.EncodeOrder(o),
+			MessageId: strconv.FormatInt(o.ID, 10), Timestamp: o.CreatedAt, Body: body,
 		})
 		if err != nil {
 			return fmt.Errorf("rabbitmq: publish order %d: %w", o.ID, err)
@@ -481,7 +485,8 @@ func delivery(ch *amqp.Channel, d amqp.Delivery) core.Delivery {
 	if attempt == 1 && d.Redelivered {
 		attempt = 2
 	}
-	return core.Delivery{ID: channelID(ch) + ":" + strconv.FormatUint(d.DeliveryTag, 10), Body: d.Body, Attempt: attempt}
+	signature, _ := d.Headers[brokerevent.SignatureHeader].(string)
+	return core.Delivery{ID: channelID(ch) + ":" + strconv.FormatUint(d.DeliveryTag, 10), Body: d.Body, Attempt: attempt, Signature: signature}
 }
 
 // channelID tells channels apart in delivery ids.

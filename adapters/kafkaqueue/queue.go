@@ -10,6 +10,7 @@ package kafkaqueue
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/seckill-lab/seckill/adapters/internal/brokerevent"
 	"github.com/seckill-lab/seckill/adapters/internal/consumername"
@@ -61,10 +63,43 @@ type Config struct {
 	// ConsumerPrefix names this process's consumers (their group
 	// instance ids are not set: a restart joins as a new member).
 	ConsumerPrefix string
+	// Signer signs each order produced (brokerevent.SignatureHeader); the
+	// pipeline checks it. Nil: unsigned.
+	Signer *core.OrderSigner
+	// TLS, if set, is every connection's TLS configuration (a zero
+	// tls.Config verifies the brokers against the system's roots).
+	TLS *tls.Config
+	// SASL, if set, authenticates every connection (plain.Auth{…}.AsMechanism(),
+	// scram.Auth{…}.AsSha256Mechanism(), …). Nil: none.
+	SASL sasl.Mechanism
 
 	// adoptLegacy: Group was defaulted, so New adopts the offsets the
 	// legacy group committed on the topic (adoptLegacyOffsets).
 	adoptLegacy bool
+}
+
+// connection is a client's options: the seed brokers, TLS and SASL, then
+// the client's own.
+func (c *Config) connection(opts ...kgo.Opt) []kgo.Opt {
+	out := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	if c.TLS != nil {
+		out = append(out, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if c.SASL != nil {
+		out = append(out, kgo.SASL(c.SASL))
+	}
+	return append(out, opts...)
+}
+
+// recordHeader is the value of a record's header (the first of the name;
+// "" if none).
+func recordHeader(r *kgo.Record, name string) string {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // legacyGroup is the group every deployment's persisters joined before the
@@ -128,8 +163,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers")
 	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.ClientID("seckill-"+cfg.ConsumerPrefix), kgo.WithLogger(clientLog{log}))
+	producer, err := kgo.NewClient(cfg.connection(kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), kgo.ClientID("seckill-"+cfg.ConsumerPrefix), kgo.WithLogger(clientLog{log}))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: client: %w", err)
 	}
@@ -225,8 +260,9 @@ func (q *Queue) Capabilities() core.Capabilities {
 func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 	records := make([]*kgo.Record, len(orders))
 	for i, o := range orders {
-		r := &kgo.Record{Topic: q.cfg.Topic, Key: []byte(strconv.FormatInt(o.VoucherID, 10)), Value: core.EncodeOrder(o)}
-		for k, v := range brokerevent.Headers(o) {
+		body, headers := brokerevent.Event(o, q.cfg.Signer)
+		r := &kgo.Record{Topic: q.cfg.Topic, Key: []byte(strconv.FormatInt(o.VoucherID, 10)), Value: body}
+		for k, v := range headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		}
 		records[i] = r
@@ -241,7 +277,7 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 	c := &consumer{q: q, name: consumername.Of(q.cfg.ConsumerPrefix, index),
 		owned: map[int32]bool{}, held: map[int32][]int64{}, next: map[int32]int64{}, acked: make(chan struct{})}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(q.cfg.Brokers...), kgo.ClientID("seckill-"+c.name),
+	cl, err := kgo.NewClient(q.cfg.connection(kgo.ClientID("seckill-"+c.name),
 		kgo.ConsumerGroup(q.cfg.Group), kgo.ConsumeTopics(q.cfg.Topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(q.cfg.SessionTimeout),
 		kgo.FetchMaxWait(q.cfg.Block), kgo.WithLogger(clientLog{q.log.With("consumer", c.name)}),
@@ -249,7 +285,7 @@ func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 		// what it acked is committed before the partition goes, and what
 		// it still holds then is delivered to the next owner (and found
 		// stored).
-		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))
+		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: consumer: %w", err)
 	}
@@ -351,7 +387,7 @@ func (c *consumer) Fetch(ctx context.Context, limit int) ([]core.Delivery, error
 		c.held[r.Partition] = append(c.held[r.Partition], r.Offset)
 		slices.Sort(c.held[r.Partition])
 		c.next[r.Partition] = max(c.next[r.Partition], r.Offset+1)
-		out = append(out, core.Delivery{ID: deliveryID(r.Partition, r.Offset), Body: r.Value, Attempt: 1})
+		out = append(out, core.Delivery{ID: deliveryID(r.Partition, r.Offset), Body: r.Value, Attempt: 1, Signature: recordHeader(r, brokerevent.SignatureHeader)})
 	})
 	if len(out) == 0 && ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -691,7 +727,7 @@ func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool) ([]*
 	if len(want) == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(q.cfg.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	cl, err := kgo.NewClient(q.cfg.connection(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: reader: %w", err)
 	}

@@ -67,6 +67,13 @@ type Config struct {
 	ConsumerPrefix string
 	// Replicas of the streams; 1 on a single server. Default 1.
 	Replicas int
+	// Signer signs each order published (brokerevent.SignatureHeader); the
+	// pipeline checks it. Nil: unsigned.
+	Signer *core.OrderSigner
+	// Credentials is a NATS credentials file (a user JWT and its nkey
+	// seed) to connect with; empty: none, or what the URL carries
+	// (nats://user:password@host, nats://token@host).
+	Credentials string
 }
 
 // StreamName is the stream of a deployment whose keys start with
@@ -132,10 +139,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name("seckill "+cfg.ConsumerPrefix),
-		nats.Timeout(5*time.Second), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
+	opts := []nats.Option{nats.Name("seckill " + cfg.ConsumerPrefix),
+		nats.Timeout(5 * time.Second), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false)}
+	if cfg.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Credentials))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", cfg.URL, err)
+		// Not the URL: it may carry a password (the caller names the
+		// setting, redacted).
+		return nil, fmt.Errorf("nats: connect: %w", err)
 	}
 	q := &Queue{cfg: cfg, log: log, nc: nc, held: map[string]jetstream.Msg{}}
 	if err := q.setUp(ctx); err != nil {
@@ -216,8 +229,9 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(orders))
 	for _, o := range orders {
 		m := nats.NewMsg(q.subject(o.VoucherID))
-		m.Data = core.EncodeOrder(o)
-		for k, v := range brokerevent.Headers(o) {
+		body, headers := brokerevent.Event(o, q.cfg.Signer)
+		m.Data = body
+		for k, v := range headers {
 			m.Header.Set(k, v)
 		}
 		f, err := q.js.PublishMsgAsync(m, jetstream.WithMsgID(strconv.FormatInt(o.ID, 10)),
@@ -333,7 +347,8 @@ func (c *consumer) take(batch jetstream.MessageBatch) ([]core.Delivery, error) {
 		c.q.mu.Lock()
 		c.q.held[id] = m
 		c.q.mu.Unlock()
-		out = append(out, core.Delivery{ID: id, Body: m.Data(), Attempt: int(md.NumDelivered)})
+		out = append(out, core.Delivery{ID: id, Body: m.Data(), Attempt: int(md.NumDelivered),
+			Signature: m.Headers().Get(brokerevent.SignatureHeader)})
 	}
 	if err := batch.Error(); err != nil && len(out) == 0 && !errors.Is(err, context.DeadlineExceeded) &&
 		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, jetstream.ErrNoMessages) {

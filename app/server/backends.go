@@ -83,6 +83,15 @@ func (d Deps) Getenv(name string) string {
 	return v
 }
 
+// OrderSigner signs the order messages an outside broker carries, so its
+// consumers persist none that this deployment did not produce
+// (core.OrderSigner). Its key derives from SECKILL_JWT_SECRET and
+// SECKILL_KEY_PREFIX, which every process of a deployment shares: no
+// setting of its own.
+func (d Deps) OrderSigner() *core.OrderSigner {
+	return core.NewOrderSigner(d.Config.JWTSecret, d.Config.KeyPrefix)
+}
+
 // Key is the server's key prefix followed by suffix: every Redis key of a
 // deployment starts with SECKILL_KEY_PREFIX.
 func (d Deps) Key(suffix string) string { return d.Config.KeyPrefix + suffix }

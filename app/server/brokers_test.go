@@ -27,7 +27,9 @@ import (
 func useTestBrokers(t testing.TB, cfg *Config) {
 	t.Helper()
 	if cfg.Queue == kafkaqueue.Name {
-		cfg.KafkaBrokers = testKafka(t)
+		if len(cfg.KafkaBrokers) == 0 { // a test's own cluster stays
+			cfg.KafkaBrokers = testKafka(t)
+		}
 		return
 	}
 	if cfg.Queue != amqpqueue.Name {

@@ -100,7 +100,7 @@ func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
 		return nil, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
 	}
 	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: d.Config.KafkaBrokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
-		ConsumerPrefix: d.Config.ConsumerName}, d.Log)
+		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: d.Config.KafkaTLS, SASL: d.Config.KafkaSASL}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_KAFKA_BROKERS: %w", err)
 	}
@@ -115,9 +115,9 @@ func openRabbitMQ(ctx context.Context, d Deps) (core.Queue, error) {
 		url = amqpqueue.DefaultURL
 	}
 	q, err := amqpqueue.New(ctx, amqpqueue.Config{URL: url, Queue: amqpqueue.QueueName(d.Config.KeyPrefix),
-		ConsumerPrefix: d.Config.ConsumerName, Prefetch: 2 * max(d.Config.BatchSize, 1)}, d.Log)
+		ConsumerPrefix: d.Config.ConsumerName, Prefetch: 2 * max(d.Config.BatchSize, 1), Signer: d.OrderSigner()}, d.Log)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_AMQP_URL: %w", err)
+		return nil, fmt.Errorf("SECKILL_AMQP_URL (%s): %w", redactURL(url), err)
 	}
 	return q, nil
 }
@@ -126,7 +126,8 @@ func openRabbitMQ(ctx context.Context, d Deps) (core.Queue, error) {
 // stand-ins and no URL, on a NATS server embedded in this process.
 func openNATS(ctx context.Context, d Deps) (core.Queue, error) {
 	cfg := natsqueue.Config{Stream: natsqueue.StreamName(d.Config.KeyPrefix),
-		ConsumerPrefix: d.Config.ConsumerName, AckWait: d.Config.ClaimMinIdle}
+		ConsumerPrefix: d.Config.ConsumerName, AckWait: d.Config.ClaimMinIdle, Signer: d.OrderSigner(),
+		Credentials: d.Config.NATSCredentials}
 	url := d.Config.NATSURL
 	if url == "" && d.Config.EmbeddedRedis() && d.Config.EmbeddedSQL() {
 		q, err := natsqueue.NewEmbedded(ctx, cfg, d.Log)
@@ -142,7 +143,7 @@ func openNATS(ctx context.Context, d Deps) (core.Queue, error) {
 	cfg.URL = url
 	q, err := natsqueue.New(ctx, cfg, d.Log)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_NATS_URL: %w", err)
+		return nil, fmt.Errorf("SECKILL_NATS_URL (%s): %w", redactURL(url), err)
 	}
 	return q, nil
 }

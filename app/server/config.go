@@ -2,11 +2,15 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +18,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/gofiber/fiber/v2"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -159,6 +166,13 @@ type Config struct {
 	// KafkaBrokers are the kafka backend's seed brokers (host:port);
 	// required for it, with real servers and on the stand-ins.
 	KafkaBrokers []string // SECKILL_KAFKA_BROKERS
+	// KafkaTLS, if set, is the TLS of every Kafka connection
+	// (SECKILL_KAFKA_TLS, SECKILL_KAFKA_TLS_CA); KafkaSASL its
+	// authentication (SECKILL_KAFKA_SASL, _USER, _PASSWORD). Nil: none.
+	KafkaTLS  *tls.Config
+	KafkaSASL sasl.Mechanism
+	// NATSCredentials is a NATS credentials file to connect with.
+	NATSCredentials string // SECKILL_NATS_CREDS
 	// lookup is the environment the configuration was read from; a
 	// backend reads its own variables through it (Deps.Getenv).
 	lookup func(string) (string, bool)
@@ -396,6 +410,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			c.KafkaBrokers = append(c.KafkaBrokers, b)
 		}
 	}
+	if err := c.loadBrokerSecurity(lookup); err != nil {
+		return c, err
+	}
 	if c.Queue == "kafka" && len(c.KafkaBrokers) == 0 {
 		return c, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated); there is no Kafka to embed"}
 	}
@@ -597,6 +614,52 @@ func (c *Config) loadLogin(lookup func(string) (string, bool), embedded bool) er
 	return nil
 }
 
+// loadBrokerSecurity reads how the outside brokers' connections are
+// secured: Kafka's TLS and SASL, NATS's credentials file. All optional,
+// off by default; a file that cannot be read, or a mechanism without its
+// user, stops the start.
+func (c *Config) loadBrokerSecurity(lookup func(string) (string, bool)) error {
+	get := func(name string) string { v, _ := lookup(name); return strings.TrimSpace(v) }
+	on, err := boolVar(lookup, "SECKILL_KAFKA_TLS", false)
+	if err != nil {
+		return err
+	}
+	if ca := get("SECKILL_KAFKA_TLS_CA"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return &configError{"SECKILL_KAFKA_TLS_CA", ca, "cannot read it: " + err.Error()}
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return &configError{"SECKILL_KAFKA_TLS_CA", ca, "holds no PEM certificate"}
+		}
+		c.KafkaTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	} else if on {
+		c.KafkaTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	user, password := get("SECKILL_KAFKA_USER"), get("SECKILL_KAFKA_PASSWORD")
+	switch mechanism := strings.ToUpper(get("SECKILL_KAFKA_SASL")); {
+	case mechanism == "" && user == "":
+	case mechanism == "" || user == "" || password == "":
+		return &configError{"SECKILL_KAFKA_SASL", mechanism, "SASL needs the mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), SECKILL_KAFKA_USER and SECKILL_KAFKA_PASSWORD together"}
+	case mechanism == "PLAIN":
+		c.KafkaSASL = plain.Auth{User: user, Pass: password}.AsMechanism()
+	case mechanism == "SCRAM-SHA-256":
+		c.KafkaSASL = scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
+	case mechanism == "SCRAM-SHA-512":
+		c.KafkaSASL = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
+	default:
+		return &configError{"SECKILL_KAFKA_SASL", mechanism, "want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"}
+	}
+	if creds := get("SECKILL_NATS_CREDS"); creds != "" {
+		if _, err := os.Stat(creds); err != nil {
+			return &configError{"SECKILL_NATS_CREDS", creds, "cannot read the credentials file: " + err.Error()}
+		}
+		c.NATSCredentials = creds
+	}
+	return nil
+}
+
 // DefaultCodesPerPhone is SECKILL_CODES_PER_PHONE's default: with five
 // tries a code, 25 judged guesses a phone in 15 minutes, whoever asks.
 const DefaultCodesPerPhone = 5
@@ -657,7 +720,7 @@ func brokerURLVar(lookup func(string) (string, bool), name, example string, sche
 	}
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-		return "", &configError{name, v, "want a URL such as " + example}
+		return "", &configError{name, redactURL(v), "want a URL such as " + example}
 	}
 	return v, nil
 }
@@ -686,13 +749,23 @@ func boolVar(lookup func(string) (string, bool), name string, def bool) (bool, e
 	return b, nil
 }
 
-// redactURL hides a password before a URL is printed.
+// credentialsInURL is the userinfo of each URL in a text: user:password@
+// or a lone token@ (NATS takes nats://token@host), in a URL of any scheme,
+// also in lists (nats://u:p@a,nats://u:p@b) that url.Parse refuses.
+var credentialsInURL = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)([^/@\s,]*)@`)
+
+// redactURL hides the credentials of every URL in s before it is printed:
+// a password becomes xxxxx, a lone token (NATS's) too; the user name
+// stays, to tell which account.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
+	return credentialsInURL.ReplaceAllStringFunc(s, func(m string) string {
+		parts := credentialsInURL.FindStringSubmatch(m)
+		scheme, userinfo := parts[1], parts[2]
+		if user, _, ok := strings.Cut(userinfo, ":"); ok {
+			return scheme + user + ":xxxxx@"
+		}
+		return scheme + "xxxxx@"
+	})
 }
 
 func randomHex(n int) string {

@@ -192,7 +192,7 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-			PayWindow: cfg.PayWindow,
+			PayWindow: cfg.PayWindow, Signer: sale.signer,
 		}, log, s.metrics)
 	}
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store, Live: sale.returner, Memo: s.memo,
@@ -365,6 +365,9 @@ type sale struct {
 	// duties are the reservation's own: re-driving transfers between a
 	// hot voucher's buckets.
 	duties []core.Duty
+	// signer checks the order messages of an outside broker (nil for the
+	// deployment's own queues).
+	signer *core.OrderSigner
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -414,6 +417,9 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = reserver
+	}
+	if b.Broker != nil {
+		out.signer = Deps{Config: s.cfg}.OrderSigner()
 	}
 	return out, nil
 }

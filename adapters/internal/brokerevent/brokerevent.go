@@ -30,7 +30,21 @@ const (
 	KindHeader = "Seckill-Event"
 	// Reserved is the kind of an order a shopper was answered 200 for.
 	Reserved = "order.reserved"
+	// SignatureHeader carries the deployment's signature of the body
+	// (core.OrderSigner): the consumers persist no order without it.
+	SignatureHeader = "Seckill-Signature"
 )
+
+// Event is an order event as it goes on the wire: its body
+// (core.EncodeOrder) and headers, the body signed when signer is set.
+func Event(o core.Order, signer *core.OrderSigner) ([]byte, map[string]string) {
+	body := core.EncodeOrder(o)
+	headers := Headers(o)
+	if signer != nil {
+		headers[SignatureHeader] = signer.Sign(body)
+	}
+	return body, headers
+}
 
 // Headers are an order event's headers.
 func Headers(o core.Order) map[string]string {
