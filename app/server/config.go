@@ -419,6 +419,17 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if embedded && c.Queue == "rabbitmq" && c.AMQPURL == "" {
 		return c, &configError{"SECKILL_AMQP_URL", "", "SECKILL_QUEUE=rabbitmq needs a RabbitMQ to talk to, and the stand-ins have none to embed: set SECKILL_AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/)"}
 	}
+	if err := c.loadSecrets(embedded); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// loadSecrets makes up the secrets the stand-ins lack, and refuses on real
+// servers a missing secret, a short one, a documented example, one of
+// fewer than 8 distinct characters, and an admin token equal to the JWT
+// secret.
+func (c *Config) loadSecrets(embedded bool) error {
 	if embedded {
 		if len(c.JWTSecret) == 0 {
 			c.JWTSecret = []byte(randomHex(32))
@@ -431,17 +442,17 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		// With real servers, a made-up secret would differ on every
 		// instance and every restart: refuse instead.
 		if len(c.JWTSecret) == 0 {
-			return c, &configError{"SECKILL_JWT_SECRET", "", "required when Redis or MySQL is configured"}
+			return &configError{"SECKILL_JWT_SECRET", "", "required when Redis or MySQL is configured"}
 		}
 		if c.AdminToken == "" {
-			return c, &configError{"SECKILL_ADMIN_TOKEN", "", "required when Redis or MySQL is configured"}
+			return &configError{"SECKILL_ADMIN_TOKEN", "", "required when Redis or MySQL is configured"}
 		}
 	}
 	if len(c.JWTSecret) < 16 {
-		return c, &configError{"SECKILL_JWT_SECRET", "", "must be at least 16 bytes"}
+		return &configError{"SECKILL_JWT_SECRET", "", "must be at least 16 bytes"}
 	}
 	if len(c.AdminToken) < 16 {
-		return c, &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
+		return &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
 	}
 	if !embedded {
 		for name, v := range map[string]string{"SECKILL_JWT_SECRET": string(c.JWTSecret), "SECKILL_ADMIN_TOKEN": c.AdminToken,
@@ -450,20 +461,20 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 				continue
 			}
 			if isExampleSecret(v) {
-				return c, &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (e.g. openssl rand -hex 32)"}
+				return &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (e.g. openssl rand -hex 32)"}
 			}
 			if len(v) < 16 {
-				return c, &configError{name, "", "must be at least 16 bytes"}
+				return &configError{name, "", "must be at least 16 bytes"}
 			}
 			if distinct(v) < minDistinctSecretBytes {
-				return c, &configError{name, "", fmt.Sprintf("has fewer than %d distinct characters, a pattern anyone guesses: choose a random one (e.g. openssl rand -hex 32)", minDistinctSecretBytes)}
+				return &configError{name, "", fmt.Sprintf("has fewer than %d distinct characters, a pattern anyone guesses: choose a random one (e.g. openssl rand -hex 32)", minDistinctSecretBytes)}
 			}
 		}
 		if string(c.JWTSecret) == c.AdminToken {
-			return c, &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET: whoever holds one would hold both (the admin token travels in headers and logs of tools; the JWT secret signs every shopper); choose two random values"}
+			return &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET: whoever holds one would hold both (the admin token travels in headers and logs of tools; the JWT secret signs every shopper); choose two random values"}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // halfEmbedded refuses exactly one of the two servers set: such an
