@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
+	"github.com/seckill-lab/seckill/adapters/natsqueue"
 )
 
 // selfSignedTLS is a certificate for 127.0.0.1 signed by itself: the
@@ -146,4 +148,45 @@ func TestCredentialsInBrokerURLsAreRedacted(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("a refused AMQP URL: %v, want a refusal without the password", err)
 	}
+}
+
+// TestNATSWithAUserAndPassword: a NATS that takes only an authenticated
+// user is reached with the user and password in SECKILL_NATS_URL, and a
+// sale goes through it; with a wrong password the start stops, and its
+// error names the setting without the password.
+func TestNATSWithAUserAndPassword(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Username: "seckill", Password: "a-nats-password-0123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	addr := strings.TrimPrefix(ns.ClientURL(), "nats://")
+	h := startServer(t, "real", func(c *Config) { c.Queue, c.NATSURL = natsqueue.Name, "nats://seckill:a-nats-password-0123@"+addr })
+	voucher := h.openVoucher(3)
+	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(5), nil); status != 200 {
+		t.Fatalf("seckill through an authenticated NATS: %d %v", status, body)
+	}
+	if n := h.waitForRows(voucher, 1, 15*time.Second); n != 1 {
+		t.Fatalf("%d rows: the order did not travel through NATS", n)
+	}
+
+	wrong := testConfig()
+	useRealServers(t, &wrong)
+	wrong.Queue, wrong.NATSURL = natsqueue.Name, "nats://seckill:not-the-password-987@"+addr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := New(ctx, wrong, nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("a server with the wrong NATS password started")
+	}
+	if !strings.Contains(err.Error(), "SECKILL_NATS_URL") || strings.Contains(err.Error(), "not-the-password-987") {
+		t.Fatalf("the refusal: %v; want it to name SECKILL_NATS_URL without the password", err)
+	}
+	t.Logf("refused: %v", err)
 }
