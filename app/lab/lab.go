@@ -222,7 +222,7 @@ func runLabBackend(base server.Config, b labBackend, o labOptions, progress func
 		progress("[%s]   only %d of %d accepted orders persisted after 120s", b.name, n, ok)
 	}
 	res.RowP50, res.RowP99 = h.rowLatency(vouchers...)
-	progress("[%s]   reservation to row: p50 %v, p99 %v", b.name, res.RowP50, res.RowP99)
+	progress("[%s]   reservation to row (p50, p99): %s", b.name, rowLatencyCell(res.RowP50, res.RowP99, ", "))
 
 	// 2. The sell-out sale: stock 1,000, 5,000 shoppers, every tenth twice.
 	res.Stock = o.stock

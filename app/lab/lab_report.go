@@ -80,13 +80,9 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 		if r.DrainRate > 0 {
 			drainCell = fmt.Sprintf("%.0f", r.DrainRate)
 		}
-		rowCell := fmt.Sprintf("%v / %v", round(r.RowP50), round(r.RowP99))
-		if r.RowP99 == 0 {
-			rowCell = "— (SQLite stamps a row in whole seconds)"
-		}
 		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %s | %d of %d | %d | %d | %d |\n",
 			r.Backend, r.Load.perSecond(), round(r.Load.percentile(.5)), round(r.Load.percentile(.99)),
-			rowCell, drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
+			rowLatencyCell(r.RowP50, r.RowP99, " / "), drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
 	}
 	for _, r := range results {
 		if r.Err != "" {
@@ -377,4 +373,14 @@ func writeHistory(b *strings.Builder, results []labResult) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.Backend, lin, settled, strings.Join(answers, ", "))
 	}
+}
+
+// rowLatencyCell shows how long a reservation took to become a row, p50
+// and p99, or a dash where it was not measured: SQLite (the stand-in)
+// stamps a row in whole seconds, so its rows all read 0s.
+func rowLatencyCell(p50, p99 time.Duration, sep string) string {
+	if p99 == 0 {
+		return "— (SQLite stamps a row in whole seconds)"
+	}
+	return fmt.Sprintf("%v%s%v", round(p50), sep, round(p99))
 }

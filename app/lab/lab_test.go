@@ -148,3 +148,15 @@ func TestALabFaultThatFailsBecomesItsNote(t *testing.T) {
 		t.Fatalf("note %q from a run that did not fail", note)
 	}
 }
+
+// TestRowLatencyIsADashWhereItWasNotMeasured: on the stand-ins every row
+// reads 0s (SQLite's whole seconds); the progress line and the report say
+// so instead of printing "p50 0s, p99 0s" for every backend.
+func TestRowLatencyIsADashWhereItWasNotMeasured(t *testing.T) {
+	if got := rowLatencyCell(0, 0, ", "); !strings.HasPrefix(got, "—") {
+		t.Errorf("not measured: %q, want a dash", got)
+	}
+	if got := rowLatencyCell(3*time.Millisecond, 40*time.Millisecond, " / "); got != "3ms / 40ms" {
+		t.Errorf("measured: %q", got)
+	}
+}
