@@ -1,10 +1,13 @@
 package server
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
 )
@@ -91,4 +94,80 @@ func TestTheREADMEWalkThroughWorksAsWritten(t *testing.T) {
 		}
 		walk(t, startWith(t, cfg), cfg.AdminToken)
 	})
+}
+
+// TestTheREADMECodeListenerAnswersAndPrints: the README's listener for
+// reading codes without a gateway, run as written (on a free port), takes
+// the webhook sender's codes: the code request is 200 and the listener
+// prints the code. The tip before it (nc -l) never answered, so every code
+// was withdrawn.
+func TestTheREADMECodeListenerAnswersAndPrints(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(raw)[strings.Index(string(raw), "**Reading codes without a gateway.**"):]
+	start := strings.Index(section, "```sh\n") + len("```sh\n")
+	// The block sits in a list item: rendered, its lines lose the item's
+	// indentation, and so they do here.
+	var lines []string
+	for _, l := range strings.Split(section[start:start+strings.Index(section[start:], "```")], "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "  "))
+	}
+	script := strings.Join(lines, "\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	script = strings.ReplaceAll(script, "9999", port)
+	out := &lockedOutput{}
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h := startServer(t, "embedded", func(c *Config) {
+		c.DevCodes = false
+		c.CodeSender, c.CodeWebhookURL, c.CodeWebhookSecret = WebhookSender, "http://127.0.0.1:"+port+"/sms", "a-listener-secret-0123"
+	})
+	var status int
+	var body map[string]any
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if status, body = h.do("POST", "/api/auth/code", "", map[string]any{"phone": "13811112222"}); status == 200 {
+			break
+		}
+	}
+	if status != 200 {
+		t.Fatalf("a code through the README's listener: %d %v\n%s", status, body, out.String())
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), `"code":`) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), `"phone":"+8613811112222"`) || !strings.Contains(out.String(), `"code":`) {
+		t.Fatalf("the listener printed %q, want the code", out.String())
+	}
+}
+
+// lockedOutput collects a process's output while the test reads it.
+type lockedOutput struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (o *lockedOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *lockedOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
