@@ -163,3 +163,14 @@ var VerifyBucket string
 //
 //go:embed read_bucket.lua
 var ReadBucket string
+
+// ConsumerBeat is a process's heartbeat on a stream (streamgroup).
+//
+//go:embed consumer_beat.lua
+var ConsumerBeat string
+
+// DeadConsumers names the consumers holding entries whose process stopped
+// beating (streamgroup).
+//
+//go:embed dead_consumers.lua
+var DeadConsumers string

@@ -32,12 +32,12 @@ const claimBatch = 500
 // claim has been fetched, and scans the whole pending list over
 // successive runs.
 func (q *Queue) claim(ctx context.Context) error {
-	q.claims.mu.Lock()
-	busy, start := len(q.claims.pending) > 0, q.claims.cursor
-	q.claims.mu.Unlock()
-	if busy {
+	if q.claimsBusy() {
 		return nil
 	}
+	q.claims.mu.Lock()
+	start := q.claims.cursor
+	q.claims.mu.Unlock()
 	if adopted, err := q.adoptStranded(ctx); err != nil || adopted > 0 {
 		return err
 	}
@@ -79,6 +79,15 @@ func (q *Queue) claim(ctx context.Context) error {
 	return nil
 }
 
+// claimsBusy reports whether claimed entries still wait for a consumer:
+// nothing more is claimed until they are fetched, so none idles in the
+// claims long enough to be claimed again elsewhere.
+func (q *Queue) claimsBusy() bool {
+	q.claims.mu.Lock()
+	defer q.claims.mu.Unlock()
+	return len(q.claims.pending) > 0
+}
+
 // claimOwner is the name claimed entries are pending under until a
 // consumer fetches them: no consumer's own, so that a consumer re-reading
 // its own pending entries never meets one that also waits in the claims.
@@ -114,45 +123,58 @@ const strandedAfter = 2 * time.Second
 func (q *Queue) adoptStranded(ctx context.Context) (int, error) {
 	adopted := 0
 	for _, name := range q.held.consumers() {
-		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: q.cfg.Stream, Group: q.cfg.Group, Idle: strandedAfter,
-			Start: "-", End: "+", Count: claimBatch, Consumer: name,
-		}).Result()
-		if isMissing(err) {
-			return 0, nil
-		}
-		if err != nil {
-			return adopted, fmt.Errorf("streamgroup: pending of %s: %w", name, err)
-		}
-		var ids []string
-		for _, p := range pending {
-			if !q.held.contains(p.ID) {
-				ids = append(ids, p.ID)
-			}
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		// To the claim owner, atomically out of name's pending entries: a
-		// consumer re-reading them meanwhile no longer finds them, and one
-		// that read them already reset their idle time, so they stay.
-		msgs, err := q.rdb.XClaim(ctx, &redis.XClaimArgs{
-			Stream: q.cfg.Stream, Group: q.cfg.Group, Consumer: q.claimOwner(), MinIdle: strandedAfter, Messages: ids,
-		}).Result()
-		if err != nil {
-			return adopted, fmt.Errorf("streamgroup: adopt stranded entries of %s: %w", name, err)
-		}
-		msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return q.held.contains(m.ID) })
-		ds, err := q.withAttempts(ctx, q.claimOwner(), msgs)
+		n, err := q.takeOver(ctx, name, strandedAfter)
 		if err != nil {
 			return adopted, err
 		}
-		q.claims.mu.Lock()
-		q.claims.pending = append(q.claims.pending, ds...)
-		q.claims.mu.Unlock()
-		adopted += len(ds)
-		q.log.Warn("adopted entries pending under this process's consumers that none of them holds (a lost reply)",
-			"consumer", name, "entries", len(ds))
+		if n > 0 {
+			q.log.Warn("adopted entries pending under this process's consumers that none of them holds (a lost reply)",
+				"consumer", name, "entries", n)
+		}
+		adopted += n
 	}
 	return adopted, nil
+}
+
+// takeOver claims the entries pending under name, idle at least minIdle
+// and held by no consumer of this process, for the claim owner, and queues
+// them for this process's consumers; it returns how many.
+func (q *Queue) takeOver(ctx context.Context, name string, minIdle time.Duration) (int, error) {
+	pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: q.cfg.Stream, Group: q.cfg.Group, Idle: minIdle,
+		Start: "-", End: "+", Count: claimBatch, Consumer: name,
+	}).Result()
+	if isMissing(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("streamgroup: pending of %s: %w", name, err)
+	}
+	var ids []string
+	for _, p := range pending {
+		if !q.held.contains(p.ID) {
+			ids = append(ids, p.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	// To the claim owner, atomically out of name's pending entries: a
+	// consumer re-reading them meanwhile no longer finds them, and one
+	// that read them already reset their idle time, so they stay.
+	msgs, err := q.rdb.XClaim(ctx, &redis.XClaimArgs{
+		Stream: q.cfg.Stream, Group: q.cfg.Group, Consumer: q.claimOwner(), MinIdle: minIdle, Messages: ids,
+	}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("streamgroup: take over the entries of %s: %w", name, err)
+	}
+	msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return q.held.contains(m.ID) })
+	ds, err := q.withAttempts(ctx, q.claimOwner(), msgs)
+	if err != nil {
+		return 0, err
+	}
+	q.claims.mu.Lock()
+	q.claims.pending = append(q.claims.pending, ds...)
+	q.claims.mu.Unlock()
+	return len(ds), nil
 }

@@ -49,6 +49,15 @@ type Config struct {
 	// ClaimInterval is how often a consumer looks for such entries.
 	// Default ClaimMinIdle/2, at most 5s.
 	ClaimInterval time.Duration
+	// Liveness: a process's consumers are alive while it beats
+	// (liveness.go), every Liveness/3; one that has not beaten for
+	// Liveness is dead, and what its consumers held is claimed at the next
+	// reap (every Liveness/6), without waiting for ClaimMinIdle. Default
+	// 1.2s: a killed process's entries move within 1.5 s. A process
+	// stalled past it (a pause, a Redis it cannot reach) may see its
+	// entries delivered once more elsewhere: the store's idempotence
+	// absorbs that.
+	Liveness time.Duration
 	// Block is how long one XREADGROUP waits for new entries; it bounds
 	// how fast a consumer notices shutdown. Default 1s.
 	Block time.Duration
@@ -86,6 +95,9 @@ func (c *Config) setDefaults() {
 	if c.Block <= 0 {
 		c.Block = time.Second
 	}
+	if c.Liveness <= 0 {
+		c.Liveness = 1200 * time.Millisecond
+	}
 	if c.TrimInterval <= 0 {
 		c.TrimInterval = 10 * time.Second
 	}
@@ -113,6 +125,11 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg Config, log *slog.L
 	q := &Queue{rdb: rdb, cfg: cfg, log: log}
 	q.held.register(q.claimOwner())
 	if err := q.ensureGroup(ctx); err != nil {
+		return nil, err
+	}
+	// Alive from the start: the duty's first beat comes a period later,
+	// and a stale beat of an earlier process of this name may have passed.
+	if err := q.beat(ctx); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -172,12 +189,17 @@ func (q *Queue) Consumer(_ context.Context, index int) (core.Consumer, error) {
 }
 
 // duties are the group's background work, each in a file of its own: the
-// claimer takes over what dead consumers left pending (claim.go), the
+// heartbeat tells that this process's consumers are alive, the reaper
+// takes over at once what the consumers of a process that stopped beating
+// hold (liveness.go), the claimer takes over what any consumer left
+// pending past ClaimMinIdle (claim.go), the
 // keeper renews what this process holds (held.go), the trimmer drops what
 // every group has acknowledged (trim.go), the pruner removes the names of
 // consumers that are gone (prune.go).
 func (q *Queue) duties() []core.Duty {
 	return []core.Duty{
+		{Name: "heartbeat", Every: q.cfg.Liveness / 3, Do: q.beat},
+		{Name: "claim from the dead", Every: q.cfg.Liveness / 6, Do: q.claimDead},
 		{Name: "claim", Every: q.cfg.ClaimInterval, Do: q.claim},
 		{Name: "prune consumers", Every: q.cfg.ClaimMinIdle, Do: q.prune},
 		{Name: "keep-held", Every: q.keepHeldInterval(), Do: q.keepHeld},

@@ -13,15 +13,20 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
+// testLiveness is the tests' heartbeat window: a process that runs no
+// duties is dead this long after it started.
+const testLiveness = 300 * time.Millisecond
+
 func newQueue(t *testing.T, r testenv.Redis, consumerPrefix string, minIdle time.Duration) *streamgroup.Queue {
 	t.Helper()
-	q, err := streamgroup.New(context.Background(), r.Client, streamgroup.Config{
-		Stream:         r.Prefix + "orders",
-		ConsumerPrefix: consumerPrefix,
-		ClaimMinIdle:   minIdle,
-		ClaimInterval:  10 * time.Millisecond,
-		Block:          50 * time.Millisecond,
-	}, nil)
+	return newQueueWith(t, r, streamgroup.Config{ConsumerPrefix: consumerPrefix, ClaimMinIdle: minIdle, Liveness: testLiveness})
+}
+
+func newQueueWith(t *testing.T, r testenv.Redis, cfg streamgroup.Config) *streamgroup.Queue {
+	t.Helper()
+	cfg.Stream = r.Prefix + "orders"
+	cfg.ClaimInterval, cfg.Block = 10*time.Millisecond, 50*time.Millisecond
+	q, err := streamgroup.New(context.Background(), r.Client, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +434,7 @@ func TestConsumersThatAreGoneAreRemovedFromTheGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		fetchN(t, consumer(t, held, 0), 1) // dies holding order 2
-		time.Sleep(minIdle + 200*time.Millisecond)
+		time.Sleep(max(minIdle, testLiveness) + 200*time.Millisecond)
 		live := consumer(t, q, 0)
 		live.Fetch(context.Background(), 1) // seen just now: nothing to fetch, but alive
 		before := consumerNames(t, r, q)
@@ -474,4 +479,78 @@ func consumerNames(t *testing.T, r testenv.Redis, q *streamgroup.Queue) map[stri
 		names[c.Name] = c.Pending
 	}
 	return names
+}
+
+// TestAKilledProcesssEntriesAreClaimedWithinTwoSeconds: the outside review
+// killed a process with the default per-process consumer name; what it had
+// been delivered waited SECKILL_CLAIM_MIN_IDLE (30 s) before another took
+// it, and with a 5 s pay window 98 of 100 winners' orders expired still
+// queued. A process that stops beating is dead after Liveness (1.2 s by
+// default), and the next reap takes its entries: within 2 s of its death,
+// with the claim idle time at 30 s.
+func TestAKilledProcesssEntriesAreClaimedWithinTwoSeconds(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		killed := newQueueWith(t, r, streamgroup.Config{ConsumerPrefix: "killed", ClaimMinIdle: 30 * time.Second})
+		ctx, kill := context.WithCancel(context.Background())
+		beating := make(chan struct{})
+		go func() { core.RunQueueDuties(ctx, killed, nil); close(beating) }()
+		survivor := newQueueWith(t, r, streamgroup.Config{ConsumerPrefix: "survivor", ClaimMinIdle: 30 * time.Second})
+		runDuties(t, survivor)
+		publish(t, r, killed, 1, 2, 3)
+		fetchN(t, consumer(t, killed, 0), 3)
+		time.Sleep(2 * time.Second) // alive and holding them: nobody takes them
+		live := consumer(t, survivor, 0)
+		if ds, _ := live.Fetch(context.Background(), 10); len(ds) != 0 {
+			t.Fatalf("the survivor took %d entries from a process that still beats", len(ds))
+		}
+		kill() // SIGKILL: no more beats, nothing acked
+		<-beating
+		died := time.Now()
+		var got []core.Delivery
+		for len(got) < 3 && time.Since(died) < 5*time.Second {
+			ds, err := live.Fetch(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ds...)
+		}
+		took := time.Since(died)
+		if ids := orderIDs(t, got); len(ids) != 3 || ids[1] != 2 {
+			t.Fatalf("the survivor got %v, want orders 1, 2, 3 on their second delivery", ids)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("the killed process's entries moved %v after its death, want within 2 s (the claim idle time is 30 s)", took)
+		}
+		t.Logf("claimed %v after the death", took.Round(10*time.Millisecond))
+	})
+}
+
+// TestALiveConsumerOfAQuietStreamIsNeverPruned: on Redis 7.0 an empty
+// blocking read does not reset a consumer's idle time, and the pruner
+// removed the server's own live consumers every claim period, logging them
+// as gone. A consumer whose process beats stays, however idle.
+func TestALiveConsumerOfAQuietStreamIsNeverPruned(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		if r.Mini != nil {
+			t.Skip("miniredis tracks no consumer's idle time (XINFO CONSUMERS says -1): it prunes nothing")
+		}
+		const minIdle = 300 * time.Millisecond
+		q := newQueue(t, r, "quiet", minIdle)
+		runDuties(t, q)
+		c := consumer(t, q, 0)
+		deadline := time.Now().Add(3 * minIdle)
+		for time.Now().Before(deadline) {
+			c.Fetch(context.Background(), 1) // empty blocking reads
+		}
+		for _, d := range q.Capabilities().Duties {
+			if d.Name == "prune consumers" {
+				if err := d.Do(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, ok := consumerNames(t, r, q)["quiet-0"]; !ok {
+			t.Fatalf("the live consumer of a quiet stream was pruned: %v", consumerNames(t, r, q))
+		}
+	})
 }

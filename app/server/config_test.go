@@ -448,3 +448,21 @@ func TestAPlainHTTPWebhookIsWarnedOfOnRealServers(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimTimeThatOutlastsThePayWindowIsWarnedOf: a warning, never a
+// refusal, when an order can wait for its claim longer than its shopper
+// has to pay.
+func TestAClaimTimeThatOutlastsThePayWindowIsWarnedOf(t *testing.T) {
+	for _, c := range []struct {
+		claim, pay string
+		warn       bool
+	}{{"30s", "5s", true}, {"30s", "30s", true}, {"30s", "15m", false}, {"2s", "5s", false}} {
+		cfg, err := LoadConfig(env(map[string]string{"SECKILL_CLAIM_MIN_IDLE": c.claim, "SECKILL_PAY_WINDOW": c.pay}))
+		if err != nil {
+			t.Fatalf("claim %s, pay window %s: refused (%v), want at most a warning", c.claim, c.pay, err)
+		}
+		if got := claimOutlastsPayWindow(cfg); (got != "") != c.warn || (c.warn && !strings.Contains(got, "SECKILL_CLAIM_MIN_IDLE")) {
+			t.Errorf("claim %s, pay window %s: warning %q, want one: %v", c.claim, c.pay, got, c.warn)
+		}
+	}
+}

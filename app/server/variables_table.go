@@ -106,7 +106,7 @@ var variables = []Variable{
 		Meaning: "a message delivered more often goes to the dead-letter stream"},
 	{Name: "SECKILL_CLAIM_MIN_IDLE", Default: "`30s`",
 		Summary: "streamgroup and relays: idle time after which a pending entry is claimed",
-		Meaning: "streamgroup: a pending entry idle this long is claimed from its (presumed dead) consumer; the outside brokers: the same for the outbox's relays, and `nats`'s ack wait (a killed process's deliveries go to another after it)"},
+		Meaning: "streamgroup: a pending entry idle this long is claimed from its consumer, presumed hung (a process that stops beating — killed — loses its entries within about 1.5 s whatever this says); the outside brokers: the same for the outbox's relays, and `nats`'s ack wait (a killed process's deliveries go to another after it). Not shorter than `SECKILL_PAY_WINDOW`: warned of at start"},
 	{Name: "SECKILL_CONSUMER_NAME", Default: "streamgroup, list: hostname-pid-random; stream: `seckill`",
 		Summary: "a stable consumer-name prefix (e.g. a pod name)",
 		Meaning: "streamgroup and list: stable consumer-name prefix (e.g. a pod name), so a restart takes back its own pending entries at once; stream: the reader whose cursor this process keeps"},

@@ -190,6 +190,9 @@ func (s *Server) wire(ctx context.Context) error {
 		if linger < 0 {
 			linger = lingerFor(s.shards.Count())
 		}
+		if warning := claimOutlastsPayWindow(cfg); warning != "" {
+			log.Warn(warning)
+		}
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 			PayWindow: cfg.PayWindow, Signer: sale.signer,
@@ -640,4 +643,18 @@ func queueStats(q core.Queue) core.StatsReporter {
 		return nil
 	}
 	return core.CapabilitiesOf(q).Stats
+}
+
+// claimOutlastsPayWindow warns (never refuses) when a pending order can
+// wait for its claim longer than its shopper has to pay: a consumer that
+// hangs while its process still beats, or one of a version that does not
+// beat, keeps its orders SECKILL_CLAIM_MIN_IDLE, and they expire unpaid
+// before anyone persists them. A killed process's orders move within the
+// heartbeat's window whatever this says.
+func claimOutlastsPayWindow(cfg Config) string {
+	if cfg.ClaimMinIdle < cfg.PayWindow {
+		return ""
+	}
+	return fmt.Sprintf("SECKILL_CLAIM_MIN_IDLE (%v) is not shorter than SECKILL_PAY_WINDOW (%v): an order held by a consumer that hangs "+
+		"can expire unpaid before another consumer takes it; set the claim time well below the pay window", cfg.ClaimMinIdle, cfg.PayWindow)
 }
