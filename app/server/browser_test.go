@@ -317,9 +317,19 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		if got := b.text(payer, "#amount"); got != "¥1.00" {
 			t.Fatalf("the pay page asks %q, want the payValue ¥1.00", got)
 		}
+		if item, ref := b.text(payer, "#item"), b.text(payer, "#order"); item != "test voucher" || !regexp.MustCompile(`^\d{6}$`).MatchString(ref) {
+			t.Fatalf("the pay page names %q, ref %q; want the item and the shop's six-digit reference", item, ref)
+		}
 		b.screenshot(payer, "pay-sandbox", 1280, 800, false)
+		info, err := payer.Info()
+		b.must("read the pay page's address", err)
 		b.click(payer, "#pay")
 		b.waitJS(payer, "paid", `document.getElementById('result').textContent.startsWith('Paid')`)
+		// The same page again: the order is paid, and no second payment is
+		// offered (the outside review's page offered one, and charged it).
+		b.open(payer, "the pay page of the paid order", info.URL)
+		b.waitJS(payer, "shown paid, nothing to press", `document.getElementById('pay-title').textContent === 'Paid' && getComputedStyle(document.getElementById('actions')).display === 'none' && document.getElementById('result').textContent.startsWith('This order is paid')`)
+		b.screenshot(payer, "pay-sandbox-paid", 1280, 800, false)
 		b.open(payer, "back to the shop", h.base+"/")
 		b.waitJS(payer, "the shop shows the order paid", `(document.querySelector('`+card+` .answer')?.textContent || '').startsWith('Paid ✓ · ref ')`)
 		b.waitJS(payer, "no Pay or Cancel for a paid order", `getComputedStyle(document.querySelector('`+card+` .order-actions')).display === 'none'`)

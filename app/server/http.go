@@ -772,14 +772,23 @@ func (a *api) paymentNotify(c *fiber.Ctx) error {
 var paymentIDPattern = regexp.MustCompile(`^[0-9a-f]{1,32}$`)
 
 // sandboxPayment is what the sandbox's pay page shows: the payment's order
-// and amount. Anyone with the payment id may see it, as on a provider's
-// own pay page.
+// (its status, what was bought) and amount. Anyone with the payment id
+// may see it, as on a provider's own pay page.
 func (a *api) sandboxPayment(c *fiber.Ctx) error {
 	p, err := a.sandboxLookup(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"paymentId": p.ID, "orderId": strconv.FormatInt(p.OrderID, 10), "amount": p.Amount})
+	out := fiber.Map{"paymentId": p.ID, "orderId": strconv.FormatInt(p.OrderID, 10), "amount": p.Amount}
+	o, err := a.orders.FindOrder(c.UserContext(), p.OrderID)
+	if err != nil {
+		return core.Wrap("sandbox: the payment's order", core.CodeUnavailable, err)
+	}
+	out["orderStatus"] = orderJSON(o)["status"]
+	if v, err := a.catalog.Get(c.UserContext(), o.VoucherID); err == nil {
+		out["title"] = v.Title
+	}
+	return c.JSON(out)
 }
 
 func (a *api) sandboxLookup(c *fiber.Ctx) (core.Payment, error) {
@@ -807,6 +816,17 @@ func (a *api) sandboxComplete(c *fiber.Ctx) error {
 	p, err := a.sandboxLookup(c)
 	if err != nil {
 		return err
+	}
+	// A provider's page takes no second payment for what its merchant
+	// already has the money of: the outside review paid a paid order again
+	// and the second transaction was refunded. Refused before any money
+	// moves.
+	o, err := a.orders.FindOrder(c.UserContext(), p.OrderID)
+	if err != nil {
+		return core.Wrap("sandbox: the payment's order", core.CodeUnavailable, err)
+	}
+	if in.Status == "succeeded" && (o.Status == core.StatusPaid || o.Status == core.StatusRefunded) {
+		return core.E(core.CodeNotPayable, "this order is paid already: nothing was charged")
 	}
 	body, signature := a.sandbox.Notification(p, in.Status == "succeeded")
 	res, err := a.payments.Notify(c.UserContext(), paysandbox.Name, body, func(h string) string {

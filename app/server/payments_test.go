@@ -76,8 +76,9 @@ func TestAShopperPaysThroughTheSandbox(t *testing.T) {
 					t.Fatalf("the pay page: %v %v", resp, err)
 				}
 				resp.Body.Close()
-				if status, body := h.do("GET", "/api/payments/sandbox/"+payment, "", nil); status != 200 || body["orderId"] != order || body["amount"] != float64(100) {
-					t.Fatalf("the page's payment: %d %v", status, body)
+				if status, body := h.do("GET", "/api/payments/sandbox/"+payment, "", nil); status != 200 || body["orderId"] != order || body["amount"] != float64(100) ||
+					body["orderStatus"] != "created" || body["title"] != "test voucher" {
+					t.Fatalf("the page's payment: %d %v, want the order, its amount, status and item", status, body)
 				}
 				if status, body := h.do("POST", "/api/payments/sandbox/"+payment+"/complete", "", map[string]string{"status": "failed"}); status != 200 || body["result"] != "failed" {
 					t.Fatalf("a failed payment: %d %v", status, body)
@@ -90,6 +91,23 @@ func TestAShopperPaysThroughTheSandbox(t *testing.T) {
 				}
 				if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "paid" || body["payBy"] != nil {
 					t.Fatalf("after paying: %v, want paid", body)
+				}
+				// The outside review paid the paid order again from its page:
+				// the second transaction was refunded. Now the page says it
+				// is paid, and a second payment is refused before any money
+				// moves.
+				if status, body := h.do("GET", "/api/payments/sandbox/"+payment, "", nil); status != 200 || body["orderStatus"] != "paid" {
+					t.Fatalf("the page of a paid order's payment: %d %v, want it shown paid", status, body)
+				}
+				if status, body := h.do("POST", "/api/payments/sandbox/"+payment+"/complete", "", map[string]string{"status": "succeeded"}); status != 409 || errorCode(body) != "not_payable" {
+					t.Fatalf("paying a paid order again: %d %v, want 409 not_payable", status, body)
+				}
+				var txns int
+				if err := h.srv.store.DB().NewSelect().TableExpr("tb_payment_txn").ColumnExpr("COUNT(*)").Where("order_id = ?", order).Scan(context.Background(), &txns); err != nil {
+					t.Fatal(err)
+				}
+				if _, body := h.do("GET", "/api/orders/"+order, h.shopper(1), nil); body["status"] != "paid" || txns != 2 {
+					t.Fatalf("after a second payment was refused: %v with %d transactions, want paid, the failed and the paid one", body, txns)
 				}
 				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(1), nil); status != 409 || errorCode(body) != "not_cancellable" {
 					t.Fatalf("cancel a paid order: %d %v", status, body)

@@ -30,6 +30,7 @@ async function complete(status) {
   if (r.status === 200) {
     $("result").textContent = results[r.data.result] || r.data.result;
     if (r.data.result === "failed") $("pay").disabled = $("fail").disabled = false;
+    if (r.data.result === "paid") $("actions").hidden = true;
   } else {
     $("result").textContent = (r.data.error && r.data.error.message) || "The shop did not answer; try again.";
     $("pay").disabled = $("fail").disabled = false;
@@ -43,7 +44,16 @@ async function load() {
     return;
   }
   $("amount").textContent = "¥" + (r.data.amount / 100).toFixed(2);
-  $("order").textContent = r.data.orderId;
+  // The shop's words: the item, and the short reference it shows.
+  $("item").textContent = r.data.title || "Your order";
+  $("order").textContent = String(r.data.orderId).slice(-6);
+  if (r.data.orderStatus === "paid" || r.data.orderStatus === "refunded") {
+    // Nothing to pay: never offer a second payment of a paid order.
+    $("pay-title").textContent = "Paid";
+    $("actions").hidden = true;
+    $("result").textContent = r.data.orderStatus === "paid" ? "This order is paid. Nothing more to do." : "This order's payment was returned (refunded).";
+    return;
+  }
   $("pay").disabled = $("fail").disabled = false;
 }
 
