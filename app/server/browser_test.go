@@ -231,6 +231,10 @@ func TestTheStorefrontSellsInABrowser(t *testing.T) {
 		b.waitJS(shop, "the development code is shown", `!document.getElementById('dev-code').hidden`)
 		b.click(shop, "#log-in")
 		b.waitJS(shop, "logged in", `!document.getElementById('who').hidden && !document.querySelector('`+card+` .buy').disabled`)
+		// One read of the shopper's orders, and no per-voucher read of an
+		// order they do not have (each was a 404 in the console at login).
+		b.waitJS(shop, "the shopper's orders are read", `performance.getEntriesByType('resource').some((e) => new URL(e.name).pathname === '/api/orders')`)
+		b.waitJS(shop, "no voucher's order is asked for", `!performance.getEntriesByType('resource').some((e) => /^\/api\/vouchers\/\d+\/order$/.test(new URL(e.name).pathname))`)
 		b.screenshot(shop, "storefront-desktop", 1280, 800, false)
 		b.click(shop, card+" .buy")
 		b.waitJS(shop, "the order becomes created", `document.querySelector('`+card+` .answer').textContent.startsWith('Yours: pay before')`)
@@ -307,7 +311,7 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		if got := b.text(payer, "#who"); got != "+8613800000011" {
 			t.Fatalf("the header names the shopper %q, want their phone", got)
 		}
-		b.waitJS(payer, "the button says it is bought", `document.querySelector('`+card+` .buy').textContent === 'Bought ✓' && document.querySelector('`+card+` .buy').disabled`)
+		b.waitJS(payer, "the button says it is the shopper's, to pay", `document.querySelector('`+card+` .buy').textContent === 'Yours: pay below' && document.querySelector('`+card+` .buy').disabled`)
 		if got := b.text(payer, card+" .payby"); !strings.HasPrefix(got, "Pay within 1") {
 			t.Fatalf("the time to pay shown: %q, want about 15 minutes", got)
 		}

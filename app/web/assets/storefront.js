@@ -57,8 +57,10 @@ function buyButton(card, now) {
   const o = card.order;
   const in_ = Boolean(sessionStorage.getItem(tokenKey));
   let label = "Buy", can = true;
-  if (in_ && o && (o.status === "created" || o.status === "paid")) {
+  if (in_ && o && o.status === "paid") {
     label = "Bought ✓"; can = false;
+  } else if (in_ && o && o.status === "created") {
+    label = "Yours: pay below"; can = false;
   } else if (now < Date.parse(v.beginTime)) {
     label = "Opens at " + new Date(Date.parse(v.beginTime)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     can = false;
@@ -165,8 +167,7 @@ async function logIn() {
   $("dev-code").hidden = true;
   say("", true);
   showAccount();
-  for (const [id, card] of cards) { card.checked = true; showHeld(id); }
-  loadMyOrders();
+  checkHeld();
 }
 
 function logOut() {
@@ -237,9 +238,7 @@ function render(vouchers) {
   showAccount();
   if (sessionStorage.getItem(tokenKey)) {
     // A shopper back from the pay page, or after a reload: their orders.
-    for (const [id, card] of cards) {
-      if (!card.checked) { card.checked = true; showHeld(id); }
-    }
+    if ([...cards.values()].some((card) => !card.checked)) checkHeld();
   }
 }
 
@@ -299,9 +298,9 @@ const orderStates = {
 // the two-second poll: a crowd polling it would cost the database).
 async function loadMyOrders() {
   const section = $("my-orders-section");
-  if (!sessionStorage.getItem(tokenKey)) { section.hidden = true; return; }
+  if (!sessionStorage.getItem(tokenKey)) { section.hidden = true; return null; }
   const r = await api("GET", "/api/orders", undefined, true);
-  if (r.status !== 200) return;
+  if (r.status !== 200) return null;
   const items = r.data.orders.map((o) => {
     const li = document.createElement("li");
     const card = cards.get(o.voucherId);
@@ -317,6 +316,22 @@ async function loadMyOrders() {
   });
   $("my-orders").replaceChildren(...items);
   section.hidden = items.length === 0;
+  return r.data.orders;
+}
+
+// checkHeld shows, on each card not checked yet, the shopper's order of
+// its voucher: one read of their orders, then the order of each voucher
+// they have one of. A voucher they never bought costs no request (asked
+// one by one, each answered 404 in the console at every login).
+async function checkHeld() {
+  const orders = await loadMyOrders();
+  if (orders === null) return;
+  const mine = new Set(orders.map((o) => o.voucherId));
+  for (const [id, card] of cards) {
+    if (card.checked) continue;
+    card.checked = true;
+    if (mine.has(id)) showHeld(id);
+  }
 }
 
 // showHeld shows the shopper's order of the voucher, if they have one.
