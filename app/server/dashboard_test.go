@@ -95,6 +95,10 @@ func TestTheDashboardMovesInABrowser(t *testing.T) {
 			t.Fatalf("the guarantees shown: %q", guarantees)
 		}
 		b.screenshot(p, "dashboard-desktop", 1280, 800, false)
+		// At 1280 px the charts are large enough to read (three in a row
+		// were under 300 px each) and the voucher table is not cut.
+		b.waitJS(p, "charts at least 500 px wide, the table whole", `document.getElementById('chart-answers').getBoundingClientRect().width >= 500 &&
+			document.querySelector('.table-wrap').scrollWidth <= document.querySelector('.table-wrap').clientWidth`)
 		b.screenshot(p, "dashboard-phone", 390, 844, true)
 		b.clean()
 	})

@@ -18,11 +18,25 @@ type Series struct {
 func Lines(title string, labels []string, series []Series, width, height int) ([]byte, error) {
 	values := make([][]float64, len(series))
 	names := make([]string, len(series))
+	top := 0.0
 	for i, s := range series {
 		values[i], names[i] = s.Values, s.Name
+		for _, v := range s.Values {
+			top = max(top, v)
+		}
+	}
+	// Six times along the bottom, not one per point crowding each other;
+	// values from 0, to at least 1, as short as they can be: with the
+	// library's defaults a quiet series (0 to 2 orders a second) read
+	// "0.00 0.50 1.00" and a flat one repeated its one label.
+	timeAxis := charts.XAxisOption{Labels: labels, LabelCount: min(6, len(labels))}
+	valueAxis := charts.YAxisOption{Min: charts.Ptr(0.0),
+		ValueFormatter: func(v float64) string { return charts.FormatValueHumanize(v, 2, false) }}
+	if top < 1 {
+		valueAxis.Max, valueAxis.LabelCount = charts.Ptr(1.0), 5
 	}
 	p, err := charts.LineRender(values, charts.SVGOutputOptionFunc(), charts.TitleTextOptionFunc(title),
-		charts.XAxisLabelsOptionFunc(labels), charts.LegendLabelsOptionFunc(names),
+		charts.XAxisOptionFunc(timeAxis), charts.YAxisOptionFunc(valueAxis), charts.LegendLabelsOptionFunc(names),
 		charts.DimensionsOptionFunc(width, height))
 	if err != nil {
 		return nil, err

@@ -1,9 +1,11 @@
 package svgchart
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +42,47 @@ func TestBarLabelsDoNotOverlap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLineAxesLabelDistinctValues: the dashboard's lines once repeated
+// their value labels on a quiet or flat series and crowded their time
+// labels. Every label of an axis differs from the others, whatever the
+// series.
+func TestLineAxesLabelDistinctValues(t *testing.T) {
+	times := make([]string, 300)
+	for i := range times {
+		times[i] = fmt.Sprintf("12:%02d:%02d", i/60, i%60)
+	}
+	for _, values := range [][]float64{make([]float64, 300), ramp(300, 0.1), ramp(300, 2), ramp(300, 24000)} {
+		svg, err := Lines("title", times, []Series{{Name: "ok", Values: values}}, 640, 280)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		var timeLabels int
+		for _, m := range textPattern.FindAllStringSubmatch(string(svg), -1) {
+			if strings.HasPrefix(m[4], "12:") {
+				timeLabels++
+				continue
+			}
+			seen[m[4]]++
+		}
+		for label, n := range seen {
+			if n > 1 && label != "title" && label != "ok" {
+				t.Errorf("series up to %v: the label %q appears %d times: %v", values[len(values)-1], label, n, seen)
+			}
+		}
+		if timeLabels < 2 || timeLabels > 7 {
+			t.Errorf("series up to %v: %d time labels, want a few (at most 7)", values[len(values)-1], timeLabels)
+		}
+	}
+}
+
+// ramp is n values rising from 0 to top.
+func ramp(n int, top float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = top * float64(i) / float64(n-1)
+	}
+	return out
 }
