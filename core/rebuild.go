@@ -18,8 +18,10 @@ type RebuildReport struct {
 	Incarnation, Previous string
 	// Persisted orders in the database, Held the queue still holds (queued
 	// or delivered and unacknowledged), HeldOnly those of them not yet
-	// persisted.
-	Persisted, Held, HeldOnly int
+	// persisted. Requeued are the buyers' orders the live store named and
+	// neither the queue nor the database had, handed to the queue again
+	// (counted in Held and HeldOnly too).
+	Persisted, Held, HeldOnly, Requeued int
 	// StockBefore is the live stock before (-1: none), StockAfter after;
 	// BuyersBefore and BuyersAfter count the buyers.
 	StockBefore, StockAfter   int64
@@ -208,6 +210,11 @@ func (r *Recovery) rebuildFenced(ctx context.Context, found Voucher, token strin
 			live++
 		}
 	}
+	requeued, err := r.requeueStranded(ctx, voucherID, before, ids, held)
+	if err != nil {
+		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: requeue", CodeUnavailable, err))
+	}
+	held = append(held, requeued...)
 	heldOnly := 0
 	for _, o := range held {
 		if ids[o.ID] {
@@ -229,7 +236,7 @@ func (r *Recovery) rebuildFenced(ctx context.Context, found Voucher, token strin
 	// the request path had rebuilt it.
 	refuse := operator && r.holder == nil && heldOnly > 0
 	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: live,
-		Held: len(held), HeldOnly: heldOnly, StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
+		Held: len(held), HeldOnly: heldOnly, Requeued: len(requeued), StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
 	if before.Present {
 		report.StockBefore = before.Stock
 	}
@@ -371,4 +378,40 @@ func (r *Recovery) failed(voucherID int64, err error) error {
 		r.obs.RebuildFailed(voucherID, err)
 	}
 	return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+}
+
+// requeueStranded hands the queue again the orders the live store named as
+// buyers before the fence that neither the queue holds nor the database
+// has: the queue's key vanished with its backlog (deleted, evicted), and
+// the buyers' hash is the last record of them. The outside review deleted
+// a stream holding a backlog: 158 orders answered 200 were lost, their
+// buyers overwritten by this rebuild. A buyer's order not in the queue
+// is in the database once its consumer commits (the queue is read before
+// the database), so only orders that neither has are stranded; one still
+// in a consumer's hands is persisted once either way (the store is
+// idempotent by order id). Without a requeue, or with a queue that cannot
+// list what it holds, nothing is requeued.
+func (r *Recovery) requeueStranded(ctx context.Context, voucherID int64, before LiveState, inDatabase map[int64]bool, held []Order) ([]Order, error) {
+	if r.requeue == nil || r.holder == nil || len(before.Buyers) == 0 {
+		return nil, nil
+	}
+	inQueue := make(map[int64]bool, len(held))
+	for _, o := range held {
+		inQueue[o.ID] = true
+	}
+	var stranded []Order
+	for user, order := range before.Buyers {
+		if !inDatabase[order] && !inQueue[order] {
+			stranded = append(stranded, Order{ID: order, UserID: user, VoucherID: voucherID})
+		}
+	}
+	if len(stranded) == 0 {
+		return nil, nil
+	}
+	if err := r.requeue(ctx, stranded); err != nil {
+		return nil, err
+	}
+	r.log.Warn("rebuild: orders the live store named as buyers were in neither the queue nor the database: handed to the queue again",
+		"voucher", voucherID, "orders", len(stranded))
+	return stranded, nil
 }

@@ -151,6 +151,8 @@ type Recovery struct {
 	// probe tells, for a queue without a holder that outlives the live
 	// store, whether it holds any order (nil: none such).
 	probe HoldingProbe
+	// requeue hands orders to the queue again (nil: it cannot).
+	requeue func(ctx context.Context, orders []Order) error
 	// drainedIn is the incarnation this process last saw the queue
 	// drained in (see awaitDrained).
 	drainedIn atomic.Pointer[string]
@@ -190,6 +192,14 @@ type RecoveryConfig struct {
 	// store (RabbitMQ), tells whether it holds any: the first rebuild of
 	// each incarnation waits until it holds none (see HoldingProbe).
 	Holding HoldingProbe
+	// Requeue, if set, hands orders to the queue again, as the reservation
+	// did. A rebuild calls it for the orders the live store names as
+	// buyers that neither the queue holds nor the database has — the
+	// queue's key deleted or evicted with its backlog — before it
+	// overwrites the buyers that name them: they are persisted after all,
+	// their units stay sold. Without it they are lost, and their units go
+	// back on sale.
+	Requeue func(ctx context.Context, orders []Order) error
 	// Memo is told that a rebuilt voucher's stock may have come back (and,
 	// through its nudger, every instance); nil: a memo of none.
 	Memo *AnswerMemo
@@ -222,7 +232,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 2 * time.Second
 	}
-	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, log: cfg.Log, obs: cfg.Observer,
+	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, requeue: cfg.Requeue, log: cfg.Log, obs: cfg.Observer,
 		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}}
 }
 

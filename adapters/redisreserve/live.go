@@ -484,3 +484,36 @@ func (r *Reserver) Repair(ctx context.Context, orders []core.Order) ([]core.Orde
 	}
 	return again, nil
 }
+
+// Requeue hands orders to their voucher's queue again with the hand-off
+// command the reservation runs (core.RecoveryConfig.Requeue): orders the
+// buyers' hash names whose queue key vanished with its backlog. Each goes
+// with the order body the reservation wrote, its time the one its id
+// tells (IssuedAt), so its payment deadline is its own.
+func (r *Reserver) Requeue(ctx context.Context, orders []core.Order) error {
+	if r.cfg.Handoff.Command == nil {
+		return errors.New("redisreserve: requeue: the queue is not fed by a hand-off")
+	}
+	for _, o := range orders {
+		if o.CreatedAt.IsZero() {
+			o.CreatedAt = IssuedAt(o.ID)
+		}
+		key := r.queueKey(o.VoucherID, r.keys.Bucket(o.VoucherID, 0, 1))
+		body := string(r.cfg.OrderBody.Append(nil, o))
+		args := make([]any, len(r.cfg.Handoff.Command))
+		for i, a := range r.cfg.Handoff.Command {
+			switch a {
+			case core.HandoffKey:
+				args[i] = key
+			case core.HandoffBody:
+				args[i] = body
+			default:
+				args[i] = a
+			}
+		}
+		if err := r.rdb.Do(ctx, args...).Err(); err != nil {
+			return fmt.Errorf("redisreserve: requeue order %d: %w", o.ID, err)
+		}
+	}
+	return nil
+}

@@ -154,7 +154,7 @@ func (s *Server) wire(ctx context.Context) error {
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	if sale.live != nil {
 		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder, Holding: sale.holding,
-			Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
+			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Lister: s.store,
@@ -371,6 +371,9 @@ type sale struct {
 	// signer checks the order messages of an outside broker (nil for the
 	// deployment's own queues).
 	signer *core.OrderSigner
+	// requeue hands orders to the queue again, as the reservation's
+	// hand-off does (nil for a queue the reservation does not feed).
+	requeue func(ctx context.Context, orders []core.Order) error
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -423,6 +426,9 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	if b.Broker != nil {
 		out.signer = Deps{Config: s.cfg}.OrderSigner()
+	}
+	if caps.Handoff != nil {
+		out.requeue = reserver.Requeue
 	}
 	return out, nil
 }
