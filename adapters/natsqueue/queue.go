@@ -169,18 +169,18 @@ func (q *Queue) setUp(ctx context.Context) error {
 	// Limits retention, not work-queue: an order stays after its ack, so
 	// outside consumers have their own durable consumers on the stream and
 	// a replay can read it again.
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := createStream(ctx, js, jetstream.StreamConfig{
 		Name: q.cfg.Stream, Subjects: []string{q.cfg.Stream + ".*"},
 		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: q.cfg.Replicas,
 		MaxAge: q.cfg.MaxAge, Duplicates: q.cfg.Duplicates, Discard: jetstream.DiscardOld,
 	}); err != nil {
-		return fmt.Errorf("nats: create stream %s: %w", q.cfg.Stream, err)
+		return err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := createStream(ctx, js, jetstream.StreamConfig{
 		Name: q.cfg.DeadStream, Subjects: []string{q.deadSubject()},
 		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: q.cfg.Replicas,
 	}); err != nil {
-		return fmt.Errorf("nats: create stream %s: %w", q.cfg.DeadStream, err)
+		return err
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, q.cfg.Stream, jetstream.ConsumerConfig{
 		Durable: q.cfg.Durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: q.cfg.AckWait,
@@ -194,6 +194,36 @@ func (q *Queue) setUp(ctx context.Context) error {
 	}
 	q.cons = cons
 	return nil
+}
+
+// streamStoreFailed is JetStream's "error creating store for stream".
+const streamStoreFailed jetstream.ErrorCode = 10049
+
+// createStream creates or updates a stream, again after a failure to
+// create its store: the server removes an account's empty streams
+// directory in the background once its last stream is deleted, and a
+// stream created meanwhile finds its parent directory gone ("could not
+// create storage directory … no such file or directory", seen in the
+// server's log when a test's cleanup deleted its streams while another
+// created some: TestConformance failed once in two runs on a busy
+// machine). The directory is made again on the next try.
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	var err error
+	for try := range 5 {
+		if _, err = js.CreateOrUpdateStream(ctx, cfg); err == nil {
+			return nil
+		}
+		var api *jetstream.APIError
+		if !errors.As(err, &api) || api.ErrorCode != streamStoreFailed {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats: create stream %s: %w", cfg.Name, err)
+		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("nats: create stream %s: %w", cfg.Name, err)
 }
 
 func (q *Queue) subject(voucherID int64) string {
