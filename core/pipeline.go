@@ -21,6 +21,12 @@ type PipelineConfig struct {
 	// persisted. Set for the outside brokers, which anyone who reaches
 	// them can write; the deployment's own Redis needs none.
 	Signer *OrderSigner
+	// ReturnRefused, if set, gives back, once, the live unit of an order
+	// the store refused because its buyer holds another (the buyers' hash
+	// was lost, and a second reservation went through): the store took no
+	// stock for it, the live store did. held is the order the buyer holds.
+	// Nil: the unit stays taken until a rebuild (the audit shows it).
+	ReturnRefused func(ctx context.Context, o Order, held int64) (ReturnResult, error)
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
@@ -363,8 +369,12 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 		}
 		p.log.Error("order refused by the store: the reservation and the database disagree",
 			"kind", kind, "order", rej.Order.ID, "user", rej.Order.UserID, "voucher", rej.Order.VoucherID, "reason", rej.Reason)
+		reason := rej.Reason
+		if kind == DeadLetterBuyerHoldsAnother {
+			reason += p.returnRefused(work, rej)
+		}
 		for _, d := range r.deliveriesOf[rej.Order.ID] {
-			p.deadLetter(work, c, d, kind, rej.Reason)
+			p.deadLetter(work, c, d, kind, reason)
 		}
 		delete(r.deliveriesOf, rej.Order.ID)
 	}
@@ -440,6 +450,30 @@ func (p *Pipeline) deadLetter(ctx context.Context, c Consumer, d Delivery, reaso
 	p.obs.DeadLettered(reason)
 	p.log.Warn("message dead-lettered", "queue", p.caps.Name, "delivery", d.ID,
 		"attempt", d.Attempt, "reason", reason, "detail", detail)
+}
+
+// returnRefused gives a refused second order's unit back to the live store
+// (ReturnRefused) and says what became of it, for the dead letter: the
+// operator reads there that the unit is back, so discarding the letter
+// later returns nothing more (the script returns a unit once: the buyer's
+// mark names the held order after it).
+func (p *Pipeline) returnRefused(ctx context.Context, rej Rejection) string {
+	if p.cfg.ReturnRefused == nil {
+		return "; its unit is still taken in the live store (a rebuild gives it back)"
+	}
+	actx, cancel := context.WithTimeout(ctx, p.cfg.AttemptTimeout)
+	defer cancel()
+	res, err := p.cfg.ReturnRefused(actx, rej.Order, rej.Held)
+	switch {
+	case err != nil:
+		p.log.Error("could not give a refused order's unit back", "order", rej.Order.ID, "err", err)
+		return "; its unit could not be given back (" + err.Error() + "): a rebuild gives it back"
+	case res == UnitReturned:
+		return "; its unit went back on sale, returned once"
+	case res == NothingToReturn:
+		return "; its unit was given back before"
+	}
+	return "; its unit is given back by the voucher's rebuild"
 }
 
 func (p *Pipeline) newBackoff() *backoff.ExponentialBackOff {

@@ -31,6 +31,9 @@ type Rejection struct {
 	Order  Order
 	Kind   DeadLetterReason
 	Reason string
+	// Held is, for DeadLetterBuyerHoldsAnother, the id of the live order
+	// the buyer holds in the store (0: not known).
+	Held int64
 }
 
 // OrderReader finds persisted orders.

@@ -393,8 +393,16 @@ func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow) ([]core.R
 		h, found := byID[r.ID]
 		switch {
 		case !found:
-			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterBuyerHoldsAnother,
-				Reason: "the buyer already holds another order of this voucher"})
+			var held int64
+			// Rare (the buyers' hash was lost): one more look-up, for the
+			// order the buyer's live mark should name instead.
+			if err := tx.NewSelect().Model((*orderRow)(nil)).Column("id").
+				Where("user_id = ? AND voucher_id = ? AND status IN (?)", r.UserID, r.VoucherID, bun.List(liveStatuses)).
+				Limit(1).Scan(ctx, &held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("look up the buyer's other order: %w", err)
+			}
+			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterBuyerHoldsAnother, Held: held,
+				Reason: fmt.Sprintf("the buyer already holds another order of this voucher (%d)", held)})
 		case h.UserID != r.UserID || h.VoucherID != r.VoucherID:
 			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterIDCollision,
 				Reason: fmt.Sprintf("order id already taken by user %d's order of voucher %d", h.UserID, h.VoucherID)})

@@ -472,6 +472,30 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 	return core.ReturnLater, nil
 }
 
+var returnRefusedScript = redis.NewScript(lua.ReturnRefused)
+
+// ReturnRefused gives back, once, the unit of an order the database refused
+// as its buyer's second (core.PipelineConfig.ReturnRefused,
+// return_refused.lua): the live stock is one more and the buyer's mark
+// names held, the order they have in the database (0: removed).
+func (r *Reserver) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
+	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+	if err != nil {
+		return 0, err
+	}
+	n, err := returnRefusedScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders, bk.Window}, o.UserID, o.ID, held).Int()
+	if err != nil {
+		return 0, fmt.Errorf("redisreserve: return a refused order's unit: %w", err)
+	}
+	switch n {
+	case 1:
+		return core.UnitReturned, nil
+	case 0:
+		return core.NothingToReturn, nil
+	}
+	return core.ReturnLater, nil
+}
+
 // ClaimDue implements core.Deadlines: up to max reservations due for
 // payment by now, from every shard, each handed out once
 // (claim_deadlines.lua), with PayBy set.

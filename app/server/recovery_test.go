@@ -3,14 +3,18 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
+	"github.com/seckill-lab/seckill/core"
 )
 
 // The Redis-loss cases: while the server keeps running, Redis forgets the
@@ -495,6 +499,91 @@ func TestOrdersOfAVanishedStreamAreRequeuedNotLost(t *testing.T) {
 		}
 		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 409 || errorCode(body) != "already_purchased" {
 			t.Fatalf("a shopper whose order was requeued buys again: %d %v, want 409 already_purchased", status, body)
+		}
+	})
+}
+
+// TestARefusedSecondOrdersUnitComesBackOnce: the buyers' hash is lost (an
+// eviction, an operator's mistake) and a shopper who holds an order buys
+// again: the reservation answers 200, and the store refuses the order
+// (buyer_holds_another). The outside review saw the shopper's status read
+// queued for ever and the unit never come back (stock column 10, Redis
+// 9). Now the dead letter gives the unit back, once (its text says so),
+// the buyer's mark names the order they hold, whose status their order
+// endpoint shows, and a third buy is already_purchased.
+func TestARefusedSecondOrdersUnitComesBackOnce(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "streamgroup" }, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		const stock = 10
+		voucher := h.openVoucher(stock)
+		buy := func() (int, map[string]any) {
+			return h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(7), nil)
+		}
+		status, body := buy()
+		if status != 200 {
+			t.Fatalf("first buy: %d %v", status, body)
+		}
+		first := body["orderId"].(string)
+		h.waitForRows(voucher, 1, 10*time.Second)
+		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+		if err := h.srv.rdb.Del(ctx, keys.Orders(voucher)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		h.srv.memo.Clear() // this instance's memory of the buyer, as after a restart
+		status, body = buy()
+		if e, _ := body["error"].(map[string]any); status == 409 && e["orderId"] == first {
+			// Where Redis may evict (the stand-in is taken as such), the
+			// script checks a voucher whole: it saw the buyers' loss, and
+			// the rebuild from MySQL restored the buyer. Nothing is refused.
+			if live, _ := h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64(); live != stock-1 {
+				t.Fatalf("Redis stock %d after the loss was rebuilt, want %d", live, stock-1)
+			}
+			return
+		}
+		if status != 200 {
+			t.Fatalf("the second buy once the buyers' hash is gone: %d %v (the reservation cannot tell)", status, body)
+		}
+		second := body["orderId"].(string)
+		dead := h.srv.metrics.deadLetters.WithLabelValues(string(core.DeadLetterBuyerHoldsAnother))
+		for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(dead) < 1 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := testutil.ToFloat64(dead); n != 1 {
+			t.Fatalf("buyer_holds_another dead letters: %v, want the second order's 1", n)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		var live, left int64
+		for {
+			live, _ = h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64()
+			_, left = h.rows(voucher)
+			if live == left || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if live != stock-1 || left != stock-1 {
+			t.Fatalf("stock: Redis %d, database %d; want both %d (the refused order's unit back)", live, left, stock-1)
+		}
+		if mark := h.srv.rdb.HGet(ctx, keys.Orders(voucher), "7").Val(); mark != first {
+			t.Fatalf("the buyer's mark names %q, want the order they hold, %s (not the refused %s)", mark, first, second)
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(7), nil); status != 200 || body["orderId"] != first || body["status"] != "created" {
+			t.Fatalf("the shopper's order: %d %v, want %s created (not the refused one, queued for ever)", status, body, first)
+		}
+		if status, body := buy(); status != 409 || errorCode(body) != "already_purchased" {
+			t.Fatalf("a third buy: %d %v, want already_purchased", status, body)
+		}
+		// The dead letter says the unit went back; a second return gives nothing.
+		dl, err := core.CapabilitiesOf(h.srv.queue).DeadLetters.DeadLetters(ctx, 10)
+		if err != nil || len(dl) != 1 || !strings.Contains(dl[0].Reason, "went back on sale, returned once") {
+			t.Fatalf("the dead letter: %+v, %v; want it to say its unit went back", dl, err)
+		}
+		id, _ := strconv.ParseInt(second, 10, 64)
+		if res, err := h.srv.board.(*redisreserve.Reserver).ReturnRefused(ctx, core.Order{ID: id, UserID: 7, VoucherID: voucher}, 0); err != nil || res != core.NothingToReturn {
+			t.Fatalf("returning the refused order's unit again: %v %v, want nothing to return", res, err)
+		}
+		if live, _ := h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64(); live != stock-1 {
+			t.Fatalf("Redis stock %d after a second return, want %d", live, stock-1)
 		}
 	})
 }

@@ -195,7 +195,7 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-			PayWindow: cfg.PayWindow, Signer: sale.signer,
+			PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
 		}, log, s.metrics)
 	}
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store, Live: sale.returner, Memo: s.memo,
@@ -374,6 +374,9 @@ type sale struct {
 	// requeue hands orders to the queue again, as the reservation's
 	// hand-off does (nil for a queue the reservation does not feed).
 	requeue func(ctx context.Context, orders []core.Order) error
+	// returnRefused gives back the live unit of an order the store refused
+	// as its buyer's second (nil without the Redis reservation).
+	returnRefused func(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error)
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -430,6 +433,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	if caps.Handoff != nil {
 		out.requeue = reserver.Requeue
 	}
+	out.returnRefused = reserver.ReturnRefused
 	return out, nil
 }
 
