@@ -463,13 +463,19 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
 	}
+	return returnResultOf(n), nil
+}
+
+// returnResultOf reads the reply of return_unit.lua and
+// return_refused.lua: 1 returned, 0 nothing to return, -1 later.
+func returnResultOf(n int) core.ReturnResult {
 	switch n {
 	case 1:
-		return core.UnitReturned, nil
+		return core.UnitReturned
 	case 0:
-		return core.NothingToReturn, nil
+		return core.NothingToReturn
 	}
-	return core.ReturnLater, nil
+	return core.ReturnLater
 }
 
 var returnRefusedScript = redis.NewScript(lua.ReturnRefused)
@@ -487,13 +493,7 @@ func (r *Reserver) ReturnRefused(ctx context.Context, o core.Order, held int64) 
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return a refused order's unit: %w", err)
 	}
-	switch n {
-	case 1:
-		return core.UnitReturned, nil
-	case 0:
-		return core.NothingToReturn, nil
-	}
-	return core.ReturnLater, nil
+	return returnResultOf(n), nil
 }
 
 // ClaimDue implements core.Deadlines: up to max reservations due for
