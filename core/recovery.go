@@ -171,6 +171,8 @@ type Recovery struct {
 	unknown *UnknownVouchers
 	mu      sync.Mutex
 	running map[int64]*rebuild
+	// failing holds off the rebuilds of vouchers whose last one failed.
+	failing map[int64]failure
 }
 
 type rebuild struct {
@@ -233,7 +235,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 		cfg.Wait = 2 * time.Second
 	}
 	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, requeue: cfg.Requeue, log: cfg.Log, obs: cfg.Observer,
-		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}}
+		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}, failing: map[int64]failure{}}
 }
 
 // Trusted reports, from memory alone, whether the voucher was verified in

@@ -20,6 +20,10 @@ type fakeLive struct {
 	fences      map[int64]string
 	restores    atomic.Int64
 	drainedIn   *string
+	// failRestore makes every restore fail, as a Redis out of memory
+	// would; attempts counts the restores tried.
+	failRestore atomic.Bool
+	attempts    atomic.Int64
 }
 
 func (l *fakeLive) DrainedIn(context.Context) (string, bool, error) {
@@ -89,6 +93,10 @@ func (l *fakeLive) Fence(_ context.Context, v int64, _ time.Duration) (string, b
 }
 func (l *fakeLive) Restore(_ context.Context, s core.RestoredSale, token string) error {
 	time.Sleep(20 * time.Millisecond) // a rebuild takes a while: concurrent callers must join it
+	l.attempts.Add(1)
+	if l.failRestore.Load() {
+		return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fences[s.Voucher.ID] != token {
@@ -307,4 +315,65 @@ func TestAShopperOfAnIntactPartBuysWhileTheRestIsRebuilt(t *testing.T) {
 	if live.restores.Load() != 1 {
 		t.Fatalf("%d restores, want 1", live.restores.Load())
 	}
+}
+
+// TestAFailingRebuildBacksOff: a voucher whose rebuild keeps failing (a
+// Redis out of memory) is not rebuilt once per shopper: 300 requests over
+// about 0.6 s try a handful of rebuilds, each further apart, and are told
+// busy meanwhile; another voucher is rebuilt at once all the while; once
+// the live store takes writes again, the voucher is rebuilt after its
+// backoff and sells.
+func TestAFailingRebuildBacksOff(t *testing.T) {
+	live := newFakeLive("run-1")
+	ledger := fakeLedgers{7: {voucher: core.Voucher{ID: 7, Stock: 5}}, 8: {voucher: core.Voucher{ID: 8, Stock: 5}}}
+	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
+	live.failRestore.Store(true)
+	var busy int
+	for range 300 {
+		err := r.Ensure(context.Background(), 7)
+		if err == nil {
+			t.Fatal("a rebuild that cannot restore succeeded")
+		}
+		if errors.Is(err, core.ErrBusy) {
+			busy++
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if n := live.attempts.Load(); n > 8 {
+		t.Fatalf("300 requests over a failing live store tried %d rebuilds, want a handful (backing off)", n)
+	}
+	if busy < 250 {
+		t.Fatalf("%d of 300 requests were told busy, want nearly all (held off, not a rebuild each)", busy)
+	}
+	live.failRestore.Store(false)
+	if err := r.Ensure(context.Background(), 8); err != nil {
+		t.Fatalf("another voucher while the first backs off: %v", err)
+	}
+	var err error
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = r.Ensure(context.Background(), 7); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the voucher once the live store takes writes again: %v", err)
+	}
+}
+
+// fakeLedgers is a database of several vouchers.
+type fakeLedgers map[int64]fakeLedger
+
+func (f fakeLedgers) SaleSnapshot(ctx context.Context, id int64) (core.Voucher, []core.Order, error) {
+	l, ok := f[id]
+	if !ok {
+		return core.Voucher{}, nil, core.ErrVoucherNotFound
+	}
+	return l.SaleSnapshot(ctx, id)
+}
+func (f fakeLedgers) OrderStatuses(ctx context.Context, ids []int64) (map[int64]core.OrderStatus, error) {
+	return map[int64]core.OrderStatus{}, nil
+}
+func (f fakeLedgers) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	v, _, err := f.SaleSnapshot(ctx, id)
+	return v, err
 }
