@@ -249,11 +249,17 @@ func (r *Recovery) rebuildFenced(ctx context.Context, found Voucher, token strin
 			live++
 		}
 	}
-	requeued, err := r.requeueStranded(ctx, voucherID, before, ids, held)
-	if err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: requeue", CodeUnavailable, err))
+	var requeued []Order
+	if !operator {
+		// An operator's reconcile makes the live store the database's and
+		// the queue's, as asked (an order deleted from the database by
+		// hand gives its unit back); a rebuild after a loss keeps what the
+		// shoppers were answered.
+		if requeued, err = r.requeueStranded(ctx, voucherID, before, ids, held); err != nil {
+			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: requeue", CodeUnavailable, err))
+		}
+		held = append(held, requeued...)
 	}
-	held = append(held, requeued...)
 	heldOnly := 0
 	for _, o := range held {
 		if ids[o.ID] {
@@ -429,7 +435,8 @@ func (r *Recovery) failed(voucherID int64, err error) error {
 // the database), so only orders that neither has are stranded; one still
 // in a consumer's hands is persisted once either way (the store is
 // idempotent by order id). Without a requeue, or with a queue that cannot
-// list what it holds, nothing is requeued.
+// list what it holds, nothing is requeued; nor on an operator's reconcile,
+// which takes the database and the queue as they are.
 func (r *Recovery) requeueStranded(ctx context.Context, voucherID int64, before LiveState, inDatabase map[int64]bool, held []Order) ([]Order, error) {
 	if r.requeue == nil || r.holder == nil || len(before.Buyers) == 0 {
 		return nil, nil
