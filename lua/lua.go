@@ -33,12 +33,6 @@ var Release string
 //go:embed return_unit.lua
 var ReturnUnit string
 
-// ReturnRefused gives back, once, the unit of an order the database
-// refused as its buyer's second (buyer_holds_another).
-//
-//go:embed return_refused.lua
-var ReturnRefused string
-
 // ClaimDeadlines hands out the reservations due for payment, each once.
 //
 //go:embed claim_deadlines.lua

@@ -1,6 +1,11 @@
--- return_unit.lua: give a cancelled order's unit back to the sale, once.
--- The database already cancelled the order and gave the unit back to its
--- stock column; this does the same for the live state.
+-- return_unit.lua: give an order's unit back to the sale, once. A
+-- cancelled order's: the database already cancelled it and gave the unit
+-- back to its stock column; this does the same for the live state. Or an
+-- order the database refused because its buyer holds another
+-- (buyer_holds_another: the buyers' hash was lost, and a second
+-- reservation went through): the database never took stock for it, the
+-- live stock did; the buyer's mark then names the order they hold, so they
+-- cannot buy a third and their order endpoint tells that one.
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
 -- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
@@ -8,10 +13,13 @@
 --            units given back (see release.lua)
 --
 -- ARGV[1] -> user id (decimal)
--- ARGV[2] -> order id (decimal) of the cancelled order
+-- ARGV[2] -> order id (decimal) of the cancelled (or refused) order
+-- ARGV[3] -> optional: the order the buyer holds, whose id the mark then
+--            names; absent or "0": the mark is removed
 --
 -- Returns:
---   1  returned: the stock is one more and the user may buy again
+--   1  returned: the stock is one more, and the user may buy again (or
+--      their mark names the order they hold)
 --   0  nothing to return: the user's mark does not name this order (it was
 --      returned already, or a rebuild read the cancellation from the
 --      database), so a second return changes nothing
@@ -24,7 +32,11 @@ end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
-redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[3] and ARGV[3] ~= '0' then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+else
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
 redis.call('INCR', KEYS[1])
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'returns', 1)

@@ -454,46 +454,36 @@ func (r *Reserver) Release(ctx context.Context, o core.Order) error {
 // order's unit back on sale, and its buyer free to buy again, if the
 // buyer's mark still names it.
 func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnResult, error) {
+	return r.returnUnit(ctx, o, 0)
+}
+
+// ReturnRefused gives back, once, the unit of an order the database refused
+// as its buyer's second (core.PipelineConfig.ReturnRefused): the live stock
+// is one more and the buyer's mark names held, the order they have in the
+// database (0: removed).
+func (r *Reserver) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
+	return r.returnUnit(ctx, o, held)
+}
+
+// returnUnit runs return_unit.lua on the buyer's bucket, leaving the mark
+// naming held (0: removed).
+func (r *Reserver) returnUnit(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
 	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
 	if err != nil {
 		return 0, err
 	}
 	keys := []string{bk.Stock, bk.Orders, bk.Window}
-	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID).Int()
+	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID, held).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
 	}
-	return returnResultOf(n), nil
-}
-
-// returnResultOf reads the reply of return_unit.lua and
-// return_refused.lua: 1 returned, 0 nothing to return, -1 later.
-func returnResultOf(n int) core.ReturnResult {
 	switch n {
 	case 1:
-		return core.UnitReturned
+		return core.UnitReturned, nil
 	case 0:
-		return core.NothingToReturn
+		return core.NothingToReturn, nil
 	}
-	return core.ReturnLater
-}
-
-var returnRefusedScript = redis.NewScript(lua.ReturnRefused)
-
-// ReturnRefused gives back, once, the unit of an order the database refused
-// as its buyer's second (core.PipelineConfig.ReturnRefused,
-// return_refused.lua): the live stock is one more and the buyer's mark
-// names held, the order they have in the database (0: removed).
-func (r *Reserver) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
-	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
-	if err != nil {
-		return 0, err
-	}
-	n, err := returnRefusedScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders, bk.Window}, o.UserID, o.ID, held).Int()
-	if err != nil {
-		return 0, fmt.Errorf("redisreserve: return a refused order's unit: %w", err)
-	}
-	return returnResultOf(n), nil
+	return core.ReturnLater, nil
 }
 
 // ClaimDue implements core.Deadlines: up to max reservations due for
