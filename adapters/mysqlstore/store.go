@@ -429,7 +429,9 @@ func (s *Store) FindOrder(ctx context.Context, orderID int64) (core.Order, error
 func (s *Store) OrderOfBuyer(ctx context.Context, userID, voucherID int64) (core.Order, error) {
 	var row orderRow
 	err := s.db.NewSelect().Model(&row).Where("user_id = ? AND voucher_id = ?", userID, voucherID).
-		OrderExpr("CASE WHEN status IN (?) THEN 0 ELSE 1 END, id DESC", bun.List(liveStatuses)).Limit(1).Scan(ctx)
+		// The last reserved: by time, not id (each instance takes its ids
+		// in blocks, so ids of one second do not follow the time).
+		OrderExpr("CASE WHEN status IN (?) THEN 0 ELSE 1 END, create_time DESC, id DESC", bun.List(liveStatuses)).Limit(1).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Order{}, core.ErrOrderNotFound
 	}

@@ -143,7 +143,7 @@ var ErrNoSuchUser = errors.New("mysqlstore: no such user")
 // limit (idx_order_buyer).
 func (s *Store) OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error) {
 	var rows []orderRow
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("create_time DESC, id DESC").Limit(int64(limit)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("mysqlstore: orders of user: %w", err)
 	}
 	out := make([]core.Order, len(rows))

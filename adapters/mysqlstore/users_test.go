@@ -90,3 +90,32 @@ func TestOrderOfBuyerFindsThePersistedOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestTheBuyersLastOrderIsTheLastReserved: a shopper who cancelled, bought
+// again at once on another instance and cancelled again is shown the
+// second order, though its id is the smaller (each instance takes its
+// ids in blocks: ids of one second do not follow the time). Found by the
+// lifecycle checker: the order read showed the first.
+func TestTheBuyersLastOrderIsTheLastReserved(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 5)
+		at := time.Now().UTC().Truncate(time.Second)
+		first := core.Order{ID: 5001, UserID: 7, VoucherID: v.ID, CreatedAt: at.Add(10 * time.Millisecond)}
+		second := core.Order{ID: 4001, UserID: 7, VoucherID: v.ID, CreatedAt: at.Add(14 * time.Millisecond)}
+		for _, o := range []core.Order{first, second} {
+			if _, err := s.SaveOrders(ctx, []core.Order{o}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CancelOrder(ctx, o.ID, 7, core.CancelShopper, at.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.OrderOfBuyer(ctx, 7, v.ID); err != nil || got.ID != second.ID {
+			t.Fatalf("OrderOfBuyer = order %d, %v; want the last reserved, %d", got.ID, err, second.ID)
+		}
+		if got, err := s.OrdersOfUser(ctx, 7, 10); err != nil || len(got) != 2 || got[0].ID != second.ID {
+			t.Fatalf("OrdersOfUser = %+v, %v; want the last reserved first", got, err)
+		}
+	})
+}
