@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/app/lab/history"
@@ -135,4 +137,59 @@ func checkHistory(t *testing.T, backend string) {
 	if err := history.Settle(context.Background(), sale, ops, ledger, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestOrderLifecycleHistoriesAreLinearizable is the outside lifecycle
+// checker, built in: two instances, shoppers buying small vouchers,
+// paying (the provider's notices sent once, twice, or failed),
+// cancelling, leaving orders to expire under a 2 s pay window and buying
+// again what came back; each voucher's history must be linearizable
+// against the contract's lifecycle, strictly (history.LifecycleModel),
+// and the settled state must agree: every answered order a row, no
+// shopper with two live orders, nothing unpaid past its deadline, every
+// unit back once.
+func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the lifecycle check runs for seconds; skipped in -short mode")
+	}
+	forEachStack(t, func(c *Config) { c.PayWindow = 2 * time.Second }, func(t *testing.T, a *harness) {
+		urls := []string{a.base}
+		if a.cfg.RedisURL != "" { // the stand-ins are each instance's own
+			urls = append(urls, startWith(t, a.cfg).base)
+		}
+		const vouchers, stock, users = 4, 4, 10
+		sale := history.LifecycleSale{
+			Sale: history.Sale{
+				URLs: urls, AdminToken: a.cfg.AdminToken, Stock: stock, Users: users,
+				Clients: 8, Ops: 3000, Timeout: 5 * time.Second,
+			},
+			Sign: paysandbox.New([]byte(a.cfg.PaySecret)).Sign,
+			Pace: 60 * time.Millisecond,
+		}
+		for range vouchers {
+			sale.Vouchers = append(sale.Vouchers, a.openVoucher(stock))
+		}
+		tokens := map[int64]string{}
+		for u := int64(1); u <= users; u++ {
+			tokens[u] = "Bearer " + a.shopper(u)
+		}
+		sale.Token = func(u int64) string { return tokens[u] }
+
+		rec := history.NewRecorder()
+		history.DriveLifecycle(context.Background(), sale, rec)
+		ops := rec.Operations()
+		t.Logf("%d operations in %v: %v", len(ops), time.Duration(rec.Now()).Round(time.Millisecond), history.KindOutcomes(ops))
+		if err := history.CheckLifecycle(ops, stock, a.cfg.PayWindow, time.Minute); err != nil {
+			if dir := os.Getenv("SECKILL_TEST_OUTPUT"); dir != "" {
+				path := filepath.Join(dir, "lifecycle-history-"+strings.ReplaceAll(t.Name(), "/", "-")+".txt")
+				if werr := os.WriteFile(path, []byte(history.Describe(ops)), 0o644); werr == nil {
+					t.Logf("the whole history: %s", path)
+				}
+			}
+			t.Fatal(err)
+		}
+		if err := history.SettleLifecycle(context.Background(), sale, ops, a.srv.Store().DB().DB, 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -89,6 +89,7 @@ func do(ctx context.Context, client *http.Client, base string, s Sale, in Input)
 	raw, _ := io.ReadAll(resp.Body)
 	var body struct {
 		OrderID string `json:"orderId"`
+		Status  string `json:"status"`
 		Stock   *int64 `json:"stock"`
 		Error   struct {
 			Code    string `json:"code"`
@@ -115,7 +116,7 @@ func do(ctx context.Context, client *http.Client, base string, s Sale, in Input)
 	case in.Kind == ReadStock && resp.StatusCode == 200 && body.Stock != nil:
 		out.Outcome, out.Stock = Stock, *body.Stock
 	case in.Kind == ReadOrder && resp.StatusCode == 200 && body.OrderID != "":
-		out.Outcome, out.OrderID = Held, id(body.OrderID)
+		out.Outcome, out.OrderID, out.OrderStatus = Held, id(body.OrderID), body.Status
 	case in.Kind == ReadOrder && code == "order_not_found":
 		out.Outcome = NoOrder
 	default:
@@ -132,6 +133,11 @@ func Admin(ctx context.Context, base, token, method, path string, into any) (int
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	return doJSON(req, into)
+}
+
+// doJSON sends req and decodes a 200's body into into (if not nil).
+func doJSON(req *http.Request, into any) (int, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -140,7 +146,7 @@ func Admin(ctx context.Context, base, token, method, path string, into any) (int
 	raw, _ := io.ReadAll(resp.Body)
 	if into != nil && resp.StatusCode == 200 {
 		if err := json.Unmarshal(raw, into); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: %w", method, path, err)
+			return resp.StatusCode, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 		}
 	}
 	return resp.StatusCode, nil

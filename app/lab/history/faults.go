@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,17 @@ func Outcomes(ops []porcupine.Operation) map[string]int {
 	out := map[string]int{}
 	for _, op := range ops {
 		out[op.Output.(Output).Outcome.String()]++
+	}
+	return out
+}
+
+// KindOutcomes counts the history's answers by operation and outcome
+// ("pay accepted", "notify accepted paid").
+func KindOutcomes(ops []porcupine.Operation) map[string]int {
+	out := map[string]int{}
+	for _, op := range ops {
+		in, o := op.Input.(Input), op.Output.(Output)
+		out[strings.TrimSpace(in.Kind.String()+" "+o.Outcome.String()+" "+o.OrderStatus+o.Result)]++
 	}
 	return out
 }

@@ -35,13 +35,23 @@ const (
 	ReadOrder
 )
 
-func (k Kind) String() string { return [...]string{"buy", "stock", "order"}[k] }
+func (k Kind) String() string {
+	return [...]string{"buy", "stock", "order", "pay", "notify", "cancel"}[k]
+}
 
 // Input is an operation's call.
 type Input struct {
 	Kind    Kind
 	Voucher int64
 	User    int64
+	// Order is the order paid, notified or cancelled; Txn and Succeeded
+	// the notice's (lifecycle.go).
+	Order     int64
+	Txn       string
+	Succeeded bool
+	// At is the call's time, for the lifecycle model (CheckLifecycle
+	// stamps it).
+	At int64
 }
 
 // Outcome classifies an answer by what it says about the sale.
@@ -72,7 +82,8 @@ const (
 )
 
 func (o Outcome) String() string {
-	return [...]string{"unknown", "reserved", "held", "sold_out", "no_order", "stock", "refused", "wrong"}[o]
+	return [...]string{"unknown", "reserved", "held", "sold_out", "no_order", "stock", "refused", "wrong",
+		"accepted", "not_yet", "denied"}[o]
 }
 
 // Output is an operation's answer.
@@ -80,9 +91,16 @@ type Output struct {
 	Outcome Outcome
 	OrderID int64 // Reserved, Held, and Unknown when the answer named one (unconfirmed)
 	Stock   int64 // Stock
+	// OrderStatus is a read order's status, Result a notice's result
+	// (lifecycle.go).
+	OrderStatus string
+	Result      string
 	// Status and Body describe the answer, for the report.
 	Status int
 	Body   string
+	// Ret is the answer's time, for the lifecycle model (CheckLifecycle
+	// stamps it).
+	Ret int64
 }
 
 // Recorder collects operations from concurrent clients, timed on one
