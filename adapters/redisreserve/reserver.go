@@ -69,6 +69,14 @@ type Config struct {
 	// OrderBody is the format of the order the hand-off writes (zero:
 	// core.OrderBodyJSON, which every version reads).
 	OrderBody core.OrderBody
+	// ReplyAllowance: a script reserves only if it runs at least this
+	// long before the request's deadline, so that its reply has that long
+	// to come back before the request gives up. Without it, a script
+	// that waited in a slow Redis's queue ran just before the deadline,
+	// reserved, and its shopper was answered 503: an order they never
+	// heard of (the contract: a request past its deadline reserves
+	// nothing). 0: the deadline itself.
+	ReplyAllowance time.Duration
 }
 
 // Reserver runs the reservation scripts; it implements core.Reserver and
@@ -375,7 +383,7 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) 
 // deadline (unix ms; 0: none), seckill.lua's ARGV[4], [5] and [6].
 func (r *Reserver) terms(ctx context.Context, o core.Order) (rate int, deadline, payBy int64) {
 	if d, ok := ctx.Deadline(); ok {
-		deadline = d.UnixMilli()
+		deadline = d.Add(-r.cfg.ReplyAllowance).UnixMilli()
 	}
 	rate = r.cfg.ShopperRate
 	if core.WasAdmitted(ctx) {

@@ -247,3 +247,56 @@ func BenchmarkRequestDeadline(b *testing.B) {
 		})
 	}
 }
+
+// TestARequestAnsweredAtItsDeadlineHoldsNoOrder: the outside fault run saw
+// a shopper answered 503 at the deadline whose order was then persisted.
+// The script had reached Redis just before the deadline (it waited in a
+// slow Redis's queue): it reserved, and its reply came back after the
+// request gave up. The script now reserves only with time left for its
+// reply (a tenth of the request's timeout, at most 200 ms). Here the
+// script reaches Redis 580 ms into a 600 ms deadline and its reply takes
+// 40 ms more: the shopper is answered 503 and holds nothing, and the unit
+// stays on sale.
+func TestARequestAnsweredAtItsDeadlineHoldsNoOrder(t *testing.T) {
+	const deadline = 600 * time.Millisecond
+	for _, batched := range []bool{true, false} {
+		t.Run(map[bool]string{true: "batched", false: "a call each"}[batched], func(t *testing.T) {
+			var slow *faultproxy.Proxy
+			h := startServer(t, "real", func(c *Config) {
+				c.RequestTimeout = deadline
+				if !batched {
+					c.RedisBatch = 0
+				}
+				u, _ := url.Parse(c.RedisURL)
+				slow = startFaultProxy(t, u.Host)
+				u.Host = slow.Addr()
+				c.RedisURL = u.String()
+			})
+			t.Cleanup(slow.Close)
+			voucher := h.openVoucher(10)
+			path := "/api/vouchers/" + idString(voucher)
+			if status, body := h.do("POST", path+"/seckill", h.shopper(1), nil); status != 200 {
+				t.Fatalf("before Redis slowed: %d %v", status, body)
+			}
+			h.waitForRows(voucher, 1, 10*time.Second)
+			slow.SetDelays(deadline-20*time.Millisecond, 40*time.Millisecond)
+			start := time.Now()
+			status, body := h.do("POST", path+"/seckill", h.shopper(2), nil)
+			took := time.Since(start)
+			slow.SetDelays(0, 0)
+			if status != 503 {
+				t.Fatalf("a seckill whose script ran 20 ms before its deadline: %d %v after %v; want 503", status, body, took)
+			}
+			time.Sleep(time.Second)
+			if status, body := h.do("GET", path+"/order", h.shopper(2), nil); status != 404 {
+				t.Fatalf("answered 503 at its deadline (after %v), the shopper then holds an order: %d %v", took.Round(time.Millisecond), status, body)
+			}
+			if rows, _ := h.rows(voucher); rows != 1 {
+				t.Fatalf("%d rows, want 1 (the shopper answered 503 holds none)", rows)
+			}
+			if status, body := h.do("POST", path+"/seckill", h.shopper(2), nil); status != 200 {
+				t.Fatalf("the shopper's retry: %d %v; want a new order", status, body)
+			}
+		})
+	}
+}

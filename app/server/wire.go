@@ -338,6 +338,14 @@ func (s *Server) openPayProvider() (core.PaymentProvider, error) {
 // 2^32 ids a day allows.
 const idBlockSize = 1000
 
+// replyAllowance is the time a reservation script leaves its reply before
+// the request's deadline: a tenth of the timeout, at most 200 ms (a reply
+// takes well under a millisecond; what the allowance covers is a Redis
+// that ran the script late and a loaded server that reads the reply late).
+func replyAllowance(timeout time.Duration) time.Duration {
+	return min(timeout/10, 200*time.Millisecond)
+}
+
 // sale is what the chosen backend puts on the request path.
 type sale struct {
 	// queue is the backend's queue (nil for a backend without one), over
@@ -408,7 +416,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce, Batch: s.cfg.RedisBatch,
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
-		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody})
+		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody, ReplyAllowance: replyAllowance(s.cfg.RequestTimeout)})
 	if err != nil {
 		return sale{}, err
 	}

@@ -18,10 +18,11 @@ import (
 type Proxy struct {
 	ln     net.Listener
 	target string
-	// delay is added before each chunk sent to the target: a slower
-	// database, so that a fault lands in the middle of a drain.
-	delay time.Duration
-	mu    sync.Mutex
+	// toServer is added before each chunk sent to the target (a slower
+	// database, so that a fault lands in the middle of a drain), toClient
+	// before each chunk of its answers; nanoseconds (SetDelays).
+	toServer, toClient atomic.Int64
+	mu                 sync.Mutex
 	conns map[net.Conn]struct{}
 	down  bool
 	// silent: every byte either way is swallowed and the connections stay
@@ -34,7 +35,8 @@ func Start(target string, delay time.Duration) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.toServer.Store(int64(delay))
 	go p.serve()
 	return p, nil
 }
@@ -60,8 +62,8 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.track(c, up)
-		go p.pipe(up, c, p.delay)
-		go p.pipe(c, up, 0)
+		go p.pipe(up, c, &p.toServer)
+		go p.pipe(c, up, &p.toClient)
 	}
 }
 
@@ -73,13 +75,13 @@ func (p *Proxy) track(cs ...net.Conn) {
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn, delay time.Duration) {
+func (p *Proxy) pipe(dst, src net.Conn, delay *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && !p.silent.Load() {
-			if delay > 0 {
-				time.Sleep(delay)
+			if d := time.Duration(delay.Load()); d > 0 {
+				time.Sleep(d)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
@@ -95,6 +97,13 @@ func (p *Proxy) pipe(dst, src net.Conn, delay time.Duration) {
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
+}
+
+// SetDelays delays from now on each chunk sent to the target by toServer,
+// and each chunk of its answers by toClient (a far or slow server).
+func (p *Proxy) SetDelays(toServer, toClient time.Duration) {
+	p.toServer.Store(int64(toServer))
+	p.toClient.Store(int64(toClient))
 }
 
 // SetDown takes the target away (dropping live connections) or back.
