@@ -23,8 +23,8 @@ type Proxy struct {
 	// before each chunk of its answers; nanoseconds (SetDelays).
 	toServer, toClient atomic.Int64
 	mu                 sync.Mutex
-	conns map[net.Conn]struct{}
-	down  bool
+	conns              map[net.Conn]struct{}
+	down               bool
 	// silent: every byte either way is swallowed and the connections stay
 	// open — a partition without a reset, where only deadlines help.
 	silent atomic.Bool
