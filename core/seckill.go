@@ -24,7 +24,10 @@ type Seckill struct {
 	memo *AnswerMemo
 	// admission turns shoppers away while the queue cannot take orders.
 	admission Admission
-	now       func() time.Time
+	// held answers order reads the database cannot (nil: no complete
+	// list of the queue's orders to ask).
+	held *heldReads
+	now  func() time.Time
 }
 
 // SeckillConfig is what the shopper's use case is made of.
@@ -46,6 +49,10 @@ type SeckillConfig struct {
 	// Admission, if set, is asked before each reservation
 	// (Capabilities.Admission).
 	Admission Admission
+	// Holder is the queue's complete list of the orders it holds
+	// (Capabilities.Holder): while the database cannot be read, an order
+	// status read is answered queued for an order it still holds (nil: 503).
+	Holder OrderHolder
 }
 
 // NewSeckill builds the use case, whole: it panics without IDs or a
@@ -58,7 +65,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, now: time.Now}
+		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder), now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id.
@@ -218,7 +225,7 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 	switch {
 	case err == nil:
 		return id, statusOf(o), nil
-	case errors.Is(err, ErrOrderNotFound):
+	case errors.Is(err, ErrOrderNotFound), s.held.queued(ctx, voucherID, id):
 		return id, StatusQueued, nil
 	}
 	return 0, "", Wrap("order status: store", CodeUnavailable, err)

@@ -165,7 +165,7 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	s.admission = admission
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo})
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.holder})
 	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
