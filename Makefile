@@ -30,7 +30,7 @@ fuzz:
 ## COMPARE_FLAGS=-write-docs (real servers only) rewrites the committed docs/results.md.
 COMPARE_FLAGS ?=
 compare:
-	$(GO) run ./app compare $(COMPARE_FLAGS)
+	$(GO) run ./app/lab/seckill-lab compare $(COMPARE_FLAGS)
 
 ## lifecycle: the order lifecycle per backend and expiry mechanism: how soon an expired unit
 ## is sold again, and the races (pay at the deadline, cancel while paying, a late notification,
@@ -38,14 +38,15 @@ compare:
 ## LIFECYCLE_FLAGS=-write-docs the committed docs/lifecycle.md.
 LIFECYCLE_FLAGS ?=
 lifecycle:
-	$(GO) run ./app lifecycle $(LIFECYCLE_FLAGS)
+	$(GO) run ./app/lab/seckill-lab lifecycle $(LIFECYCLE_FLAGS)
 
 ## bench: Go benchmarks, then the load run that prints each ratio against its baseline
 ## (needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; SECKILL_TEST_REDIS_URL for the Redis benchmark)
 BENCH_FLAGS ?=
-bench: build
+bench:
+	$(GO) build -o bin/seckill-lab ./app/lab/seckill-lab
 	$(GO) test -run '^$$' -bench . -benchmem ./core ./adapters/redisreserve
-	./bin/seckill bench $(BENCH_FLAGS)
+	./bin/seckill-lab bench $(BENCH_FLAGS)
 
 ## redis-instructions: Redis's own instructions per reservation, the batch script against the
 ## naive one (BenchmarkReserve's redis-instructions/order), counted by valgrind's callgrind

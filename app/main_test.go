@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/seckill-lab/seckill/app/internal/cmdline"
 	"github.com/seckill-lab/seckill/app/server"
 )
 
@@ -14,7 +16,8 @@ import (
 // (the stand-in serve records whether it ran).
 func TestTheCommandLineAnswersBeforeServing(t *testing.T) {
 	var served [][]string
-	cmds := append([]command{{"serve", "serve the API", func(args []string) int { served = append(served, args); return 0 }, server.PrintVariables}}, commands[1:]...)
+	p := program
+	p.Commands = []cmdline.Command{{Name: "serve", Summary: "serve the API", Run: func(args []string) int { served = append(served, args); return 0 }, Help: server.PrintVariables}}
 	for _, c := range []struct {
 		args     []string
 		status   int
@@ -23,12 +26,13 @@ func TestTheCommandLineAnswersBeforeServing(t *testing.T) {
 		serveRan bool
 	}{
 		{args: []string{"-h"}, stdout: "Usage: seckill"},
-		{args: []string{"--help"}, stdout: "lifecycle"},
+		{args: []string{"--help"}, stdout: "serve"},
 		{args: []string{"help"}, stdout: "version"},
 		{args: []string{"--version"}, stdout: "seckill "},
 		{args: []string{"version"}, stdout: " go1."},
 		{args: []string{"--port=8080"}, status: 2, stderr: `unknown command or flag "--port=8080"`},
 		{args: []string{"serv"}, status: 2, stderr: "Usage: seckill"},
+		{args: []string{"compare"}, status: 2, stderr: `unknown command or flag "compare"`}, // the lab's, not the server's
 		{args: nil, serveRan: true},
 		{args: []string{"serve"}, serveRan: true},
 		{args: []string{"serve", "-h"}, stdout: "SECKILL_CODES_PER_PHONE"},
@@ -36,16 +40,30 @@ func TestTheCommandLineAnswersBeforeServing(t *testing.T) {
 	} {
 		served = nil
 		var stdout, stderr bytes.Buffer
-		status := run(c.args, &stdout, &stderr, cmds)
+		status := p.Run(c.args, &stdout, &stderr)
 		if status != c.status || !strings.Contains(stdout.String(), c.stdout) || !strings.Contains(stderr.String(), c.stderr) || (served != nil) != c.serveRan {
 			t.Errorf("seckill %v: status %d, served %v\nstdout: %s\nstderr: %s", c.args, status, served != nil, stdout.String(), stderr.String())
 		}
 	}
-	if strings.Contains(func() string { var b bytes.Buffer; usage(&b, commands); return b.String() }(), "bare-handler") {
-		t.Error("the bench's helper processes are listed in the help")
-	}
 	// The real serve refuses arguments before it reads any setting.
 	if status := serve([]string{"-h2"}); status != 2 {
 		t.Errorf("seckill serve -h2: status %d, want 2", status)
+	}
+}
+
+// TestTheServerBinaryLinksNoLabTool: the labs are a program of their own
+// (app/lab/seckill-lab); the server's binary links none of their packages
+// or tools.
+func TestTheServerBinaryLinksNoLabTool(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v (no Go toolchain here)", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, tool := range []string{"/app/lab", "porcupine", "franz-go/pkg/kfake", "testenv/faultproxy", "testenv/redistopology"} {
+			if strings.Contains(pkg, tool) {
+				t.Errorf("the server binary links %s", pkg)
+			}
+		}
 	}
 }

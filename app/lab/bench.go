@@ -32,7 +32,7 @@ import (
 	"github.com/seckill-lab/seckill/lua"
 )
 
-// `seckill bench` (`make bench`): the load run of the benchmarks. Each
+// `seckill-lab bench` (`make bench`): the load run of the benchmarks. Each
 // figure is a ratio measured in the same run, against a baseline on the
 // same machine, so the noise of a shared 2-core machine cancels out as far
 // as it can.
@@ -53,7 +53,7 @@ type benchRun struct {
 	rss  int64 // peak RSS of the server process
 }
 
-// bench holds what every load run of `seckill bench` shares.
+// bench holds what every load run of `seckill-lab bench` shares.
 type bench struct {
 	cfg      server.Config
 	duration time.Duration
@@ -198,7 +198,7 @@ func median(runs []benchRun) benchRun {
 	return sorted[len(sorted)/2]
 }
 
-// RunBench is `seckill bench`: the seckill endpoint of a server process
+// RunBench is `seckill-lab bench`: the seckill endpoint of a server process
 // under load against the baselines, each ratio printed with its target.
 // It returns the exit status.
 func RunBench(args []string) int {

@@ -22,7 +22,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// The comparison lab (`seckill compare`, `make compare`): the same sale on
+// The comparison lab (`seckill-lab compare`, `make compare`): the same sale on
 // every backend, measured on this machine, written to docs/results.md.
 
 // labBackend is one column of the comparison: every registered backend,
@@ -77,7 +77,7 @@ type labResult struct {
 	Err     string
 }
 
-// RunCompare is `seckill compare`: the same sale on every backend,
+// RunCompare is `seckill-lab compare`: the same sale on every backend,
 // measured, written to docs/results.md. It returns the exit status.
 func RunCompare(args []string) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -139,7 +139,7 @@ func RunCompare(args []string) int {
 		r := runLabBackend(base, b, o, progressf)
 		results = append(results, r)
 	}
-	if err := writeResults(o, base, results, "seckill "+strings.Join(os.Args[1:], " ")); err != nil {
+	if err := writeResults(o, base, results, "seckill-lab "+strings.Join(os.Args[1:], " ")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

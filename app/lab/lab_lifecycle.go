@@ -17,7 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/app/server"
 )
 
-// The lifecycle lab (`seckill lifecycle`, `make lifecycle`): what happens
+// The lifecycle lab (`seckill-lab lifecycle`, `make lifecycle`): what happens
 // after the reservation, per backend and per expiry mechanism
 // (SECKILL_EXPIRY). A sale where a share of the buyers never pay while new
 // shoppers keep coming measures how soon an expired unit is sold again and
@@ -93,7 +93,7 @@ type raceResult struct {
 	StruckAt int
 }
 
-// RunLifecycle is `seckill lifecycle`. It returns the exit status.
+// RunLifecycle is `seckill-lab lifecycle`. It returns the exit status.
 func RunLifecycle(args []string) int {
 	fs := flag.NewFlagSet("lifecycle", flag.ContinueOnError)
 	var o lifecycleOptions
@@ -153,7 +153,7 @@ func RunLifecycle(args []string) int {
 			results = append(results, runLifecycleBackend(cfg, b.name, expiry, db, o))
 		}
 	}
-	if err := writeLifecycle(o, base, results, "seckill lifecycle "+strings.Join(args, " ")); err != nil {
+	if err := writeLifecycle(o, base, results, "seckill-lab lifecycle "+strings.Join(args, " ")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -56,7 +56,7 @@ type loadRequest struct {
 // machine's cores with the server, Redis and MySQL, and against the same
 // in-process server a net/http client cost 64–77 µs of CPU per request
 // (client and server together) where fasthttp's cost 29–39 µs. Both sides
-// of every ratio in `seckill bench` use this same tool.
+// of every ratio in `seckill-lab bench` use this same tool.
 func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64, next func(n int64) loadRequest) loadResult {
 	first := next(0)
 	client := &fasthttp.HostClient{

@@ -32,7 +32,7 @@ const (
 // for a sale of n shards: none for one, 5 ms per further shard, at most
 // 50 ms. Each shard's consumer sees 1/n of the orders; without a linger it
 // commits them a few at a time. Measured on 2 cores, one Redis, 12
-// vouchers, streamgroup (seckill compare -vouchers 12): 18.8k req/s with one
+// vouchers, streamgroup (seckill-lab compare -vouchers 12): 18.8k req/s with one
 // shard; with 12 shards 8.6k without a linger, 13.1k with 20 ms, 16.0k with
 // 50 ms.
 func lingerFor(n int) time.Duration {

@@ -10,7 +10,7 @@
 //
 // The driver, the model and the settled check live here, out of the
 // server package, so the tests (app/server) and the comparison lab
-// (`seckill compare`) run the same checker.
+// (`seckill-lab compare`) run the same checker.
 package history
 
 import (
