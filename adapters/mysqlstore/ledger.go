@@ -19,7 +19,7 @@ import (
 // column, and its persisted orders with their statuses, read in one
 // transaction so the two agree (InnoDB's repeatable read: one snapshot for
 // both reads).
-func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error) {
+func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error) {
 	var (
 		v      core.Voucher
 		orders []core.Order
@@ -47,7 +47,7 @@ func (s *Store) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher
 // an id) in [lo, hi] among the persisted orders whose ids were issued on
 // or after since, 0 for none: the floor the ID worker's counter of that
 // range (a lane) must pass after Redis forgot it.
-func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time, lo, hi int64) (int64, error) {
+func (s *Ledger) MaxOrderSequence(ctx context.Context, epoch, since time.Time, lo, hi int64) (int64, error) {
 	first := (since.Unix() - epoch.Unix()) << 32
 	var seq sql.NullInt64
 	err := s.db.NewSelect().Table("tb_voucher_order").ColumnExpr("MAX(id & ?)", int64(1<<32-1)).
@@ -59,7 +59,7 @@ func (s *Store) MaxOrderSequence(ctx context.Context, epoch, since time.Time, lo
 }
 
 // OrderStatuses implements core.SaleLedger.
-func (s *Store) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error) {
+func (s *Ledger) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error) {
 	out := make(map[int64]core.OrderStatus, len(orderIDs))
 	if len(orderIDs) == 0 {
 		return out, nil
@@ -74,4 +74,10 @@ func (s *Store) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]
 	return out, nil
 }
 
-var _ core.SaleLedger = (*Store)(nil)
+// FindVoucher implements core.SaleLedger: the voucher as the rebuild
+// reads it.
+func (s *Ledger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	return findVoucher(ctx, s.db, id)
+}
+
+var _ core.SaleLedger = (*Ledger)(nil)

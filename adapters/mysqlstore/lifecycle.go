@@ -26,7 +26,7 @@ type releaseRow struct {
 }
 
 // CancelOrder implements core.LifecycleStore.
-func (s *Store) CancelOrder(ctx context.Context, orderID, owner int64, reason core.CancelReason, now time.Time) (core.Order, error) {
+func (s *Lifecycle) CancelOrder(ctx context.Context, orderID, owner int64, reason core.CancelReason, now time.Time) (core.Order, error) {
 	var out core.Order
 	err := retryConflicts(ctx, func() error {
 		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -100,7 +100,7 @@ func recordRelease(ctx context.Context, tx bun.Tx, o core.Order, now time.Time) 
 // order still queued, inserted unless the id is taken (persisted
 // meanwhile). It takes nothing from the stock column, which the order
 // never took; the pending release gives Redis the unit.
-func (s *Store) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (bool, error) {
+func (s *Lifecycle) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (bool, error) {
 	var won bool
 	err := retryConflicts(ctx, func() error {
 		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -135,7 +135,7 @@ func (s *Store) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (
 }
 
 // DueOrders implements core.LifecycleStore (idx_order_status_pay_by).
-func (s *Store) DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error) {
+func (s *Lifecycle) DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error) {
 	var ids []int64
 	err := s.db.NewSelect().Table("tb_voucher_order").Column("id").
 		Where("status = ?", orderStatusCreated).Where("pay_by <= ?", now.UTC()).
@@ -147,7 +147,7 @@ func (s *Store) DueOrders(ctx context.Context, now time.Time, limit int) ([]int6
 }
 
 // PendingReleases implements core.LifecycleStore.
-func (s *Store) PendingReleases(ctx context.Context, before time.Time, limit int) ([]core.Order, error) {
+func (s *Lifecycle) PendingReleases(ctx context.Context, before time.Time, limit int) ([]core.Order, error) {
 	var rows []releaseRow
 	err := s.db.NewSelect().Model(&rows).Where("create_time <= ?", before.UTC()).
 		OrderExpr("create_time").Limit(int64(limit)).Scan(ctx)
@@ -162,19 +162,19 @@ func (s *Store) PendingReleases(ctx context.Context, before time.Time, limit int
 }
 
 // Released implements core.LifecycleStore.
-func (s *Store) Released(ctx context.Context, orderID int64) error {
+func (s *Lifecycle) Released(ctx context.Context, orderID int64) error {
 	if _, err := s.db.NewDelete().Model((*releaseRow)(nil)).Where("order_id = ?", orderID).Exec(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: forget release: %w", err)
 	}
 	return nil
 }
 
-var _ core.LifecycleStore = (*Store)(nil)
+var _ core.LifecycleStore = (*Lifecycle)(nil)
 
 // OrderCounts counts every order by where it is in its lifecycle:
 // created (unpaid), paid, cancelled by expiry and by the shopper, refunded
 // (the dashboard's figures; the database's, so the same on every instance).
-func (s *Store) OrderCounts(ctx context.Context) (map[string]int64, error) {
+func (s *Ledger) OrderCounts(ctx context.Context) (map[string]int64, error) {
 	var rows []struct {
 		Status int            `bun:"status"`
 		Reason sql.NullString `bun:"cancel_reason"`

@@ -39,7 +39,7 @@ type paymentTxnRow struct {
 }
 
 // StartPayment implements core.PaymentStore.
-func (s *Store) StartPayment(ctx context.Context, p core.Payment, owner int64) (core.Payment, error) {
+func (s *Payments) StartPayment(ctx context.Context, p core.Payment, owner int64) (core.Payment, error) {
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var row orderRow
 		err := tx.NewSelect().Model(&row).Where("id = ?", p.OrderID).Scan(ctx)
@@ -68,7 +68,7 @@ func (s *Store) StartPayment(ctx context.Context, p core.Payment, owner int64) (
 
 // FindPayment returns a recorded payment attempt (the sandbox's page reads
 // it); ErrPaymentUnknown when there is none.
-func (s *Store) FindPayment(ctx context.Context, id string) (core.Payment, error) {
+func (s *Payments) FindPayment(ctx context.Context, id string) (core.Payment, error) {
 	var row paymentRow
 	err := s.db.NewSelect().Model(&row).Where("id = ?", id).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -85,7 +85,7 @@ func (s *Store) FindPayment(ctx context.Context, id string) (core.Payment, error
 var errTxnRace = errors.New("transaction recorded concurrently")
 
 // RecordNotice implements core.PaymentStore.
-func (s *Store) RecordNotice(ctx context.Context, n core.PaymentNotice, now time.Time) (core.NoticeResult, error) {
+func (s *Payments) RecordNotice(ctx context.Context, n core.PaymentNotice, now time.Time) (core.NoticeResult, error) {
 	var res core.NoticeResult
 	var err error
 	for range 3 {
@@ -163,7 +163,7 @@ func recordNotice(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time
 }
 
 // Refunded implements core.PaymentStore.
-func (s *Store) Refunded(ctx context.Context, n core.PaymentNotice) error {
+func (s *Payments) Refunded(ctx context.Context, n core.PaymentNotice) error {
 	now := time.Now().UTC()
 	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewUpdate().Table("tb_payment_txn").Set("refunded_time = ?", now).
@@ -178,4 +178,4 @@ func (s *Store) Refunded(ctx context.Context, n core.PaymentNotice) error {
 	})
 }
 
-var _ core.PaymentStore = (*Store)(nil)
+var _ core.PaymentStore = (*Payments)(nil)

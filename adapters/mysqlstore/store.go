@@ -28,10 +28,43 @@ import (
 var migrationFiles embed.FS
 
 // Store implements the core's repositories and OrderStore.
+//
+// The database's other roles are views over the same pool, each its own
+// type: Users (shoppers and their orders), Payments, Lifecycle (cancel,
+// expiry, releases) and Ledger (what the audit, the rebuild and the
+// dashboard read).
 type Store struct {
 	db      *bun.DB
 	dialect dialect
 }
+
+// Users is the shoppers' side of the database: users by phone, a
+// shopper's orders.
+type Users struct{ db *bun.DB }
+
+// Payments records payments and the provider's notices
+// (core.PaymentStore).
+type Payments struct{ db *bun.DB }
+
+// Lifecycle cancels and expires orders and records the units owed back
+// (core.LifecycleStore).
+type Lifecycle struct{ db *bun.DB }
+
+// Ledger reads a sale's orders as the audit, the rebuild and the
+// dashboard see them (core.SaleLedger).
+type Ledger struct{ db *bun.DB }
+
+// Users is the store's shoppers' side.
+func (s *Store) Users() *Users { return &Users{db: s.db} }
+
+// Payments is the store's payments' side.
+func (s *Store) Payments() *Payments { return &Payments{db: s.db} }
+
+// Lifecycle is the store's side of the order lifecycle.
+func (s *Store) Lifecycle() *Lifecycle { return &Lifecycle{db: s.db} }
+
+// Ledger is the store's read of the sale for the audit and the rebuild.
+func (s *Store) Ledger() *Ledger { return &Ledger{db: s.db} }
 
 // DefaultMaxConns is OpenMySQL's pool size when none is given.
 const DefaultMaxConns = 32
@@ -517,7 +550,7 @@ var (
 	_ core.OrderStore        = (*Store)(nil)
 	_ core.OrderReader       = (*Store)(nil)
 	_ core.VoucherRepository = (*Store)(nil)
-	_ core.UserRepository    = (*Store)(nil)
+	_ core.UserRepository    = (*Users)(nil)
 )
 
 // CurrentVouchers implements core.VoucherLister.

@@ -298,7 +298,7 @@ func TestUserIDByPhoneCreatesOnceUnderRace(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range ids {
 			wg.Go(func() {
-				id, err := s.UserIDByPhone(context.Background(), "13800000000")
+				id, err := s.Users().UserIDByPhone(context.Background(), "13800000000")
 				if err != nil {
 					t.Error(err)
 				}
@@ -311,7 +311,7 @@ func TestUserIDByPhoneCreatesOnceUnderRace(t *testing.T) {
 				t.Fatalf("ids %v: want one positive id", ids)
 			}
 		}
-		other, err := s.UserIDByPhone(context.Background(), "13800000001")
+		other, err := s.Users().UserIDByPhone(context.Background(), "13800000001")
 		if err != nil || other == ids[0] {
 			t.Fatalf("second phone got id %d (%v)", other, err)
 		}
@@ -364,7 +364,7 @@ func TestMaxOrderSequenceIsOfOneDayAndRange(t *testing.T) {
 		for _, c := range []struct{ lo, hi, want int64 }{
 			{0, lane - 1, 100}, {3 * lane, 4*lane - 1, 3*lane + 7}, {2 * lane, 3*lane - 1, 0}, {lane, 2*lane - 1, 0},
 		} {
-			if got, err := s.MaxOrderSequence(ctx, epoch, day, c.lo, c.hi); err != nil || got != c.want {
+			if got, err := s.Ledger().MaxOrderSequence(ctx, epoch, day, c.lo, c.hi); err != nil || got != c.want {
 				t.Errorf("MaxOrderSequence in [%d, %d]: %d, %v; want %d", c.lo, c.hi, got, err, c.want)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 // (E.164), created if new. Where numbers stored before normalisation
 // collide, the oldest user (the lowest id) is the phone's. Two first logins
 // racing both end with the same id.
-func (s *Store) UserIDByPhone(ctx context.Context, phone string) (int64, error) {
+func (s *Users) UserIDByPhone(ctx context.Context, phone string) (int64, error) {
 	for range 2 {
 		var id int64
 		// phone = ? too: a row written by an older server during a rolling
@@ -55,7 +55,7 @@ type PhoneReport struct {
 // the phone itself to it unless another user already stores that form
 // (then the rows stay as they were: merging accounts is an admin's call).
 // It is idempotent and safe to run on several instances at once.
-func (s *Store) NormalizePhones(ctx context.Context, normalize func(string) (string, error)) (PhoneReport, error) {
+func (s *Users) NormalizePhones(ctx context.Context, normalize func(string) (string, error)) (PhoneReport, error) {
 	var rep PhoneReport
 	for {
 		var rows []userRow
@@ -99,7 +99,7 @@ func (s *Store) NormalizePhones(ctx context.Context, normalize func(string) (str
 
 // PhoneCollisions lists the phones that several users share once
 // normalised, each with its users, oldest first.
-func (s *Store) PhoneCollisions(ctx context.Context) ([]core.PhoneCollision, error) {
+func (s *Users) PhoneCollisions(ctx context.Context) ([]core.PhoneCollision, error) {
 	var rows []userRow
 	err := s.db.NewSelect().Model(&rows).Column("id", "phone_e164").
 		Where("phone_e164 IN (?)", s.db.NewSelect().Model((*userRow)(nil)).Column("phone_e164").
@@ -121,7 +121,7 @@ func (s *Store) PhoneCollisions(ctx context.Context) ([]core.PhoneCollision, err
 
 // UserPhone is a user's phone, in E.164 where it was read; core.ErrNotFound
 // when there is no such user (a token for an id no login made).
-func (s *Store) UserPhone(ctx context.Context, userID int64) (string, error) {
+func (s *Users) UserPhone(ctx context.Context, userID int64) (string, error) {
 	var row userRow
 	err := s.db.NewSelect().Model(&row).Column("phone", "phone_e164").Where("id = ?", userID).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -141,7 +141,7 @@ var ErrNoSuchUser = errors.New("mysqlstore: no such user")
 
 // OrdersOfUser lists a user's persisted orders, newest first, at most
 // limit (idx_order_buyer).
-func (s *Store) OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error) {
+func (s *Users) OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error) {
 	var rows []orderRow
 	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("create_time DESC, id DESC").Limit(int64(limit)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("mysqlstore: orders of user: %w", err)

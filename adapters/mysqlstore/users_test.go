@@ -42,7 +42,7 @@ func TestLegacyPhonesAreNormalisedAndCollisionsReported(t *testing.T) {
 		}
 		alone := legacyUser(t, s, "13922223333", t0)
 		broken := legacyUser(t, s, "12ab", t0)
-		rep, err := s.NormalizePhones(ctx, normalizeCN)
+		rep, err := s.Users().NormalizePhones(ctx, normalizeCN)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,11 +54,11 @@ func TestLegacyPhonesAreNormalisedAndCollisionsReported(t *testing.T) {
 		}
 		// The phone logs in as the oldest of its users, whatever form it
 		// is stored in.
-		if got, err := s.UserIDByPhone(ctx, "+8613811112222"); err != nil || got != ids[0] {
+		if got, err := s.Users().UserIDByPhone(ctx, "+8613811112222"); err != nil || got != ids[0] {
 			t.Fatalf("the shared phone logs in as %d (%v), want the oldest, %d", got, err, ids[0])
 		}
 		// A phone nobody shares is stored in E.164 now, and is its user.
-		if got, _ := s.UserIDByPhone(ctx, "+8613922223333"); got != alone {
+		if got, _ := s.Users().UserIDByPhone(ctx, "+8613922223333"); got != alone {
 			t.Fatalf("+8613922223333 logs in as %d, want %d", got, alone)
 		}
 		var stored string
@@ -66,7 +66,7 @@ func TestLegacyPhonesAreNormalisedAndCollisionsReported(t *testing.T) {
 			t.Fatalf("user %d's phone is stored as %q (%v), want the E.164 form", alone, stored, err)
 		}
 		// Running again changes nothing and reports the same.
-		again, err := s.NormalizePhones(ctx, normalizeCN)
+		again, err := s.Users().NormalizePhones(ctx, normalizeCN)
 		if err != nil || again.Normalized != 0 || again.Unreadable != 0 || len(again.Collisions) != 1 {
 			t.Fatalf("second run: %+v, %v; want nothing new and the same collision", again, err)
 		}
@@ -107,14 +107,14 @@ func TestTheBuyersLastOrderIsTheLastReserved(t *testing.T) {
 			if _, err := s.SaveOrders(ctx, []core.Order{o}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.CancelOrder(ctx, o.ID, 7, core.CancelShopper, at.Add(time.Second)); err != nil {
+			if _, err := s.Lifecycle().CancelOrder(ctx, o.ID, 7, core.CancelShopper, at.Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if got, err := s.OrderOfBuyer(ctx, 7, v.ID); err != nil || got.ID != second.ID {
 			t.Fatalf("OrderOfBuyer = order %d, %v; want the last reserved, %d", got.ID, err, second.ID)
 		}
-		if got, err := s.OrdersOfUser(ctx, 7, 10); err != nil || len(got) != 2 || got[0].ID != second.ID {
+		if got, err := s.Users().OrdersOfUser(ctx, 7, 10); err != nil || len(got) != 2 || got[0].ID != second.ID {
 			t.Fatalf("OrdersOfUser = %+v, %v; want the last reserved first", got, err)
 		}
 	})

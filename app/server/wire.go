@@ -141,7 +141,7 @@ func (s *Server) wire(ctx context.Context) error {
 		// The ID worker follows Redis's incarnation with recovery: a Redis
 		// that forgot its counter never hands out an id the database has.
 		idCfg.Identity, idCfg.Floor = s.identity, func(ctx context.Context, dayStart time.Time, lo, hi int64) (int64, error) {
-			return s.store.MaxOrderSequence(ctx, redisreserve.Epoch, dayStart, lo, hi)
+			return s.store.Ledger().MaxOrderSequence(ctx, redisreserve.Epoch, dayStart, lo, hi)
 		}
 	}
 	ids := redisreserve.NewIDWorker(s.rdb, idCfg)
@@ -153,7 +153,7 @@ func (s *Server) wire(ctx context.Context) error {
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	if sale.live != nil {
-		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store, Holder: sale.holder, Holding: sale.holding,
+		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store.Ledger(), Holder: sale.holder, Holding: sale.holding,
 			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
@@ -198,7 +198,7 @@ func (s *Server) wire(ctx context.Context) error {
 			PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
 		}, log, s.metrics)
 	}
-	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store, Live: sale.returner, Memo: s.memo,
+	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
 		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
 
 	sender, err := s.openCodeSender()
@@ -220,13 +220,13 @@ func (s *Server) wire(ctx context.Context) error {
 		log:          log,
 		seckill:      seckill,
 		lifecycle:    s.lifecycle,
-		payments:     core.NewPayments(cfg.PayProvider, provider, s.store),
-		paymentsDB:   s.store,
-		orderCounts:  s.store,
-		shoppers:     s.store,
+		payments:     core.NewPayments(cfg.PayProvider, provider, s.store.Payments()),
+		paymentsDB:   s.store.Payments(),
+		orderCounts:  s.store.Ledger(),
+		shoppers:     s.store.Users(),
 		catalog:      s.catalog,
-		users:        s.store,
-		userAdmin:    s.store,
+		users:        s.store.Users(),
+		userAdmin:    s.store.Users(),
 		voucherAdmin: s.store,
 		orders:       s.store,
 		codes:        logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
@@ -245,7 +245,7 @@ func (s *Server) wire(ctx context.Context) error {
 		missRate:     redis_rate.PerMinute(cfg.MissRate),
 		ready:        s.ready,
 		recovery:     s.recovery,
-		ledger:       s.store,
+		ledger:       s.store.Ledger(),
 		backend:      cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,
@@ -582,7 +582,7 @@ func (s *Server) openStore(ctx context.Context) error {
 // E.164, and tells the operator of phones several users now share.
 func (s *Server) normalizePhones(ctx context.Context) error {
 	region := s.cfg.PhoneRegion
-	rep, err := s.store.NormalizePhones(ctx, func(p string) (string, error) { return core.NormalizePhone(p, region) })
+	rep, err := s.store.Users().NormalizePhones(ctx, func(p string) (string, error) { return core.NormalizePhone(p, region) })
 	if err != nil {
 		return err
 	}
