@@ -169,8 +169,8 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 		}
 		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: find voucher", CodeUnavailable, err))
 	}
-	if bb, ok := r.live.(BucketBoard); ok {
-		bb.KnowBuckets(voucherID, found.BucketCount())
+	if r.buckets != nil {
+		r.buckets.KnowBuckets(voucherID, found.BucketCount())
 	}
 	before, err := r.live.LiveState(ctx, voucherID)
 	if err != nil {

@@ -153,6 +153,8 @@ type Recovery struct {
 	probe HoldingProbe
 	// requeue hands orders to the queue again (nil: it cannot).
 	requeue func(ctx context.Context, orders []Order) error
+	// buckets learns each rebuilt voucher's bucket count (nil: none).
+	buckets BucketBoard
 	// drainedIn is the incarnation this process last saw the queue
 	// drained in (see awaitDrained).
 	drainedIn atomic.Pointer[string]
@@ -187,6 +189,10 @@ type RecoveryConfig struct {
 	// Live is the live store, Ledger the database; both required.
 	Live   LiveSale
 	Ledger SaleLedger
+	// Buckets, if set, is told each rebuilt voucher's bucket count, read
+	// from the database (the reservation's side, which shards a voucher's
+	// keys by it).
+	Buckets BucketBoard
 	// Holder lists the orders the queue holds (nil: a queue that cannot;
 	// see Reconcile).
 	Holder OrderHolder
@@ -234,7 +240,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 2 * time.Second
 	}
-	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, requeue: cfg.Requeue, log: cfg.Log, obs: cfg.Observer,
+	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, requeue: cfg.Requeue, buckets: cfg.Buckets, log: cfg.Log, obs: cfg.Observer,
 		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}, failing: map[int64]failure{}}
 }
 

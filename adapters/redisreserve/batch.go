@@ -55,7 +55,7 @@ const maxCallsInFlight = 4
 
 // batcher gathers one shard's reservations.
 type batcher struct {
-	r     *Reserver
+	r     *sale
 	mu    sync.Mutex
 	queue []*batchMember
 	// sending counts the drains running, each with a call in flight or
@@ -90,7 +90,7 @@ type batchAnswer struct {
 }
 
 // batcherOf is the batcher of a shard.
-func (r *Reserver) batcherOf(shard int) *batcher {
+func (r *sale) batcherOf(shard int) *batcher {
 	r.batchersMu.Lock()
 	defer r.batchersMu.Unlock()
 	if r.batchers == nil {
@@ -108,7 +108,7 @@ func (r *Reserver) batcherOf(shard int) *batcher {
 // for its answer, or for ctx (a batch under way goes on: the script finds
 // the deadline passed and reserves nothing, or reserves and the shopper's
 // retry is answered by the replay branch).
-func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
+func (r *sale) reserveBatched(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
 	m := r.newBatchMember(ctx, o, bk)
 	r.batcherOf(bk.Shard).add(m)
 	select {
@@ -125,7 +125,7 @@ func (r *Reserver) reserveBatched(ctx context.Context, o core.Order, bk BucketKe
 
 // newBatchMember lays out the order's keys and arguments as the batch
 // script takes a member's: scriptArgs' values, without its slices.
-func (r *Reserver) newBatchMember(ctx context.Context, o core.Order, bk BucketKeys) *batchMember {
+func (r *sale) newBatchMember(ctx context.Context, o core.Order, bk BucketKeys) *batchMember {
 	rate, deadline, payBy := r.terms(ctx, o)
 	var body [128]byte
 	return &batchMember{ctx: ctx, done: make(chan batchAnswer, 1),
@@ -270,7 +270,7 @@ func batchHasDeadline(batch []*batchMember) bool {
 
 // runBatch runs the batch script; in WAIT mode followed by WAIT on the same
 // connection, whose count it returns (-1 without WAIT).
-func (r *Reserver) runBatch(ctx context.Context, keys []string, args []any) ([]any, int64, error) {
+func (r *sale) runBatch(ctx context.Context, keys []string, args []any) ([]any, int64, error) {
 	if r.cfg.WaitReplicas <= 0 {
 		res, err := seckillBatchScript.Run(ctx, r.rdb, keys, args...).Slice()
 		return res, -1, err

@@ -438,7 +438,7 @@ func TestABatchHoldsMembersThatShareWhatItSendsOnce(t *testing.T) {
 	}
 	ctx := context.Background()
 	admitted := core.Admitted(ctx)
-	b := &batcher{r: res}
+	b := &batcher{r: res.sale}
 	b.queue = []*batchMember{
 		member(ctx, res, 1, 1, 2), member(ctx, res, 2, 2, 4), // queue0, limit 5
 		member(admitted, res, 3, 3, 2), // limit counted already

@@ -77,7 +77,7 @@ func (r *Reserver) MaxBuckets() int { return r.keys.shards().Count() }
 
 // voucherOnShard is a voucher id of the shard (core.Shards.Of), for asking
 // the hand-off's key of a bucket's shard.
-func (r *Reserver) voucherOnShard(shard int) int64 {
+func (r *sale) voucherOnShard(shard int) int64 {
 	if shard == 0 {
 		return int64(r.keys.shards().Count())
 	}
@@ -85,7 +85,7 @@ func (r *Reserver) voucherOnShard(shard int) int64 {
 }
 
 // learnBuckets remembers a voucher's bucket count (it never changes).
-func (r *Reserver) learnBuckets(voucherID int64, buckets int) {
+func (r *sale) learnBuckets(voucherID int64, buckets int) {
 	r.bucketCounts.Store(voucherID, max(buckets, 1))
 }
 
@@ -96,7 +96,7 @@ func (r *Reserver) KnowBuckets(voucherID int64, buckets int) { r.learnBuckets(vo
 // window (bucket 0's). A voucher with no window yet (unknown, or forgotten
 // by Redis) counts as one bucket and is not remembered: its rebuild writes
 // the count.
-func (r *Reserver) bucketsOf(ctx context.Context, voucherID int64) (int, error) {
+func (r *sale) bucketsOf(ctx context.Context, voucherID int64) (int, error) {
 	if n, ok := r.bucketCounts.Load(voucherID); ok {
 		return n.(int), nil
 	}
@@ -119,7 +119,7 @@ func (r *Reserver) bucketsOf(ctx context.Context, voucherID int64) (int, error) 
 }
 
 // buyerBucket is the keys of the shopper's bucket of the voucher.
-func (r *Reserver) buyerBucket(ctx context.Context, voucherID, userID int64) (BucketKeys, error) {
+func (r *sale) buyerBucket(ctx context.Context, voucherID, userID int64) (BucketKeys, error) {
 	n, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return BucketKeys{}, err
@@ -128,7 +128,7 @@ func (r *Reserver) buyerBucket(ctx context.Context, voucherID, userID int64) (Bu
 }
 
 // allBuckets is the keys of each of the voucher's buckets.
-func (r *Reserver) allBuckets(voucherID int64, buckets int) []BucketKeys {
+func (r *sale) allBuckets(voucherID int64, buckets int) []BucketKeys {
 	out := make([]BucketKeys, max(buckets, 1))
 	for b := range out {
 		out[b] = r.keys.Bucket(voucherID, b, buckets)
@@ -140,7 +140,7 @@ func (r *Reserver) allBuckets(voucherID int64, buckets int) []BucketKeys {
 // the bucket borrows from the others and the reservation runs again, until
 // it is answered otherwise or no other bucket has a unit to lend. Only
 // then is the shopper told sold out.
-func (r *Reserver) reserveBorrowing(ctx context.Context, o core.Order, bk BucketKeys, buckets int, res core.Reservation) (core.Reservation, error) {
+func (r *sale) reserveBorrowing(ctx context.Context, o core.Order, bk BucketKeys, buckets int, res core.Reservation) (core.Reservation, error) {
 	// The first try counted this request against the shopper's limit.
 	ctx = core.Admitted(ctx)
 	for idle := 0; ; {
@@ -198,7 +198,7 @@ type borrowed struct {
 
 // borrow moves units into bucket b from the first other bucket that has
 // some. Concurrent borrows of one bucket in this process share one.
-func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) (borrowed, error) {
+func (r *sale) borrow(ctx context.Context, voucherID int64, b, buckets int) (borrowed, error) {
 	key := strconv.FormatInt(voucherID, 10) + "/" + strconv.Itoa(b)
 	ch := r.borrowing.DoChan(key, func() (any, error) {
 		// Not the first caller's deadline: the others share it.
@@ -230,7 +230,7 @@ func (r *Reserver) borrow(ctx context.Context, voucherID int64, b, buckets int) 
 
 // transfer moves units from bucket from to bucket to, and reports how
 // many arrived.
-func (r *Reserver) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (borrowed, error) {
+func (r *sale) transfer(ctx context.Context, voucherID int64, from, to, buckets int) (borrowed, error) {
 	lender, borrower := r.keys.Bucket(voucherID, from, buckets), r.keys.Bucket(voucherID, to, buckets)
 	id := rand.Text()
 	pend, err := pendScript.Run(ctx, r.rdb, []string{borrower.Stock, borrower.Window, borrower.Transfers()}, id, from, borrowWant).Slice()
@@ -255,7 +255,7 @@ type pendingTransfer struct {
 
 // completeTransfer runs a pending transfer's take and give (each a no-op
 // the second time) and reports how many units arrived.
-func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (borrowed, error) {
+func (r *sale) completeTransfer(ctx context.Context, t pendingTransfer) (borrowed, error) {
 	granted, err := takeScript.Run(ctx, r.rdb, []string{t.lender.Stock, t.lender.Window, t.lender.Transfers()},
 		t.id, t.borrower.Bucket, borrowWant, t.gen, t.at, transferMaxAge.Milliseconds()).Int64()
 	if err != nil {
@@ -299,7 +299,7 @@ func (r *Reserver) completeTransfer(ctx context.Context, t pendingTransfer) (bor
 // whoever started it, and reports how many units those transfers carried
 // (into any bucket). A transfer whose lender could not be asked (fenced,
 // frozen) counts as carrying one: its units may yet come.
-func (r *Reserver) settleTransfers(ctx context.Context, voucherID int64, buckets int) (int64, error) {
+func (r *sale) settleTransfers(ctx context.Context, voucherID int64, buckets int) (int64, error) {
 	s, err := r.readTransfers(ctx, voucherID, buckets)
 	if err != nil {
 		return 0, err
@@ -343,7 +343,7 @@ func (s transferState) inTransit() int64 {
 }
 
 // readTransfers reads every bucket's transfer records.
-func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets int) (transferState, error) {
+func (r *sale) readTransfers(ctx context.Context, voucherID int64, buckets int) (transferState, error) {
 	all := r.allBuckets(voucherID, buckets)
 	cmds := make([]*redis.MapStringStringCmd, len(all))
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -360,7 +360,7 @@ func (r *Reserver) readTransfers(ctx context.Context, voucherID int64, buckets i
 
 // parseTransfers reads each bucket's transfer records (HGETALL replies,
 // in bucket order).
-func (r *Reserver) parseTransfers(all []BucketKeys, cmds []*redis.MapStringStringCmd) transferState {
+func (r *sale) parseTransfers(all []BucketKeys, cmds []*redis.MapStringStringCmd) transferState {
 	buckets := len(all)
 	s := transferState{granted: map[string]grantedTransfer{}}
 	for i, c := range cmds {

@@ -59,7 +59,7 @@ func TestATransferCutShortIsCompletedOnce(t *testing.T) {
 		if a, b := stocks(); a != 5 || b != 2 {
 			t.Errorf("stocks %d/%d after the take, want 5/2 (3 in transit)", a, b)
 		}
-		if st, err := res.LiveState(ctx, v.ID); err != nil || st.Stock != 10 {
+		if st, err := res.Live().LiveState(ctx, v.ID); err != nil || st.Stock != 10 {
 			t.Errorf("live stock %d, %v; want 10: the 3 in transit still count", st.Stock, err)
 		}
 		// Too young for the duty: the request that started it may still
@@ -82,10 +82,10 @@ func TestATransferCutShortIsCompletedOnce(t *testing.T) {
 		if a, b := stocks(); a != 8 || b != 2 {
 			t.Errorf("stocks %d/%d after the re-drive, want 8/2", a, b)
 		}
-		if st, err := res.LiveState(ctx, v.ID); err != nil || st.Stock != 10 {
+		if st, err := res.Live().LiveState(ctx, v.ID); err != nil || st.Stock != 10 {
 			t.Errorf("live stock %d, %v; want 10", st.Stock, err)
 		}
-		if _, ok, err := res.VerifiedIn(ctx, v.ID); err != nil || !ok {
+		if _, ok, err := res.Live().VerifiedIn(ctx, v.ID); err != nil || !ok {
 			t.Errorf("the buckets are not whole after the transfer: %v %v", ok, err)
 		}
 
@@ -145,7 +145,7 @@ func TestATransferClosedWithNothingTakesNothingLater(t *testing.T) {
 		if n, _ := r.Client.Get(ctx, lender.Stock).Int64(); n != 1 {
 			t.Errorf("the lender's stock is %d after the closed transfer's late take, want 1 (untouched)", n)
 		}
-		if st, err := res.LiveState(ctx, v.ID); err != nil || st.Stock != 2 {
+		if st, err := res.Live().LiveState(ctx, v.ID); err != nil || st.Stock != 2 {
 			t.Errorf("live stock %d, %v; want 2: no unit lost", st.Stock, err)
 		}
 	})

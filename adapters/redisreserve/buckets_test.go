@@ -214,7 +214,7 @@ func TestABucketsBuyerIsOneBuyer(t *testing.T) {
 		if got, err := s.res.Reserve(ctx, again); err != nil || got.Result != core.Reserved {
 			t.Errorf("after the release: %+v, %v", got, err)
 		}
-		if st, err := s.res.LiveState(ctx, v.ID); err != nil || st.Stock != 1 || len(st.Buyers) != 2 || !st.Present {
+		if st, err := s.res.Live().LiveState(ctx, v.ID); err != nil || st.Stock != 1 || len(st.Buyers) != 2 || !st.Present {
 			t.Errorf("live state: %+v, %v; want 1 left, 2 buyers", st, err)
 		}
 	})
@@ -230,24 +230,24 @@ func TestARebuildRestoresEveryBucket(t *testing.T) {
 		v := s.load(t, 9, 30, 3)
 		before := s.queued(t)
 		sold := s.rush(t, v.ID, shoppersOf(12, -1, 3))
-		if _, ok, err := s.res.VerifiedIn(ctx, v.ID); err != nil || !ok {
+		if _, ok, err := s.res.Live().VerifiedIn(ctx, v.ID); err != nil || !ok {
 			t.Fatalf("verified before the loss: %v %v", ok, err)
 		}
 		lost := s.keys.Bucket(v.ID, 1, 3)
 		for _, k := range []string{lost.Stock, lost.Window, lost.Orders} {
 			s.r.Client.Del(ctx, k)
 		}
-		if _, ok, _ := s.res.VerifiedIn(ctx, v.ID); ok {
+		if _, ok, _ := s.res.Live().VerifiedIn(ctx, v.ID); ok {
 			t.Fatal("verified with a bucket gone")
 		}
-		token, ok, err := s.res.Fence(ctx, v.ID, 10*time.Second)
+		token, ok, err := s.res.Live().Fence(ctx, v.ID, 10*time.Second)
 		if err != nil || !ok {
 			t.Fatalf("fence: %v %v", ok, err)
 		}
-		if _, ok, _ := s.res.Fence(ctx, v.ID, 10*time.Second); ok {
+		if _, ok, _ := s.res.Live().Fence(ctx, v.ID, 10*time.Second); ok {
 			t.Fatal("a second rebuild fenced the voucher too")
 		}
-		if fenced, _ := s.res.Fenced(ctx, v.ID); !fenced {
+		if fenced, _ := s.res.Live().Fenced(ctx, v.ID); !fenced {
 			t.Error("not fenced")
 		}
 		// While fenced, no bucket sells.
@@ -256,10 +256,10 @@ func TestARebuildRestoresEveryBucket(t *testing.T) {
 		}
 		restored := v
 		restored.Stock = v.Stock - int64(len(sold))
-		if err := s.res.Restore(ctx, core.RestoredSale{Voucher: restored, Buyers: sold, Incarnation: ""}, token); err != nil {
+		if err := s.res.Live().Restore(ctx, core.RestoredSale{Voucher: restored, Buyers: sold, Incarnation: ""}, token); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := s.res.VerifiedIn(ctx, v.ID); err != nil || !ok {
+		if _, ok, err := s.res.Live().VerifiedIn(ctx, v.ID); err != nil || !ok {
 			t.Errorf("verified after the rebuild: %v %v", ok, err)
 		}
 		s.check(t, v, sold, before)

@@ -52,7 +52,7 @@ func TestDeadlinesAreHandedOutOnceWhenDue(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if got, err := res.ClaimDue(ctx, now, 2); err != nil || len(got) != 2 {
+		if got, err := res.Live().ClaimDue(ctx, now, 2); err != nil || len(got) != 2 {
 			t.Fatalf("claim at most 2: %v, %v", got, err)
 		} else if got[0].ID != 100 || got[1].ID != 1 || !got[0].PayBy.Equal(time.UnixMilli(past.Add(window).UnixMilli()).UTC()) {
 			t.Fatalf("the sorted set's deadline comes first, with its payBy, then the list's first: %+v", got)
@@ -64,7 +64,7 @@ func TestDeadlinesAreHandedOutOnceWhenDue(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, err := res.ClaimDue(ctx, now, 100)
+				got, err := res.Live().ClaimDue(ctx, now, 100)
 				if err != nil {
 					t.Error(err)
 				}
@@ -86,7 +86,7 @@ func TestDeadlinesAreHandedOutOnceWhenDue(t *testing.T) {
 		if left, _ := r.Client.LRange(ctx, res.Keys().PayBy(shard), 0, -1).Result(); len(left) != 1 {
 			t.Fatalf("left in the list: %q, want the one not due", left)
 		}
-		got, err := res.ClaimDue(ctx, ahead.Add(window), 100)
+		got, err := res.Live().ClaimDue(ctx, ahead.Add(window), 100)
 		if err != nil || len(got) != 1 || got[0].ID != 4 {
 			t.Fatalf("an hour later: %+v, %v; want order 4", got, err)
 		}

@@ -52,13 +52,13 @@ func TestAFenceReplayedByItsOwnTokenIsItsOwn(t *testing.T) {
 		if fence("B") != 0 {
 			t.Fatal("another rebuild took a fence that is held")
 		}
-		if fenced, err := res.Fenced(ctx, v.ID); err != nil || !fenced {
+		if fenced, err := res.Live().Fenced(ctx, v.ID); err != nil || !fenced {
 			t.Fatalf("Fenced = %v, %v after the replay", fenced, err)
 		}
-		if err := res.Unfence(ctx, v.ID, "A"); err != nil {
+		if err := res.Live().Unfence(ctx, v.ID, "A"); err != nil {
 			t.Fatal(err)
 		}
-		if fenced, _ := res.Fenced(ctx, v.ID); fenced {
+		if fenced, _ := res.Live().Fenced(ctx, v.ID); fenced {
 			t.Fatal("the fence's own token did not lift it")
 		}
 	})

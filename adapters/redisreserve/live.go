@@ -33,7 +33,11 @@ var (
 )
 
 // Incarnation implements core.LiveSale.
-func (r *Reserver) Incarnation(ctx context.Context) (string, error) {
+func (r *Live) Incarnation(ctx context.Context) (string, error) { return r.incarnation(ctx) }
+
+// incarnation is Redis's incarnation as the Identity tells it ("" without
+// one).
+func (r *sale) incarnation(ctx context.Context) (string, error) {
 	if r.cfg.Identity == nil {
 		return "", nil
 	}
@@ -45,7 +49,7 @@ func (r *Reserver) Incarnation(ctx context.Context) (string, error) {
 // exists, the buyers and the stock left add up to the window's total (a
 // Redis that evicts keys can drop one of them under an unchanged run_id),
 // and the incarnation is the same.
-func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, error) {
+func (r *Live) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return "", false, err
@@ -94,7 +98,7 @@ func (r *Reserver) VerifiedIn(ctx context.Context, voucherID int64) (string, boo
 //
 // was is the epoch VerifiedIn found in every bucket; each bucket's step
 // checks it is still there, so a rebuild in between is not carried over.
-func (r *Reserver) Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
+func (r *Live) Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
 	if r.cfg.Identity == nil || was == "" {
 		return false, nil
 	}
@@ -121,7 +125,7 @@ func (r *Reserver) Reverify(ctx context.Context, voucherID int64, was, inc strin
 }
 
 // DrainedIn implements core.LiveSale.
-func (r *Reserver) DrainedIn(ctx context.Context) (string, bool, error) {
+func (r *Live) DrainedIn(ctx context.Context) (string, bool, error) {
 	inc, err := r.rdb.Get(ctx, r.keys.Drained()).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
@@ -134,7 +138,7 @@ func (r *Reserver) DrainedIn(ctx context.Context) (string, bool, error) {
 
 // MarkDrained implements core.LiveSale. The key never expires: it is only
 // believed while its incarnation is the current one.
-func (r *Reserver) MarkDrained(ctx context.Context, incarnation string) error {
+func (r *Live) MarkDrained(ctx context.Context, incarnation string) error {
 	if err := r.rdb.Set(ctx, r.keys.Drained(), incarnation, 0).Err(); err != nil {
 		return fmt.Errorf("redisreserve: mark drained: %w", err)
 	}
@@ -143,7 +147,7 @@ func (r *Reserver) MarkDrained(ctx context.Context, incarnation string) error {
 
 // Fence implements core.LiveSale: every bucket of the voucher, with one
 // token; none if another rebuild holds any.
-func (r *Reserver) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
+func (r *Live) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return "", false, err
@@ -180,7 +184,7 @@ const restoreChunk = 2000
 // the transfers under way (the rebuild counted every unit afresh) and lifts
 // the bucket's fence. Every call checks the fence token, so a rebuild that
 // outlived its fence changes nothing.
-func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token string) error {
+func (r *Live) Restore(ctx context.Context, s core.RestoredSale, token string) error {
 	v := s.Voucher
 	n := v.BucketCount()
 	r.learnBuckets(v.ID, n)
@@ -207,7 +211,7 @@ func (r *Reserver) Restore(ctx context.Context, s core.RestoredSale, token strin
 
 // restoreBucket restores one bucket with its stock and buyers; units are
 // the voucher's over all its buckets, recorded in every window.
-func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys, buckets int, stock, units int64,
+func (r *sale) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys, buckets int, stock, units int64,
 	buyers map[int64]int64, incarnation, token string) error {
 	staging := bk.Orders + ":restoring:" + token
 	args := make([]any, 0, 1+2*min(len(buyers), restoreChunk))
@@ -254,7 +258,7 @@ func (r *Reserver) restoreBucket(ctx context.Context, v core.Voucher, bk BucketK
 
 // Unfence implements core.LiveSale: every bucket this token fenced (or
 // froze: FenceLost).
-func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) error {
+func (r *Live) Unfence(ctx context.Context, voucherID int64, token string) error {
 	r.partial.Delete(token)
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
@@ -268,7 +272,7 @@ func (r *Reserver) Unfence(ctx context.Context, voucherID int64, token string) e
 }
 
 // Fenced implements core.LiveSale: a rebuild's fence holds some bucket.
-func (r *Reserver) Fenced(ctx context.Context, voucherID int64) (bool, error) {
+func (r *Live) Fenced(ctx context.Context, voucherID int64) (bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return false, err
@@ -305,17 +309,21 @@ func fencedAt(fields []any, now time.Time) bool {
 }
 
 var (
-	_ core.LiveSale        = (*Reserver)(nil)
-	_ core.Reverifier      = (*Reserver)(nil)
-	_ core.PartialFencer   = (*Reserver)(nil)
-	_ core.ShopperVerifier = (*Reserver)(nil)
+	_ core.LiveSale        = (*Live)(nil)
+	_ core.Reverifier      = (*Live)(nil)
+	_ core.PartialFencer   = (*Live)(nil)
+	_ core.ShopperVerifier = (*Live)(nil)
+	// What core's recovery looks for on the live store, and the catalog on
+	// the board: a split that moves one of these must not pass silently.
+	_ core.ScopedIncarnation = (*Live)(nil)
+	_ core.BucketBoard       = (*Reserver)(nil)
 )
 
 // LiveState implements core.LiveSale, over the voucher's buckets: the
 // stock is their sum with the units in transit between them, the buyers
 // their union; present if every bucket is, fenced if any is, and verified
 // in the incarnation they all record.
-func (r *Reserver) LiveState(ctx context.Context, voucherID int64) (core.LiveState, error) {
+func (r *Live) LiveState(ctx context.Context, voucherID int64) (core.LiveState, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return core.LiveState{}, err
@@ -394,7 +402,7 @@ var repairScript = redis.NewScript(lua.RepairOrder)
 // Either way no rebuild of those buckets since readIn could have missed
 // the orders, which is what the whole incarnation tells the repair. A
 // master out of reach answers an error.
-func (r *Reserver) Unaffected(ctx context.Context, readIn string, orders []core.Order) (bool, error) {
+func (r *Live) Unaffected(ctx context.Context, readIn string, orders []core.Order) (bool, error) {
 	if r.cfg.Identity == nil || readIn == "" || len(orders) == 0 {
 		return false, nil
 	}
@@ -441,7 +449,7 @@ func (r *Reserver) Unaffected(ctx context.Context, readIn string, orders []core.
 }
 
 // RefreshIncarnation implements core.LiveSale.
-func (r *Reserver) RefreshIncarnation(ctx context.Context) (string, error) {
+func (r *Live) RefreshIncarnation(ctx context.Context) (string, error) {
 	if r.cfg.Identity == nil {
 		return "", nil
 	}
@@ -451,7 +459,7 @@ func (r *Reserver) RefreshIncarnation(ctx context.Context) (string, error) {
 // Repair implements core.LiveSale: repair_order.lua for each order, in one
 // pipeline. EVAL, not EVALSHA: repairs follow a Redis that lost its
 // script cache too, and they are rare.
-func (r *Reserver) Repair(ctx context.Context, orders []core.Order) ([]core.Order, error) {
+func (r *Live) Repair(ctx context.Context, orders []core.Order) ([]core.Order, error) {
 	bks := make([]BucketKeys, len(orders))
 	for i, o := range orders {
 		bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
@@ -490,7 +498,7 @@ func (r *Reserver) Repair(ctx context.Context, orders []core.Order) ([]core.Orde
 // buyers' hash names whose queue key vanished with its backlog. Each goes
 // with the order body the reservation wrote, its time the one its id
 // tells (IssuedAt), so its payment deadline is its own.
-func (r *Reserver) Requeue(ctx context.Context, orders []core.Order) error {
+func (r *Live) Requeue(ctx context.Context, orders []core.Order) error {
 	if r.cfg.Handoff.Command == nil {
 		return errors.New("redisreserve: requeue: the queue is not fed by a hand-off")
 	}

@@ -43,7 +43,7 @@ type bucketID struct {
 }
 
 // bucket is Keys.Bucket, named once per bucket.
-func (r *Reserver) bucket(voucherID int64, b, buckets int) BucketKeys {
+func (r *sale) bucket(voucherID int64, b, buckets int) BucketKeys {
 	return nameOf(&r.bucketNames, bucketID{voucherID, b, buckets}, func() BucketKeys {
 		return r.keys.Bucket(voucherID, b, buckets)
 	})
@@ -51,7 +51,7 @@ func (r *Reserver) bucket(voucherID int64, b, buckets int) BucketKeys {
 
 // queueKey is seckill.lua's KEYS[4] for a reservation of the voucher in
 // bucket bk: the hand-off's queue.
-func (r *Reserver) queueKey(voucherID int64, bk BucketKeys) string {
+func (r *sale) queueKey(voucherID int64, bk BucketKeys) string {
 	switch {
 	case r.cfg.Handoff.Key == nil:
 		// Untouched by the script, but every KEYS slot must name a key of
@@ -67,6 +67,6 @@ func (r *Reserver) queueKey(voucherID int64, bk BucketKeys) string {
 }
 
 // payBy is Keys.PayBy, named once per shard.
-func (r *Reserver) payBy(shard int) string {
+func (r *sale) payBy(shard int) string {
 	return nameOf(&r.payByNames, shard, func() string { return r.keys.PayBy(shard) })
 }

@@ -40,7 +40,7 @@ var (
 // remembers a verified voucher, so its shoppers cost no more round trips
 // while the voucher's other buckets are rebuilt; a reservation that finds
 // the bucket not loaded forgets it (Reserve).
-func (r *Reserver) VerifiedFor(ctx context.Context, voucherID, userID int64, inc string) (bool, error) {
+func (r *Live) VerifiedFor(ctx context.Context, voucherID, userID int64, inc string) (bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil || buckets <= 1 || r.cfg.Identity == nil {
 		return false, err
@@ -73,7 +73,7 @@ type lostBuckets struct {
 // forgetting since (freeze_bucket.lua) — is frozen, any other fenced. A
 // voucher with no intact bucket, or no lost one, is fenced whole, as Fence
 // does.
-func (r *Reserver) FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
+func (r *Live) FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
 		return "", false, err
@@ -140,7 +140,7 @@ func (r *Reserver) FenceLost(ctx context.Context, voucherID int64, ttl time.Dura
 // counts their units against the intact buckets' frozen totals, restores
 // each lost bucket with its own buyers and an even share of those units
 // left, and thaws the intact buckets.
-func (r *Reserver) restoreLost(ctx context.Context, s core.RestoredSale, token string, plan lostBuckets) error {
+func (r *sale) restoreLost(ctx context.Context, s core.RestoredSale, token string, plan lostBuckets) error {
 	v := s.Voucher
 	n := plan.buckets
 	all := r.allBuckets(v.ID, n)

@@ -34,7 +34,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := stockLedger{id: v} // no order ever persisted
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t),
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t),
 		Wait: 300 * time.Millisecond})
 	if err := recovery.Ensure(ctx, id); err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	caught("from-lost", lostB, 0, 3)
 	caught("between-intact", 0, 1, 2)
 	caught("to-lost", 1, lostB, 4)
-	state, err := res.LiveState(ctx, id)
+	state, err := res.Live().LiveState(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 
 	// The fence of a rebuild of the lost bucket alone: the intact buckets
 	// are frozen, not fenced — they keep their stock, and lend nothing.
-	token, ok, err := res.FenceLost(ctx, id, 10*time.Second)
+	token, ok, err := res.Live().FenceLost(ctx, id, 10*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("fence the lost bucket: %v %v", ok, err)
 	}
@@ -118,7 +118,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 			t.Errorf("intact bucket %d: stock kept %v, frozen %v; want both", b, has, frozen)
 		}
 	}
-	if fenced, _ := res.Fenced(ctx, id); !fenced {
+	if fenced, _ := res.Live().Fenced(ctx, id); !fenced {
 		t.Error("the lost bucket is not fenced")
 	}
 	p, err := pend.Run(ctx, rdb, []string{bucket(1).Stock, bucket(1).Window, bucket(1).Transfers()}, "while-frozen", 0, 1).Slice()
@@ -153,7 +153,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	if err := recovery.EnsureShopper(ctx, id, lostUser); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("a shopper of the lost bucket during its rebuild: %v, want busy (it waits for the rebuild)", err)
 	}
-	if err := res.Unfence(ctx, id, token); err != nil {
+	if err := res.Live().Unfence(ctx, id, token); err != nil {
 		t.Fatal(err)
 	}
 	if rdb.HExists(ctx, bucket(0).Window, "freeze").Val() {
@@ -183,7 +183,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	// buckets' buyers hold theirs, and the lost bucket's buyers, gone with
 	// their orders (none persisted, none held), gave theirs back.
 	want := int64(units) - intactBuyers[0] - intactBuyers[1]
-	state, err = res.LiveState(ctx, id)
+	state, err = res.Live().LiveState(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,9 +79,25 @@ type Config struct {
 	ReplyAllowance time.Duration
 }
 
-// Reserver runs the reservation scripts; it implements core.Reserver and
-// core.StockBoard.
-type Reserver struct {
+// Reserver is the request path's side of the Redis sale: it runs the
+// reservation scripts (batched, borrowing between a voucher's buckets)
+// and reads the stock; it implements core.Reserver and core.StockBoard.
+// Its upkeep — verification against Redis's incarnation, fences,
+// restores, units given back, payment deadlines — is Live's, over the
+// same client, keys and caches.
+type Reserver struct{ *sale }
+
+// Live is the live store's upkeep (core.LiveSale, core.UnitReturner,
+// core.Deadlines): what keeps the Redis sale true to MySQL across
+// Redis's losses, and what comes back to it after the reservation.
+type Live struct{ *sale }
+
+// Live is the reservation's upkeep side.
+func (r *Reserver) Live() *Live { return &Live{r.sale} }
+
+// sale is what both sides share: the client, the keys, the scripts and
+// the caches of what the vouchers' keys hold.
+type sale struct {
 	rdb redis.UniversalClient
 	// scripter runs the seckill script: rdb, or its autopipeliner.
 	scripter redis.Scripter
@@ -132,7 +148,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	r := &Reserver{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}
+	r := &Reserver{&sale{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}}
 	if cfg.Identity != nil {
 		marks := make([]string, r.keys.shards().Count())
 		for s := range marks {
@@ -210,7 +226,7 @@ func (r *Reserver) CheckClusterSlots(ctx context.Context) error {
 }
 
 // checkSlots: the keys of one reservation in bucket bk share one slot.
-func (r *Reserver) checkSlots(ctx context.Context, o core.Order, bk BucketKeys) error {
+func (r *sale) checkSlots(ctx context.Context, o core.Order, bk BucketKeys) error {
 	keys, _ := r.scriptArgs(ctx, o, bk)
 	slots := map[int64][]string{}
 	for _, k := range keys {
@@ -227,7 +243,7 @@ func (r *Reserver) checkSlots(ctx context.Context, o core.Order, bk BucketKeys) 
 	return nil
 }
 
-func (r *Reserver) log() *slog.Logger {
+func (r *sale) log() *slog.Logger {
 	if r.cfg.Log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
@@ -268,7 +284,7 @@ func (r *Reserver) Reserve(ctx context.Context, o core.Order) (core.Reservation,
 }
 
 // reserveIn runs the reservation in one bucket.
-func (r *Reserver) reserveIn(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
+func (r *sale) reserveIn(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
 	if r.cfg.Batch > 1 {
 		return r.reserveBatched(ctx, o, bk)
 	}
@@ -288,7 +304,7 @@ func (r *Reserver) reserveIn(ctx context.Context, o core.Order, bk BucketKeys) (
 // answering would hold the request for its read timeout and retries. The
 // request gives up at its deadline; the script, should it still run, finds
 // the deadline passed and reserves nothing.
-func (r *Reserver) runSeckill(ctx context.Context, keys []string, args []any) ([]any, error) {
+func (r *sale) runSeckill(ctx context.Context, keys []string, args []any) ([]any, error) {
 	if !r.cfg.Coalesce || ctx.Done() == nil {
 		return r.seckill.Run(ctx, r.scripter, keys, args...).Slice()
 	}
@@ -311,7 +327,7 @@ func (r *Reserver) runSeckill(ctx context.Context, keys []string, args []any) ([
 
 // reserveConfirmed runs the script and WAIT in one pipeline on the
 // connection of the node that owns the voucher's keys.
-func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
+func (r *sale) reserveConfirmed(ctx context.Context, o core.Order, bk BucketKeys) (core.Reservation, error) {
 	keys, args := r.scriptArgs(ctx, o, bk)
 	res, confirmed, err := r.runThenWait(ctx, r.seckill, keys, args)
 	if err != nil {
@@ -333,7 +349,7 @@ func (r *Reserver) reserveConfirmed(ctx context.Context, o core.Order, bk Bucket
 // the node that owns keys[0] (WAIT confirms the writes of its own
 // connection only), and returns the script's reply and how many replicas
 // confirmed.
-func (r *Reserver) runThenWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, int64, error) {
+func (r *sale) runThenWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, int64, error) {
 	var node redis.Cmdable = r.rdb
 	if c, ok := r.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, keys[0])
@@ -371,7 +387,7 @@ func (r *Reserver) runThenWait(ctx context.Context, script *redis.Script, keys [
 
 // scriptArgs lays out KEYS and ARGV as seckill.lua's header describes
 // them, for the order's bucket bk; a test holds the two equal.
-func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) (keys []string, args []any) {
+func (r *sale) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) (keys []string, args []any) {
 	keys = []string{bk.Stock, bk.Window, bk.Orders, r.queueKey(o.VoucherID, bk), bk.Limit(o.UserID), r.payBy(bk.Shard)}
 	rate, deadline, payBy := r.terms(ctx, o)
 	args = make([]any, 0, 7+len(r.handoffArgs))
@@ -381,7 +397,7 @@ func (r *Reserver) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) 
 
 // terms are the reservation's shopper limit, deadline and payment
 // deadline (unix ms; 0: none), seckill.lua's ARGV[4], [5] and [6].
-func (r *Reserver) terms(ctx context.Context, o core.Order) (rate int, deadline, payBy int64) {
+func (r *sale) terms(ctx context.Context, o core.Order) (rate int, deadline, payBy int64) {
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-r.cfg.ReplyAllowance).UnixMilli()
 	}
@@ -408,7 +424,7 @@ var scriptResults = map[int64]core.ReservationResult{
 	7: core.DeadlinePassed,
 }
 
-func (r *Reserver) parseReservation(res []any) (core.Reservation, error) {
+func (r *sale) parseReservation(res []any) (core.Reservation, error) {
 	if len(res) != 3 {
 		return core.Reservation{}, fmt.Errorf("redisreserve: seckill script returned %d values, want 3", len(res))
 	}
@@ -461,7 +477,7 @@ func (r *Reserver) Release(ctx context.Context, o core.Order) error {
 // ReturnUnit runs return_unit.lua (core.UnitReturner): a cancelled
 // order's unit back on sale, and its buyer free to buy again, if the
 // buyer's mark still names it.
-func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnResult, error) {
+func (r *Live) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnResult, error) {
 	return r.returnUnit(ctx, o, 0)
 }
 
@@ -469,13 +485,13 @@ func (r *Reserver) ReturnUnit(ctx context.Context, o core.Order) (core.ReturnRes
 // as its buyer's second (core.PipelineConfig.ReturnRefused): the live stock
 // is one more and the buyer's mark names held, the order they have in the
 // database (0: removed).
-func (r *Reserver) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
+func (r *Live) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
 	return r.returnUnit(ctx, o, held)
 }
 
 // returnUnit runs return_unit.lua on the buyer's bucket, leaving the mark
 // naming held (0: removed).
-func (r *Reserver) returnUnit(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
+func (r *sale) returnUnit(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
 	bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
 	if err != nil {
 		return 0, err
@@ -497,7 +513,7 @@ func (r *Reserver) returnUnit(ctx context.Context, o core.Order, held int64) (co
 // ClaimDue implements core.Deadlines: up to max reservations due for
 // payment by now, from every shard, each handed out once
 // (claim_deadlines.lua), with PayBy set.
-func (r *Reserver) ClaimDue(ctx context.Context, now time.Time, max int) ([]core.Order, error) {
+func (r *Live) ClaimDue(ctx context.Context, now time.Time, max int) ([]core.Order, error) {
 	var out []core.Order
 	for shard := range r.keys.shards().Count() {
 		due, err := claimScript.Run(ctx, r.rdb, []string{r.keys.PayBy(shard), r.keys.Deadlines(shard)}, now.UnixMilli(), max).StringSlice()
@@ -578,7 +594,7 @@ func (r *Reserver) ReservedOrder(ctx context.Context, userID, voucherID int64) (
 // (mark_node.lua; see Reverify), and the voucher's units over all its
 // buckets (read_bucket.lua; see RemainingStock).
 func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
-	inc, err := r.Incarnation(ctx)
+	inc, err := r.incarnation(ctx)
 	if err != nil {
 		return fmt.Errorf("redisreserve: load voucher %d: %w", v.ID, err)
 	}
@@ -648,7 +664,7 @@ func (r *Reserver) RemainingStock(ctx context.Context, voucherID int64) (int64, 
 
 // stockSnapshot sums the buckets' stock and the units in transit between
 // them, read in one pipeline: a snapshot when read is a MULTI.
-func (r *Reserver) stockSnapshot(ctx context.Context, all []BucketKeys, read func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)) (int64, error) {
+func (r *sale) stockSnapshot(ctx context.Context, all []BucketKeys, read func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)) (int64, error) {
 	stocks := make([]*redis.StringCmd, len(all))
 	transfers := make([]*redis.MapStringStringCmd, len(all))
 	_, err := read(ctx, func(p redis.Pipeliner) error {
@@ -698,6 +714,6 @@ var (
 	_ core.Reserver     = (*Reserver)(nil)
 	_ core.StockBoard   = (*Reserver)(nil)
 	_ core.ShopperLimit = (*Reserver)(nil)
-	_ core.UnitReturner = (*Reserver)(nil)
-	_ core.Deadlines    = (*Reserver)(nil)
+	_ core.UnitReturner = (*Live)(nil)
+	_ core.Deadlines    = (*Live)(nil)
 )

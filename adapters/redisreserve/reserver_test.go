@@ -474,14 +474,14 @@ func TestARebuildsFenceIsNoKeyWithATimeToLive(t *testing.T) {
 		s := newSale(t, r, "stream")
 		s.load(t, 1, 5, past(), future())
 		ctx := context.Background()
-		token, ok, err := s.res.Fence(ctx, 1, 300*time.Millisecond)
+		token, ok, err := s.res.Live().Fence(ctx, 1, 300*time.Millisecond)
 		if err != nil || !ok {
 			t.Fatalf("fence: %v %v", ok, err)
 		}
-		if _, again, _ := s.res.Fence(ctx, 1, time.Second); again {
+		if _, again, _ := s.res.Live().Fence(ctx, 1, time.Second); again {
 			t.Fatal("a second rebuild took the fence the first holds")
 		}
-		if fenced, err := s.res.Fenced(ctx, 1); err != nil || !fenced {
+		if fenced, err := s.res.Live().Fenced(ctx, 1); err != nil || !fenced {
 			t.Fatalf("fenced: %v %v, want true", fenced, err)
 		}
 		keys := []string{s.keys.Window(1), s.keys.Orders(1)}
@@ -496,10 +496,10 @@ func TestARebuildsFenceIsNoKeyWithATimeToLive(t *testing.T) {
 		if n := r.Client.Exists(ctx, s.keys.Stock(1)).Val(); n != 0 {
 			t.Fatal("the stock is still there under the fence: reservations would run")
 		}
-		if err := s.res.Unfence(ctx, 1, "not-"+token); err != nil {
+		if err := s.res.Live().Unfence(ctx, 1, "not-"+token); err != nil {
 			t.Fatal(err)
 		}
-		if fenced, _ := s.res.Fenced(ctx, 1); !fenced {
+		if fenced, _ := s.res.Live().Fenced(ctx, 1); !fenced {
 			t.Fatal("another token lifted the fence")
 		}
 		if r.Mini != nil {
@@ -508,10 +508,10 @@ func TestARebuildsFenceIsNoKeyWithATimeToLive(t *testing.T) {
 		} else {
 			time.Sleep(400 * time.Millisecond)
 		}
-		if fenced, _ := s.res.Fenced(ctx, 1); fenced {
+		if fenced, _ := s.res.Live().Fenced(ctx, 1); fenced {
 			t.Fatal("the fence did not lapse")
 		}
-		if _, ok, _ := s.res.Fence(ctx, 1, time.Second); !ok {
+		if _, ok, _ := s.res.Live().Fence(ctx, 1, time.Second); !ok {
 			t.Fatal("a lapsed fence could not be taken again")
 		}
 	})

@@ -49,7 +49,7 @@ func TestAHundredThousandBuyersAreRestoredInChunksWithinTheFence(t *testing.T) {
 		if r.Mini != nil {
 			fence = time.Minute // miniredis's Lua under the race detector is no Redis
 		}
-		token, ok, err := s.res.Fence(ctx, 1, fence)
+		token, ok, err := s.res.Live().Fence(ctx, 1, fence)
 		if err != nil || !ok {
 			t.Fatalf("fence: %v %v", ok, err)
 		}
@@ -62,7 +62,7 @@ func TestAHundredThousandBuyersAreRestoredInChunksWithinTheFence(t *testing.T) {
 		}
 		sizes := &scriptSizes{}
 		r.Client.AddHook(sizes)
-		if err := s.res.Restore(ctx, sale, token); err != nil {
+		if err := s.res.Live().Restore(ctx, sale, token); err != nil {
 			t.Fatalf("restore of %d buyers within its fence: %v", buyers, err)
 		}
 		sizes.mu.Lock()
@@ -74,7 +74,7 @@ func TestAHundredThousandBuyersAreRestoredInChunksWithinTheFence(t *testing.T) {
 		if calls < buyers/5000 || largest > 5000 {
 			t.Fatalf("%d script calls, the largest with %d arguments: want the buyers in chunks (not one call of %d)", calls, largest, 2*buyers)
 		}
-		if fenced, _ := s.res.Fenced(ctx, 1); fenced {
+		if fenced, _ := s.res.Live().Fenced(ctx, 1); fenced {
 			t.Fatal("the fence is still up after the restore")
 		}
 		if n := r.Client.HLen(ctx, s.keys.Orders(1)).Val(); n != buyers {
@@ -99,29 +99,29 @@ func TestARebuildThatLostItsFenceStagesNothing(t *testing.T) {
 		s := newSale(t, r, "stream")
 		s.load(t, 1, 5, past(), future())
 		ctx := context.Background()
-		stale, ok, _ := s.res.Fence(ctx, 1, 10*time.Second)
+		stale, ok, _ := s.res.Live().Fence(ctx, 1, 10*time.Second)
 		if !ok {
 			t.Fatal("no fence")
 		}
-		if err := s.res.Unfence(ctx, 1, stale); err != nil {
+		if err := s.res.Live().Unfence(ctx, 1, stale); err != nil {
 			t.Fatal(err)
 		}
-		current, ok, _ := s.res.Fence(ctx, 1, 10*time.Second)
+		current, ok, _ := s.res.Live().Fence(ctx, 1, 10*time.Second)
 		if !ok {
 			t.Fatal("no second fence")
 		}
 		sale := core.RestoredSale{Voucher: core.Voucher{ID: 1, Stock: 3, BeginAt: past(), EndAt: future()},
 			Buyers: map[int64]int64{1: 11, 2: 12}}
-		if err := s.res.Restore(ctx, sale, stale); err == nil {
+		if err := s.res.Live().Restore(ctx, sale, stale); err == nil {
 			t.Fatal("a rebuild restored under a fence that is no longer its own")
 		}
 		if n := r.Client.Exists(ctx, s.keys.Orders(1)+":restoring:"+stale).Val(); n != 0 {
 			t.Fatal("the stale rebuild staged its buyers")
 		}
-		if fenced, _ := s.res.Fenced(ctx, 1); !fenced {
+		if fenced, _ := s.res.Live().Fenced(ctx, 1); !fenced {
 			t.Fatal("the stale rebuild lifted the current one's fence")
 		}
-		if err := s.res.Restore(ctx, sale, current); err != nil {
+		if err := s.res.Live().Restore(ctx, sale, current); err != nil {
 			t.Fatalf("the current rebuild: %v", err)
 		}
 		if n := r.Client.HLen(ctx, s.keys.Orders(1)).Val(); n != 2 {

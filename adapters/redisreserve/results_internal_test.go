@@ -13,7 +13,7 @@ import (
 // a result, and an unknown code or reply shape is an error, never a
 // success.
 func TestScriptResultCodes(t *testing.T) {
-	r := &Reserver{}
+	r := &sale{}
 	documented := regexp.MustCompile(`(?m)^--   \{(\d), `).FindAllStringSubmatch(lua.Seckill, -1)
 	seen := map[int64]bool{}
 	for _, m := range documented {

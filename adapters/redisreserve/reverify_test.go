@@ -67,7 +67,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
 	order := int64(1000)
 	buy := func(voucher int64, users ...int64) {
 		t.Helper()
@@ -95,7 +95,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	}
 	buyers := func(id int64) int {
 		t.Helper()
-		s, err := res.LiveState(ctx, id)
+		s, err := res.Live().LiveState(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 			if err := recovery.Ensure(ctx, id); err != nil {
 				t.Fatalf("voucher %d: %v", id, err)
 			}
-			if was, ok, err := res.VerifiedIn(ctx, id); err != nil || !ok || was != inc {
+			if was, ok, err := res.Live().VerifiedIn(ctx, id); err != nil || !ok || was != inc {
 				t.Fatalf("voucher %d verified in %q (%v %v), want the new incarnation %q", id, was, ok, err, inc)
 			}
 		}
@@ -305,7 +305,7 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 		for _, v := range vouchers {
 			batch = append(batch, orders[v])
 		}
-		ok, err := res.Unaffected(ctx, readIn, batch)
+		ok, err := res.Live().Unaffected(ctx, readIn, batch)
 		if err != nil {
 			t.Fatalf("vouchers %v: %v", vouchers, err)
 		}
@@ -336,7 +336,7 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if unaffected(after, 2) {
 		t.Fatal("vouched for an order on a shard behind the last forgetting, its state not verified since")
 	}
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
 	for id := int64(1); id <= 3; id++ {
 		if err := recovery.Ensure(ctx, id); err != nil {
 			t.Fatal(err)
@@ -361,7 +361,7 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if !unaffected(readIn, 2) || !unaffected(after, 2) {
 		t.Fatal("an order of a master that answers is not vouched for while another is out of reach")
 	}
-	if ok, err := res.Unaffected(ctx, after, []core.Order{orders[3]}); ok || err == nil {
+	if ok, err := res.Live().Unaffected(ctx, after, []core.Order{orders[3]}); ok || err == nil {
 		t.Fatalf("an order of the master out of reach: %v, %v; want not vouched for, and why", ok, err)
 	}
 	if err := recovery.RepairAfter(ctx, after, []core.Order{orders[2]}); err != nil {

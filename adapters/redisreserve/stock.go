@@ -64,7 +64,7 @@ type bucketRead struct {
 
 // stockAcrossMasters counts the stock of the buckets all as the comment
 // above says.
-func (r *Reserver) stockAcrossMasters(ctx context.Context, all []BucketKeys) (int64, error) {
+func (r *sale) stockAcrossMasters(ctx context.Context, all []BucketKeys) (int64, error) {
 	passes := make([][]bucketRead, 0, stockPasses)
 	for len(passes) < stockPasses {
 		pass, err := r.readBuckets(ctx, all)
@@ -85,7 +85,7 @@ func (r *Reserver) stockAcrossMasters(ctx context.Context, all []BucketKeys) (in
 
 // readBuckets runs read_bucket.lua on every bucket, in one pipeline (each
 // master answers its own at its own moment).
-func (r *Reserver) readBuckets(ctx context.Context, all []BucketKeys) ([]bucketRead, error) {
+func (r *sale) readBuckets(ctx context.Context, all []BucketKeys) ([]bucketRead, error) {
 	cmds := make([]*redis.Cmd, len(all))
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, bk := range all {

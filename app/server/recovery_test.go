@@ -579,7 +579,7 @@ func TestARefusedSecondOrdersUnitComesBackOnce(t *testing.T) {
 			t.Fatalf("the dead letter: %+v, %v; want it to say its unit went back", dl, err)
 		}
 		id, _ := strconv.ParseInt(second, 10, 64)
-		if res, err := h.srv.board.(*redisreserve.Reserver).ReturnRefused(ctx, core.Order{ID: id, UserID: 7, VoucherID: voucher}, 0); err != nil || res != core.NothingToReturn {
+		if res, err := h.srv.board.(*redisreserve.Reserver).Live().ReturnRefused(ctx, core.Order{ID: id, UserID: 7, VoucherID: voucher}, 0); err != nil || res != core.NothingToReturn {
 			t.Fatalf("returning the refused order's unit again: %v %v, want nothing to return", res, err)
 		}
 		if live, _ := h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64(); live != stock-1 {

@@ -153,7 +153,7 @@ func (s *Server) wire(ctx context.Context) error {
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	if sale.live != nil {
-		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Ledger: s.store.Ledger(), Holder: sale.holder, Holding: sale.holding,
+		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Buckets: sale.buckets, Ledger: s.store.Ledger(), Holder: sale.holder, Holding: sale.holding,
 			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
@@ -358,7 +358,10 @@ type sale struct {
 	// evictionIs tells the reservation what Redis says of eviction.
 	evictionIs func(redisreserve.EvictionState)
 	board      core.StockBoard
-	publisher  core.Publisher // nil when the reservation script enqueues
+	// buckets learns a rebuilt voucher's bucket count (the reservation's
+	// side; nil under sync).
+	buckets   core.BucketBoard
+	publisher core.Publisher // nil when the reservation script enqueues
 	// live and holder are what recovery rebuilds the sale's Redis state
 	// with: nil unless the sale is the shared Redis reservation (not a
 	// backend's own Sale), which is also when instances nudge each other
@@ -429,19 +432,20 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		return sale{}, err
 	}
 	caps := core.CapabilitiesOf(q)
+	live := reserver.Live()
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: reserver, holder: caps.Holder, holding: caps.Holding, returner: reserver,
+		live: live, buckets: reserver, holder: caps.Holder, holding: caps.Holding, returner: live,
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
-		out.deadlines = reserver
+		out.deadlines = live
 	}
 	if b.Broker != nil {
 		out.signer = Deps{Config: s.cfg}.OrderSigner()
 	}
 	if caps.Handoff != nil {
-		out.requeue = reserver.Requeue
+		out.requeue = live.Requeue
 	}
-	out.returnRefused = reserver.ReturnRefused
+	out.returnRefused = live.ReturnRefused
 	return out, nil
 }
 
