@@ -68,18 +68,15 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder), now: time.Now}
 }
 
-// Buy reserves one voucher for a user and returns the order id.
+// Buy reserves one voucher for a user and returns the order id: an
+// answer from memory if this instance knows it, else the voucher verified
+// (the shopper's limit counted first), the reservation, and the order
+// handed on to the queue.
 func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, error) {
 	// Cached by the live store's adapter: no round trip.
 	incarnation, _ := s.recovery.Incarnation(ctx)
-	// The buyer before the voucher's refusals, as the script checks: a
-	// holder learns the order id, never "sold out" (from memory, when
-	// this instance saw it lately).
-	if held, ok := s.memo.Buyer(voucherID, userID, incarnation); ok {
-		return 0, &AlreadyPurchasedError{OrderID: held}
-	}
-	if r, ok := s.memo.Answer(voucherID, incarnation); ok {
-		return 0, r.Err()
+	if err := s.fromMemory(voucherID, userID, incarnation); err != nil {
+		return 0, err
 	}
 	generation := s.memo.Generation()
 	if s.admission != nil {
@@ -87,54 +84,18 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			return 0, err
 		}
 	}
-	// A voucher verified in this incarnation needs nothing more (Trusted
-	// is Ensure's fast path). Otherwise Ensure may look it up (Redis, then
-	// the database): the shopper's limit comes first, or made-up ids would
-	// skip it, since only the reservation script counts it otherwise.
-	if !s.recovery.Trusted(ctx, voucherID) {
-		if limit := ShopperLimitOf(s.reserver); limit != nil {
-			r, err := limit.Admit(ctx, userID, voucherID)
-			if err != nil {
-				return 0, Wrap("seckill: admit", CodeUnavailable, err)
-			}
-			if err := r.Err(); err != nil {
-				return 0, err
-			}
-			ctx = Admitted(ctx) // counted once: the script does not count it again
-		}
-		ensure := s.recovery.Ensure
-		if sg, ok := s.recovery.(ShopperGuard); ok {
-			ensure = func(ctx context.Context, voucherID int64) error { return sg.EnsureShopper(ctx, voucherID, userID) }
-		}
-		if err := ensure(ctx, voucherID); err != nil {
-			return 0, err
-		}
+	ctx, err := s.verify(ctx, userID, voucherID)
+	if err != nil {
+		return 0, err
 	}
 	id, err := s.ids.NextID(ctx)
 	if err != nil {
 		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
 	}
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC()}
-	r, err := s.reserver.Reserve(ctx, o)
+	r, err := s.reserve(ctx, o)
 	if err != nil {
-		if uc := (*UnconfirmedError)(nil); errors.As(err, &uc) {
-			// The reservation's fate is unknown (its call failed as a
-			// whole): the shopper gets the order id to look up.
-			return 0, uc
-		}
-		return 0, Wrap("seckill: reserve", CodeUnavailable, err)
-	}
-	if r.Result == VoucherMissing {
-		// Verified, yet gone: its keys were deleted under a running Redis.
-		if err := s.recovery.Lost(ctx, voucherID); err != nil {
-			return 0, err
-		}
-		if r, err = s.reserver.Reserve(ctx, o); err != nil {
-			return 0, Wrap("seckill: reserve", CodeUnavailable, err)
-		}
-		if r.Result == VoucherMissing {
-			return 0, ErrBusy // rebuilt, and fenced again by another rebuild
-		}
+		return 0, err
 	}
 	if err := r.Err(); err != nil {
 		if r.Result == AlreadyPurchased {
@@ -144,20 +105,8 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		}
 		return 0, err
 	}
-	if s.publisher != nil {
-		if err := s.publisher.Publish(ctx, EncodeOrder(o)); err != nil {
-			// The order never entered the queue: give the stock back, or
-			// it is lost to every other shopper.
-			if rerr := s.reserver.Release(context.WithoutCancel(ctx), o); rerr != nil {
-				return 0, Wrap("seckill: release after failed publish", CodeUnavailable, errors.Join(err, rerr))
-			}
-			// Best effort: the memo's lifetime bounds a lost nudge.
-			_ = s.memo.StockBack(context.WithoutCancel(ctx), voucherID)
-			if errors.Is(err, ErrQueueFull) {
-				return 0, ErrBusy
-			}
-			return 0, Wrap("seckill: publish", CodeUnavailable, err)
-		}
+	if err := s.handOn(ctx, o); err != nil {
+		return 0, err
 	}
 	if r.Unconfirmed {
 		// Reserved and handed on all the same: only its survival of a
@@ -166,6 +115,96 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	}
 	s.memo.RememberBuyer(voucherID, userID, r.OrderID, incarnation, generation)
 	return r.OrderID, nil
+}
+
+// fromMemory is the answer this instance remembers, if any: the buyer
+// before the voucher's refusals, as the script checks (a holder learns the
+// order id, never "sold out").
+func (s *Seckill) fromMemory(voucherID, userID int64, incarnation string) error {
+	if held, ok := s.memo.Buyer(voucherID, userID, incarnation); ok {
+		return &AlreadyPurchasedError{OrderID: held}
+	}
+	if r, ok := s.memo.Answer(voucherID, incarnation); ok {
+		return r.Err()
+	}
+	return nil
+}
+
+// verify makes sure the voucher's live state can be used. A voucher
+// verified in this incarnation needs nothing more (Trusted is Ensure's
+// fast path). Otherwise Ensure may look it up (Redis, then the database):
+// the shopper's limit comes first, or made-up ids would skip it, since
+// only the reservation script counts it otherwise; the context returned
+// says it was counted.
+func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (context.Context, error) {
+	if s.recovery.Trusted(ctx, voucherID) {
+		return ctx, nil
+	}
+	if limit := ShopperLimitOf(s.reserver); limit != nil {
+		r, err := limit.Admit(ctx, userID, voucherID)
+		if err != nil {
+			return ctx, Wrap("seckill: admit", CodeUnavailable, err)
+		}
+		if err := r.Err(); err != nil {
+			return ctx, err
+		}
+		ctx = Admitted(ctx) // counted once: the script does not count it again
+	}
+	ensure := s.recovery.Ensure
+	if sg, ok := s.recovery.(ShopperGuard); ok {
+		ensure = func(ctx context.Context, voucherID int64) error { return sg.EnsureShopper(ctx, voucherID, userID) }
+	}
+	return ctx, ensure(ctx, voucherID)
+}
+
+// reserve runs the reservation, once more after a rebuild if the
+// voucher's keys were deleted under a running Redis.
+func (s *Seckill) reserve(ctx context.Context, o Order) (Reservation, error) {
+	r, err := s.reserver.Reserve(ctx, o)
+	if err != nil {
+		if uc := (*UnconfirmedError)(nil); errors.As(err, &uc) {
+			// The reservation's fate is unknown (its call failed as a
+			// whole): the shopper gets the order id to look up.
+			return r, uc
+		}
+		return r, Wrap("seckill: reserve", CodeUnavailable, err)
+	}
+	if r.Result != VoucherMissing {
+		return r, nil
+	}
+	// Verified, yet gone: its keys were deleted under a running Redis.
+	if err := s.recovery.Lost(ctx, o.VoucherID); err != nil {
+		return r, err
+	}
+	if r, err = s.reserver.Reserve(ctx, o); err != nil {
+		return r, Wrap("seckill: reserve", CodeUnavailable, err)
+	}
+	if r.Result == VoucherMissing {
+		return r, ErrBusy // rebuilt, and fenced again by another rebuild
+	}
+	return r, nil
+}
+
+// handOn publishes the reserved order where the reservation does not
+// enqueue it itself. An order that never entered the queue gives its
+// stock back, or it is lost to every other shopper.
+func (s *Seckill) handOn(ctx context.Context, o Order) error {
+	if s.publisher == nil {
+		return nil
+	}
+	err := s.publisher.Publish(ctx, EncodeOrder(o))
+	if err == nil {
+		return nil
+	}
+	if rerr := s.reserver.Release(context.WithoutCancel(ctx), o); rerr != nil {
+		return Wrap("seckill: release after failed publish", CodeUnavailable, errors.Join(err, rerr))
+	}
+	// Best effort: the memo's lifetime bounds a lost nudge.
+	_ = s.memo.StockBack(context.WithoutCancel(ctx), o.VoucherID)
+	if errors.Is(err, ErrQueueFull) {
+		return ErrBusy
+	}
+	return Wrap("seckill: publish", CodeUnavailable, err)
 }
 
 // OrderOf returns the order a user holds for a voucher and where it is in
