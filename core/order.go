@@ -24,6 +24,11 @@ type Order struct {
 	Status       OrderStatus
 	PayBy        time.Time
 	CancelReason CancelReason
+
+	// LimitCounted: the shopper's limit counted this request already
+	// (ShopperLimit.Admit, before a look-up): the reservation does not
+	// count it again. The request's, never encoded.
+	LimitCounted bool
 }
 
 // Live reports whether the order holds its unit: queued, created or paid

@@ -98,18 +98,6 @@ type ShopperLimit interface {
 	Admit(ctx context.Context, userID, voucherID int64) (Reservation, error)
 }
 
-type admittedKey struct{}
-
-// Admitted marks ctx as a request the shopper limit already counted
-// (ShopperLimit.Admit): the reservation that follows does not count it
-// again.
-func Admitted(ctx context.Context) context.Context {
-	return context.WithValue(ctx, admittedKey{}, true)
-}
-
-// WasAdmitted reports whether ctx was marked Admitted.
-func WasAdmitted(ctx context.Context) bool { v, _ := ctx.Value(admittedKey{}).(bool); return v }
-
 // StockBoard holds the sale state the reservation reads: stock and window.
 type StockBoard interface {
 	// LoadVoucher publishes a new voucher's stock and time window.

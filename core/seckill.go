@@ -84,7 +84,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 			return 0, err
 		}
 	}
-	ctx, err := s.verify(ctx, userID, voucherID)
+	counted, err := s.verify(ctx, userID, voucherID)
 	if err != nil {
 		return 0, err
 	}
@@ -92,7 +92,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 	if err != nil {
 		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
 	}
-	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC()}
+	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC(), LimitCounted: counted}
 	r, err := s.reserve(ctx, o)
 	if err != nil {
 		return 0, err
@@ -134,27 +134,27 @@ func (s *Seckill) fromMemory(voucherID, userID int64, incarnation string) error 
 // verified in this incarnation needs nothing more (Trusted is Ensure's
 // fast path). Otherwise Ensure may look it up (Redis, then the database):
 // the shopper's limit comes first, or made-up ids would skip it, since
-// only the reservation script counts it otherwise; the context returned
-// says it was counted.
-func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (context.Context, error) {
+// only the reservation script counts it otherwise. counted: the limit
+// counted this request (the reservation must not count it again).
+func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (counted bool, err error) {
 	if s.recovery.Trusted(ctx, voucherID) {
-		return ctx, nil
+		return false, nil
 	}
 	if limit := ShopperLimitOf(s.reserver); limit != nil {
 		r, err := limit.Admit(ctx, userID, voucherID)
 		if err != nil {
-			return ctx, Wrap("seckill: admit", CodeUnavailable, err)
+			return false, Wrap("seckill: admit", CodeUnavailable, err)
 		}
 		if err := r.Err(); err != nil {
-			return ctx, err
+			return false, err
 		}
-		ctx = Admitted(ctx) // counted once: the script does not count it again
+		counted = true
 	}
 	ensure := s.recovery.Ensure
 	if sg, ok := s.recovery.(ShopperGuard); ok {
 		ensure = func(ctx context.Context, voucherID int64) error { return sg.EnsureShopper(ctx, voucherID, userID) }
 	}
-	return ctx, ensure(ctx, voucherID)
+	return counted, ensure(ctx, voucherID)
 }
 
 // reserve runs the reservation, once more after a rebuild if the

@@ -424,7 +424,8 @@ func TestAMemberWhoseHandOffFailsReservesNothing(t *testing.T) {
 
 // TestABatchHoldsMembersThatShareWhatItSendsOnce: the call sends the
 // shopper's limit and the shard's queue and deadlines keys once, so a
-// member whose limit differs (its request was counted already: Admitted)
+// member whose limit differs (its request was counted already:
+// LimitCounted)
 // or whose queue differs starts the next batch, and the queue's order is
 // kept.
 func TestABatchHoldsMembersThatShareWhatItSendsOnce(t *testing.T) {
@@ -437,11 +438,12 @@ func TestABatchHoldsMembersThatShareWhatItSendsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	admitted := core.Admitted(ctx)
 	b := &batcher{r: res.sale}
+	counted := res.newBatchMember(ctx, core.Order{ID: 3, UserID: 3, VoucherID: 2, CreatedAt: time.Now(), LimitCounted: true},
+		res.keys.Bucket(2, 0, 1))
 	b.queue = []*batchMember{
 		member(ctx, res, 1, 1, 2), member(ctx, res, 2, 2, 4), // queue0, limit 5
-		member(admitted, res, 3, 3, 2), // limit counted already
+		counted, // limit counted already
 		member(ctx, res, 4, 4, 2),
 		member(ctx, res, 5, 5, 3), // queue1
 		member(ctx, res, 6, 6, 4),

@@ -142,7 +142,7 @@ func (r *sale) allBuckets(voucherID int64, buckets int) []BucketKeys {
 // then is the shopper told sold out.
 func (r *sale) reserveBorrowing(ctx context.Context, o core.Order, bk BucketKeys, buckets int, res core.Reservation) (core.Reservation, error) {
 	// The first try counted this request against the shopper's limit.
-	ctx = core.Admitted(ctx)
+	o.LimitCounted = true
 	for idle := 0; ; {
 		got, err := r.borrow(ctx, o.VoucherID, bk.Bucket, buckets)
 		if err != nil {

@@ -402,7 +402,7 @@ func (r *sale) terms(ctx context.Context, o core.Order) (rate int, deadline, pay
 		deadline = d.Add(-r.cfg.ReplyAllowance).UnixMilli()
 	}
 	rate = r.cfg.ShopperRate
-	if core.WasAdmitted(ctx) {
+	if o.LimitCounted {
 		rate = 0 // admit.lua counted this request already
 	}
 	if r.cfg.PayWindow > 0 {
