@@ -39,8 +39,11 @@ func isDuplicateKey(err error) bool {
 
 // isTransientConflict reports an error that a retry of the same
 // transaction resolves: a deadlock or lock wait timeout in MySQL, a busy
-// database in SQLite.
+// database in SQLite, an order skipped for no row it can see.
 func isTransientConflict(err error) bool {
+	if errors.Is(err, errSkippedForNothing) {
+		return true // a new transaction sees what this one could not
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213 || me.Number == 1205

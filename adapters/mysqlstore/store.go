@@ -302,6 +302,11 @@ func (s *Store) SaveOrders(ctx context.Context, orders []core.Order) (core.SaveR
 	return total, nil
 }
 
+// errSkippedForNothing: an insert skipped an order that no row explains
+// (not the same order, not its buyer's other live order); the batch is
+// tried again rather than the order refused.
+var errSkippedForNothing = errors.New("mysqlstore: an order skipped for no row")
+
 // conflictRetries bounds the immediate retries of a transaction that lost
 // a deadlock: consumers saving overlapping batches (after a claim) take the
 // unique-index locks in different orders, and one of them is chosen as the
@@ -365,7 +370,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 			if int(inserted) < len(rows) {
 				// Some rows were skipped: each is a redelivery of an order
 				// already persisted, or an anomaly that must not pass for one.
-				rejected, err := skippedAnomalies(ctx, tx, rows)
+				rejected, err := skippedAnomalies(ctx, tx, rows, s.dialect == dialectMySQL)
 				if err != nil {
 					return err
 				}
@@ -406,14 +411,28 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 // again: an id that is another (user, voucher)'s order (an id reused after
 // the ID worker's counter went back), or a buyer who already holds another
 // order of the voucher under another id.
-func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow) ([]core.Rejection, error) {
+//
+// The look-ups read what is committed (locking reads, on MySQL), not the
+// transaction's snapshot: a row skipped because another consumer's
+// transaction inserted it and committed while this one waited on its lock
+// is not in a snapshot taken before (an earlier voucher of the batch
+// looked something up), and a plain read took the same order for a
+// second order of its buyer, whose unit the pipeline then gave back.
+// SQLite has one writer at a time: its reads see every commit before.
+func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow, lockingReads bool) ([]core.Rejection, error) {
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
+	committed := func(q *bun.SelectQuery) *bun.SelectQuery {
+		if lockingReads {
+			return q.For("UPDATE")
+		}
+		return q
+	}
 	var have []orderRow
-	if err := tx.NewSelect().Model(&have).Column("id", "user_id", "voucher_id").
-		Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
+	if err := committed(tx.NewSelect().Model(&have).Column("id", "user_id", "voucher_id").
+		Where("id IN (?)", bun.List(ids))).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("look up skipped orders: %w", err)
 	}
 	byID := make(map[int64]orderRow, len(have))
@@ -429,10 +448,16 @@ func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow) ([]core.R
 			var held int64
 			// Rare (the buyers' hash was lost): one more look-up, for the
 			// order the buyer's live mark should name instead.
-			if err := tx.NewSelect().Model((*orderRow)(nil)).Column("id").
+			if err := committed(tx.NewSelect().Model((*orderRow)(nil)).Column("id").
 				Where("user_id = ? AND voucher_id = ? AND status IN (?)", r.UserID, r.VoucherID, bun.List(liveStatuses)).
-				Limit(1).Scan(ctx, &held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				Limit(1)).Scan(ctx, &held); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return nil, fmt.Errorf("look up the buyer's other order: %w", err)
+			}
+			if held == 0 {
+				// Skipped, yet neither it nor another live order of its
+				// buyer is there: nothing to refuse it for. Saved again
+				// later, it is whatever the database then says.
+				return nil, fmt.Errorf("order %d was skipped and no order stands in its way: %w", r.ID, errSkippedForNothing)
 			}
 			out = append(out, core.Rejection{Order: o, Kind: core.DeadLetterBuyerHoldsAnother, Held: held,
 				Reason: fmt.Sprintf("the buyer already holds another order of this voucher (%d)", held)})
