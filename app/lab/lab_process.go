@@ -82,10 +82,15 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// startProcess starts a server process and waits until it answers.
+// startProcess starts a server process (`seckill-lab serve`) and waits
+// until it answers.
 func startProcess(cfg server.Config, extra map[string]string) (*labProcess, error) {
-	return startProcessArgs(cfg, extra)
+	return startProcessArgs(cfg, extra, ServeCommand)
 }
+
+// ServeCommand is the lab program's command that serves as the server
+// binary does: what the lab starts its server processes with.
+const ServeCommand = "serve"
 
 // startProcessArgs starts this binary with args (a subcommand) and waits
 // until it answers /healthz.

@@ -18,17 +18,23 @@ type Command struct {
 	Help func(w io.Writer)
 }
 
-// Program is a binary's commands; the first runs when none is named.
-// Commands without a Summary (helper processes) are not listed.
+// Program is a binary's commands; the first runs when none is named,
+// unless RequireCommand. Commands without a Summary (helper processes) are
+// not listed.
 type Program struct {
-	Name     string
-	Intro    string
-	Commands []Command
+	Name           string
+	Intro          string
+	Commands       []Command
+	RequireCommand bool
 }
 
 // Run dispatches args to a command, or answers help and version itself.
 func (p Program) Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
+		if p.RequireCommand {
+			p.Usage(stderr)
+			return 2
+		}
 		return p.Commands[0].Run(nil)
 	}
 	switch {

@@ -22,15 +22,16 @@ func main() {
 }
 
 var program = cmdline.Program{
-	Name:  "seckill-lab",
-	Intro: "On the embedded stand-ins a lab measures miniredis and SQLite, not the backends: SECKILL_REDIS_URL and SECKILL_MYSQL_DSN point it at real servers.",
+	Name:           "seckill-lab",
+	RequireCommand: true, // its server processes are started with `serve`, never with nothing
+	Intro:          "On the embedded stand-ins a lab measures miniredis and SQLite, not the backends: SECKILL_REDIS_URL and SECKILL_MYSQL_DSN point it at real servers.",
 	Commands: []cmdline.Command{
 		{Name: "compare", Summary: "the comparison lab: the same sale on every backend, measured (seckill-lab compare -h)", Run: lab.RunCompare},
 		{Name: "lifecycle", Summary: "the lifecycle lab: expiry, resale and the races after the reservation, real servers only (seckill-lab lifecycle -h)", Run: lab.RunLifecycle},
 		{Name: "bench", Summary: "the load run that prints each ratio against its baseline, real servers only (seckill-lab bench -h)", Run: lab.RunBench},
 		// The labs' own processes: the server as they run it, and the
 		// bench's baselines.
-		{Name: "serve", Run: func([]string) int { return server.Main() }},
+		{Name: lab.ServeCommand, Run: func([]string) int { return server.Main() }},
 		{Name: lab.BareHandlerCommand, Run: func([]string) int { return lab.RunBareHandler() }},
 		{Name: lab.NaiveHandlerCommand, Run: func([]string) int { return lab.RunNaiveHandler() }},
 	},
