@@ -23,6 +23,17 @@ func startFaultProxy(t *testing.T, backend string) *faultproxy.Proxy {
 	return p
 }
 
+// mysqlThroughProxy points cfg's MySQL DSN at a fault proxy to its
+// server, and returns the proxy.
+func mysqlThroughProxy(t *testing.T, c *Config) *faultproxy.Proxy {
+	t.Helper()
+	at := strings.Index(c.MySQLDSN, "tcp(") + len("tcp(")
+	end := strings.Index(c.MySQLDSN[at:], ")") + at
+	p := startFaultProxy(t, c.MySQLDSN[at:end])
+	c.MySQLDSN = c.MySQLDSN[:at] + p.Addr() + c.MySQLDSN[end:]
+	return p
+}
+
 // TestADependencyThatStopsAnsweringCostsARequestItsDeadline: Redis, then
 // MySQL, stop answering without closing their connections. Every request
 // that needs them is answered 503 unavailable with Retry-After within its
@@ -44,10 +55,7 @@ func TestADependencyThatStopsAnsweringCostsARequestItsDeadline(t *testing.T) {
 					u.Host = hole.Addr()
 					c.RedisURL = u.String()
 				} else {
-					at := strings.Index(c.MySQLDSN, "tcp(") + len("tcp(")
-					end := strings.Index(c.MySQLDSN[at:], ")") + at
-					hole = startFaultProxy(t, c.MySQLDSN[at:end])
-					c.MySQLDSN = c.MySQLDSN[:at] + hole.Addr() + c.MySQLDSN[end:]
+					hole = mysqlThroughProxy(t, c)
 				}
 			})
 			// Before the server's stop: its connections reset, so the stop
@@ -310,12 +318,7 @@ func TestARequestAnsweredAtItsDeadlineHoldsNoOrder(t *testing.T) {
 // is persisted and reads `created`.
 func TestAQueuedOrderReadsQueuedWhileMySQLIsDown(t *testing.T) {
 	var hole *faultproxy.Proxy
-	h := startServer(t, "real", func(c *Config) {
-		at := strings.Index(c.MySQLDSN, "tcp(") + len("tcp(")
-		end := strings.Index(c.MySQLDSN[at:], ")") + at
-		hole = startFaultProxy(t, c.MySQLDSN[at:end])
-		c.MySQLDSN = c.MySQLDSN[:at] + hole.Addr() + c.MySQLDSN[end:]
-	})
+	h := startServer(t, "real", func(c *Config) { hole = mysqlThroughProxy(t, c) })
 	t.Cleanup(hole.Close)
 	voucher := h.openVoucher(10)
 	path := "/api/vouchers/" + idString(voucher)

@@ -38,6 +38,25 @@ type Sale struct {
 // rest reads of the stock and of the shopper's order, in random order over
 // the vouchers and users, until Ops ran or ctx ends.
 func Drive(ctx context.Context, s Sale, rec *Recorder) {
+	runClients(ctx, s, func(c int, rnd *rand.Rand, client *http.Client, base string) {
+		in := Input{Voucher: s.Vouchers[rnd.IntN(len(s.Vouchers))], User: 1 + rnd.Int64N(s.Users)}
+		switch p := rnd.IntN(4); {
+		case p < 2:
+			in.Kind = Buy
+		case p == 2:
+			in.Kind = ReadStock
+		default:
+			in.Kind = ReadOrder
+		}
+		call := rec.Now()
+		rec.Add(c, in, call, do(ctx, client, base, s, in))
+	})
+}
+
+// runClients runs s.Clients concurrent clients, each keeping to one of
+// s.URLs with a random source of its own, calling step until s.Ops steps
+// ran in all or ctx ends.
+func runClients(ctx context.Context, s Sale, step func(c int, rnd *rand.Rand, client *http.Client, base string)) {
 	client := &http.Client{Timeout: s.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: s.Clients}}
 	var left atomic.Int64
 	left.Store(int64(s.Ops))
@@ -47,17 +66,7 @@ func Drive(ctx context.Context, s Sale, rec *Recorder) {
 			rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
 			base := s.URLs[c%len(s.URLs)]
 			for left.Add(-1) >= 0 && ctx.Err() == nil {
-				in := Input{Voucher: s.Vouchers[rnd.IntN(len(s.Vouchers))], User: 1 + rnd.Int64N(s.Users)}
-				switch p := rnd.IntN(4); {
-				case p < 2:
-					in.Kind = Buy
-				case p == 2:
-					in.Kind = ReadStock
-				default:
-					in.Kind = ReadOrder
-				}
-				call := rec.Now()
-				rec.Add(c, in, call, do(ctx, client, base, s, in))
+				step(c, rnd, client, base)
 			}
 		})
 	}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -87,46 +86,34 @@ func (l *ledgerOfAnswers) learn(in Input, out Output, pay payment) {
 // until Ops ran or ctx ends: buys and reads as Drive's, and pays, notices
 // and cancels of the orders the shoppers were told of.
 func DriveLifecycle(ctx context.Context, s LifecycleSale, rec *Recorder) {
-	client := &http.Client{Timeout: s.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: s.Clients}}
 	answers := &ledgerOfAnswers{by: map[[2]int64]*known{}}
-	var left atomic.Int64
-	left.Store(int64(s.Ops))
-	var wg sync.WaitGroup
-	for c := range s.Clients {
-		wg.Go(func() {
-			rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
-			base := s.URLs[c%len(s.URLs)]
-			for left.Add(-1) >= 0 && ctx.Err() == nil {
-				in := Input{Voucher: s.Vouchers[rnd.IntN(len(s.Vouchers))], User: 1 + rnd.Int64N(s.Users)}
-				k := answers.get(in.Voucher, in.User)
-				pay := pickLifecycleOp(rnd, &in, k)
-				call := rec.Now()
-				var out Output
-				switch in.Kind {
-				case Buy, ReadStock, ReadOrder:
-					out = do(ctx, client, base, s.Sale, in)
-				default:
-					out, pay = lifecycleDo(ctx, client, base, s, in, pay)
-				}
-				rec.Add(c, in, call, out)
-				answers.learn(in, out, pay)
-				if in.Kind == Buy && out.Outcome == Reserved && rnd.IntN(2) == 0 {
-					// The tap on Pay (or Cancel) as soon as the page shows
-					// the order: the outside checker's /pay 404 was one.
-					next := Input{Kind: Pay, Voucher: in.Voucher, User: in.User, Order: out.OrderID}
-					if rnd.IntN(5) == 0 {
-						next.Kind = Cancel
-					}
-					call := rec.Now()
-					out, pay := lifecycleDo(ctx, client, base, s, next, payment{})
-					rec.Add(c, next, call, out)
-					answers.learn(next, out, pay)
-				}
-				sleep(ctx, time.Duration(rnd.Int64N(int64(s.Pace)+1)))
+	runClients(ctx, s.Sale, func(c int, rnd *rand.Rand, client *http.Client, base string) {
+		in := Input{Voucher: s.Vouchers[rnd.IntN(len(s.Vouchers))], User: 1 + rnd.Int64N(s.Users)}
+		pay := pickLifecycleOp(rnd, &in, answers.get(in.Voucher, in.User))
+		call := rec.Now()
+		var out Output
+		switch in.Kind {
+		case Buy, ReadStock, ReadOrder:
+			out = do(ctx, client, base, s.Sale, in)
+		default:
+			out, pay = lifecycleDo(ctx, client, base, s, in, pay)
+		}
+		rec.Add(c, in, call, out)
+		answers.learn(in, out, pay)
+		if in.Kind == Buy && out.Outcome == Reserved && rnd.IntN(2) == 0 {
+			// The tap on Pay (or Cancel) as soon as the page shows the
+			// order: the outside checker's /pay 404 was one.
+			next := Input{Kind: Pay, Voucher: in.Voucher, User: in.User, Order: out.OrderID}
+			if rnd.IntN(5) == 0 {
+				next.Kind = Cancel
 			}
-		})
-	}
-	wg.Wait()
+			call := rec.Now()
+			out, pay := lifecycleDo(ctx, client, base, s, next, payment{})
+			rec.Add(c, next, call, out)
+			answers.learn(next, out, pay)
+		}
+		sleep(ctx, time.Duration(rnd.Int64N(int64(s.Pace)+1)))
+	})
 }
 
 // pickLifecycleOp chooses the operation: a buy or a read, or, for an order

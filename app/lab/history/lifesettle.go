@@ -100,17 +100,7 @@ func lifecycleSettled(ctx context.Context, s LifecycleSale, v int64, named map[i
 	if status, err := Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(v, 10), &read); err != nil || status != 200 || read.Stock != column {
 		out = append(out, fmt.Sprintf("voucher %d: shoppers read stock %d (%d %v), the column says %d", v, read.Stock, status, err, column))
 	}
-	var audit struct {
-		Differences []string `json:"differences"`
-	}
-	status, err := Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/audit", &audit)
-	switch {
-	case err != nil || status != 200:
-		out = append(out, fmt.Sprintf("voucher %d: audit answered %d %v", v, status, err))
-	case len(audit.Differences) > 0:
-		out = append(out, fmt.Sprintf("voucher %d: audit: %s", v, strings.Join(audit.Differences, "; ")))
-	}
-	return out
+	return append(out, auditProblems(ctx, s.Sale, v)...)
 }
 
 // overdue says so if the order is unpaid past its deadline, as its owner

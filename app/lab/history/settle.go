@@ -89,15 +89,21 @@ func settled(ctx context.Context, s Sale, v int64, named map[int64]int64, unhear
 	// it), to be rebuilt on its next use, and the run may have made none.
 	// After the use the audit must find it exact.
 	Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(v, 10), nil)
+	return append(out, auditProblems(ctx, s, v)...)
+}
+
+// auditProblems is what the voucher's audit (Redis against MySQL) finds,
+// or says of itself when it cannot answer.
+func auditProblems(ctx context.Context, s Sale, v int64) []string {
 	var audit struct {
 		Differences []string `json:"differences"`
 	}
 	status, err := Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/audit", &audit)
 	switch {
 	case err != nil || status != 200:
-		out = append(out, fmt.Sprintf("voucher %d: audit answered %d %v", v, status, err))
+		return []string{fmt.Sprintf("voucher %d: audit answered %d %v", v, status, err)}
 	case len(audit.Differences) > 0:
-		out = append(out, fmt.Sprintf("voucher %d: audit: %s", v, strings.Join(audit.Differences, "; ")))
+		return []string{fmt.Sprintf("voucher %d: audit: %s", v, strings.Join(audit.Differences, "; "))}
 	}
-	return out
+	return nil
 }
