@@ -59,15 +59,6 @@ type BucketOrderHolder interface {
 	HeldBucketOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error)
 }
 
-// HeldOrdersOf asks h for the voucher's held orders wherever its buckets
-// put them.
-func HeldOrdersOf(ctx context.Context, h OrderHolder, v Voucher) ([]Order, error) {
-	if bh, ok := h.(BucketOrderHolder); ok && v.BucketCount() > 1 {
-		return bh.HeldBucketOrders(ctx, v.ID, v.BucketCount())
-	}
-	return h.HeldOrders(ctx, v.ID)
-}
-
 // heldBucketsFunc is a held-orders lister by bucket count, as both
 // OrderHolder (one bucket) and BucketOrderHolder.
 type heldBucketsFunc func(ctx context.Context, voucherID int64, buckets int) ([]Order, error)

@@ -43,10 +43,10 @@ func TestABucketedVouchersHeldOrdersComeFromEachBucketsShard(t *testing.T) {
 	fakes[1].held[4] = []core.Order{{ID: 9, VoucherID: 4}}
 	fakes[2].held[4] = []core.Order{{ID: 10, VoucherID: 4}}
 	fakes[0].held[4] = []core.Order{{ID: 11, VoucherID: 4}}
-	holder := core.CapabilitiesOf(q).Holder
+	caps := core.CapabilitiesOf(q)
 	ids := func(v core.Voucher) []int64 {
 		t.Helper()
-		held, err := core.HeldOrdersOf(context.Background(), holder, v)
+		held, err := caps.HeldOrdersOf(context.Background(), v)
 		if err != nil {
 			t.Fatal(err)
 		}

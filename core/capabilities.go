@@ -1,5 +1,7 @@
 package core
 
+import "context"
+
 // Capabilities declare a queue backend: its name, what it guarantees, how
 // a reservation feeds it, and what it can do beyond handing out consumers.
 // A backend states them as data (Queue.Capabilities), the way Watermill
@@ -31,6 +33,10 @@ type Capabilities struct {
 	Stats StatsReporter
 	// Lister lists the orders the queue holds.
 	Lister OrderHolder
+	// BucketLister, beside the Lister of a queue over several shards, lists
+	// a voucher's held orders from every shard its buckets are on
+	// (ShardQueues' join declares it; a queue of one shard holds them all).
+	BucketLister BucketOrderHolder
 	// Holding tells whether a queue without a Lister holds any order at
 	// all, for a rebuild after the live store's loss (see HoldingProbe).
 	Holding HoldingProbe
@@ -69,9 +75,11 @@ func CapabilitiesOf(q Queue) Capabilities {
 	return c
 }
 
-// ShopperLimitOf is r's own check of the shopper's seckill limit, if it
-// keeps one (the Redis reservation does, in its script); nil otherwise.
-func ShopperLimitOf(r Reserver) ShopperLimit {
-	l, _ := r.(ShopperLimit)
-	return l
+// HeldOrdersOf lists the voucher's orders the queue holds (Holder, which
+// must be set), from every shard its buckets are on.
+func (c Capabilities) HeldOrdersOf(ctx context.Context, v Voucher) ([]Order, error) {
+	if c.BucketLister != nil && v.BucketCount() > 1 {
+		return c.BucketLister.HeldBucketOrders(ctx, v.ID, v.BucketCount())
+	}
+	return c.Holder.HeldOrders(ctx, v.ID)
 }

@@ -64,59 +64,100 @@ func TestCapabilitiesAreReadFromTheQueue(t *testing.T) {
 }
 
 // TestCapabilityLookupsLiveInOneFile: no code but capabilities.go asks a
-// queue's (or reservation's) type what it can do, or a queue for its
-// declaration; everything else reads core.CapabilitiesOf.
+// value's type what it can do — a type assertion or a type switch to any
+// interface declared in core or its sub-packages, whatever its name — or a
+// queue for its declaration; everything else reads what is declared as
+// data (core.CapabilitiesOf, recovery.LiveFeatures, the configs' fields).
 func TestCapabilityLookupsLiveInOneFile(t *testing.T) {
-	capabilities := map[string]bool{"Publisher": true, "StatsReporter": true,
-		"OrderHolder": true, "DeadLetterReader": true, "ShopperLimit": true}
 	fset := token.NewFileSet()
-	found := 0
+	files := map[string]*ast.File{}
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			filepath.Base(path) == "capabilities.go" {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			return err
 		}
-		found++
+		if d.IsDir() && path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		files[path] = f
+		return err
+	})
+	if err != nil || len(files) < 50 {
+		t.Fatalf("walked %d files (%v): the walk is broken", len(files), err)
+	}
+	interfaces := coreInterfaces(files)
+	if !interfaces["core"]["OrderHolder"] || !interfaces["recovery"]["LiveSale"] || len(interfaces["core"]) < 20 {
+		t.Fatalf("found core's interfaces %v: the scan is broken", interfaces)
+	}
+	probe := func(f *ast.File, e ast.Expr) string {
+		switch x := e.(type) {
+		case *ast.Ident:
+			if interfaces[f.Name.Name][x.Name] {
+				return f.Name.Name + "." + x.Name
+			}
+		case *ast.SelectorExpr:
+			if pkg, ok := x.X.(*ast.Ident); ok && interfaces[pkg.Name][x.Sel.Name] {
+				return pkg.Name + "." + x.Sel.Name
+			}
+		}
+		return ""
+	}
+	for path, f := range files {
+		if filepath.ToSlash(path) == "../core/capabilities.go" {
+			continue
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			var typ ast.Expr
 			switch x := n.(type) {
 			case *ast.CallExpr:
 				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Capabilities" && len(x.Args) == 0 {
 					t.Errorf("%s: a queue asked for its Capabilities; read core.CapabilitiesOf instead", fset.Position(x.Pos()))
 				}
 			case *ast.TypeAssertExpr:
-				typ = x.Type
+				if name := probe(f, x.Type); name != "" {
+					t.Errorf("%s: a type assertion to %s; declare the part as data instead", fset.Position(x.Pos()), name)
+				}
 			case *ast.TypeSwitchStmt:
 				for _, c := range x.Body.List {
 					for _, e := range c.(*ast.CaseClause).List {
-						if name := typeName(e); capabilities[name] {
-							t.Errorf("%s: a type switch on %s; read core.CapabilitiesOf instead", fset.Position(e.Pos()), name)
+						if name := probe(f, e); name != "" {
+							t.Errorf("%s: a type switch on %s; declare the part as data instead", fset.Position(e.Pos()), name)
 						}
 					}
 				}
 			}
-			if name := typeName(typ); capabilities[name] {
-				t.Errorf("%s: a type assertion to %s; read core.CapabilitiesOf instead", fset.Position(typ.Pos()), name)
-			}
 			return true
 		})
-		return nil
-	})
-	if err != nil || found < 50 {
-		t.Fatalf("walked %d files (%v): the walk is broken", found, err)
 	}
 }
 
-func typeName(e ast.Expr) string {
-	switch x := e.(type) {
-	case *ast.Ident:
-		return x.Name
-	case *ast.SelectorExpr:
-		return x.Sel.Name
+// coreInterfaces are the interfaces declared in core and its sub-packages
+// (not the test kits), by package name.
+func coreInterfaces(files map[string]*ast.File) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for path, f := range files {
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if (dir != "../core" && !strings.HasPrefix(dir, "../core/")) || strings.HasSuffix(dir, "test") {
+			continue
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				if ts, ok := spec.(*ast.TypeSpec); ok {
+					if _, ok := ts.Type.(*ast.InterfaceType); ok {
+						if out[f.Name.Name] == nil {
+							out[f.Name.Name] = map[string]bool{}
+						}
+						out[f.Name.Name][ts.Name.Name] = true
+					}
+				}
+			}
+		}
 	}
-	return ""
+	return out
 }

@@ -14,6 +14,9 @@ import (
 type Catalog struct {
 	repo  VoucherRepository
 	board StockBoard
+	// buckets lets a voucher be split over several shards (nil: every
+	// voucher is one bucket).
+	buckets BucketBoard
 	// Vouchers never change after creation, so their details are cached:
 	// the crowd polling a sale then reads only the live stock.
 	cache sync.Map // int64 -> Voucher
@@ -118,6 +121,9 @@ type CatalogConfig struct {
 	// required.
 	Vouchers VoucherRepository
 	Board    StockBoard
+	// Buckets, if the board can split a voucher over shards, says how far
+	// (nil: it keeps every voucher whole, and Create refuses buckets).
+	Buckets BucketBoard
 	// Lister answers Current (nil: Current answers unavailable).
 	Lister VoucherLister
 	// Unknown answers ids the repository was just found without, and
@@ -135,7 +141,7 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 	if cfg.Vouchers == nil || cfg.Board == nil {
 		panic("core: NewCatalog needs Vouchers and a Board")
 	}
-	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, lister: cfg.Lister, unknown: cfg.Unknown,
+	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, buckets: cfg.Buckets, lister: cfg.Lister, unknown: cfg.Unknown,
 		nudger: cfg.Nudger, recovery: guardOr(cfg.Recovery), now: time.Now}
 }
 
@@ -146,12 +152,11 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 	}
 	v.Buckets = v.BucketCount()
 	if v.Buckets > 1 {
-		bb, ok := c.board.(BucketBoard)
 		switch {
-		case !ok:
+		case c.buckets == nil:
 			return E(CodeBadRequest, "buckets: this backend keeps every voucher in one bucket")
-		case v.Buckets > bb.MaxBuckets():
-			return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d here (a bucket per shard: SECKILL_SHARDS)", bb.MaxBuckets()))
+		case v.Buckets > c.buckets.MaxBuckets():
+			return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d here (a bucket per shard: SECKILL_SHARDS)", c.buckets.MaxBuckets()))
 		}
 	}
 	if err := c.repo.CreateVoucher(ctx, v); err != nil {
@@ -186,14 +191,14 @@ func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 		v = found
 		c.cache.Store(id, v)
 	}
-	if err := c.recovery.Ensure(ctx, id); err != nil {
+	if err := c.recovery.Ensure(ctx, id, Wait); err != nil {
 		return Voucher{}, err
 	}
 	stock, err := c.board.RemainingStock(ctx, id)
 	if errors.Is(err, ErrVoucherNotFound) {
 		// In the database, verified, yet gone from the live store (its keys
 		// deleted, or a rebuild's fence holds it).
-		if err := c.recovery.Lost(ctx, id); err != nil {
+		if err := c.recovery.Lost(ctx, id, Wait); err != nil {
 			return Voucher{}, err
 		}
 		stock, err = c.board.RemainingStock(ctx, id)

@@ -187,7 +187,7 @@ func (l *Lifecycle) release(ctx context.Context, o Order) {
 	if r == ReturnLater {
 		// Not loaded (Redis forgot it) or being rebuilt: start the rebuild
 		// now, not at the sweep's re-drive a second later.
-		_ = l.guard.Lost(WithoutWaiting(ctx), o.VoucherID)
+		_ = l.guard.Lost(ctx, o.VoucherID, DontWait)
 		return
 	}
 	if r == UnitReturned {

@@ -99,7 +99,7 @@ type lostGuard struct {
 	lost []int64
 }
 
-func (g *lostGuard) Lost(ctx context.Context, v int64) error {
+func (g *lostGuard) Lost(_ context.Context, v int64, _ core.Patience) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lost = append(g.lost, v)

@@ -1,11 +1,14 @@
 package core
 
-import "context"
+import (
+	"context"
+	"reflect"
+)
 
 // LiveGuard is what the request path and the consumers ask of recovery:
 // whether a voucher's live state can be trusted, to rebuild it when it
 // cannot, and to repair what was persisted across a loss of the live
-// store. *Recovery is the guard of a live store that can forget (Redis);
+// store. *recovery.Guard is the guard of a live store that can forget (Redis);
 // NoRecovery stands in where the database is the live state (the sync
 // baseline), so no caller checks for a missing one.
 type LiveGuard interface {
@@ -17,12 +20,16 @@ type LiveGuard interface {
 	// Verified records a voucher just loaded into the live store.
 	Verified(ctx context.Context, voucherID int64)
 	// Ensure makes the voucher's live state trustworthy before it is used.
-	Ensure(ctx context.Context, voucherID int64) error
+	Ensure(ctx context.Context, voucherID int64, p Patience) error
+	// EnsureShopper is Ensure for a shopper about to buy, who goes on at
+	// once where the part of the voucher the shopper buys from is intact
+	// while the rest is rebuilt (a guard that cannot tell is Ensure).
+	EnsureShopper(ctx context.Context, voucherID, userID int64) error
 	// Recheck is Ensure after a read found no state: whether a rebuild
 	// was needed (and done) since.
-	Recheck(ctx context.Context, voucherID int64) (rebuilt bool, err error)
+	Recheck(ctx context.Context, voucherID int64, p Patience) (rebuilt bool, err error)
 	// Lost handles a verified voucher whose live state is gone.
-	Lost(ctx context.Context, voucherID int64) error
+	Lost(ctx context.Context, voucherID int64, p Patience) error
 	// RepairAfter tells the live store of orders persisted after it
 	// forgot the sale they were read in.
 	RepairAfter(ctx context.Context, readIn string, orders []Order) error
@@ -35,41 +42,40 @@ var NoRecovery LiveGuard = noRecovery{}
 
 type noRecovery struct{}
 
-func (noRecovery) Incarnation(context.Context) (string, error)        { return "", nil }
-func (noRecovery) Trusted(context.Context, int64) bool                { return true }
-func (noRecovery) Verified(context.Context, int64)                    {}
-func (noRecovery) Ensure(context.Context, int64) error                { return nil }
-func (noRecovery) Recheck(context.Context, int64) (bool, error)       { return false, nil }
-func (noRecovery) Lost(context.Context, int64) error                  { return ErrVoucherNotFound }
-func (noRecovery) RepairAfter(context.Context, string, []Order) error { return nil }
+func (noRecovery) Incarnation(context.Context) (string, error)            { return "", nil }
+func (noRecovery) Trusted(context.Context, int64) bool                    { return true }
+func (noRecovery) Verified(context.Context, int64)                        {}
+func (noRecovery) Ensure(context.Context, int64, Patience) error          { return nil }
+func (noRecovery) EnsureShopper(context.Context, int64, int64) error      { return nil }
+func (noRecovery) Recheck(context.Context, int64, Patience) (bool, error) { return false, nil }
+func (noRecovery) Lost(context.Context, int64, Patience) error            { return ErrVoucherNotFound }
+func (noRecovery) RepairAfter(context.Context, string, []Order) error     { return nil }
 
-var _ LiveGuard = (*Recovery)(nil)
-
-// ShopperGuard is a LiveGuard that can let a shopper buy from the part of
-// a voucher that is intact while the rest is rebuilt
-// (Recovery.EnsureShopper).
-type ShopperGuard interface {
-	EnsureShopper(ctx context.Context, voucherID, userID int64) error
-}
-
-// guardOr is g, or NoRecovery when none was given: a nil interface or a
-// nil *Recovery.
+// guardOr is g, or NoRecovery when none was given: a nil interface, or a
+// nil pointer in one (a wiring that holds a *recovery.Guard only when the
+// sale has a live store to recover passes it as it is).
 func guardOr(g LiveGuard) LiveGuard {
-	if r, ok := g.(*Recovery); g == nil || (ok && r == nil) {
+	if g == nil || isNilPointer(g) {
 		return NoRecovery
 	}
 	return g
 }
 
-type withoutWaitingKey struct{}
+// Patience says whether a request waits for a rebuild of its voucher.
+type Patience uint8
 
-// WithoutWaiting marks a request that must not wait for a rebuild of the
-// voucher (an order read, which the database can answer meanwhile): a
-// guard starts the rebuild it needs, and answers ErrBusy at once while one
-// runs, here or on another instance.
-func WithoutWaiting(ctx context.Context) context.Context {
-	return context.WithValue(ctx, withoutWaitingKey{}, true)
+const (
+	// Wait: as long as the request's context allows (a purchase, a stock
+	// read: neither can be answered without the live state).
+	Wait Patience = iota
+	// DontWait: the guard starts the rebuild the voucher needs and answers
+	// ErrBusy at once while one runs, here or on another instance (an
+	// order read, which the database can answer meanwhile; a unit given
+	// back, which the rebuild reads from the database).
+	DontWait
+)
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
-
-// waits reports whether ctx may wait for a rebuild.
-func waits(ctx context.Context) bool { return ctx.Value(withoutWaitingKey{}) == nil }

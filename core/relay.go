@@ -176,7 +176,7 @@ func (r *relayed) Capabilities() Capabilities {
 		c.Stats = statsFunc(r.stats)
 	}
 	if r.oc.Holder != nil && r.bc.Holder != nil {
-		c.Lister = heldBucketsFunc(r.heldOrders)
+		c.Lister, c.BucketLister = heldBucketsFunc(r.heldOrders), heldBucketsFunc(r.heldOrders)
 	} else if r.bc.Holding != nil {
 		c.Holding = holdingFunc(r.holding)
 	}
@@ -413,11 +413,11 @@ func (r *relayed) stats(ctx context.Context) (QueueStats, error) {
 // list is by order id).
 func (r *relayed) heldOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error) {
 	v := Voucher{ID: voucherID, Buckets: buckets}
-	inOutbox, err := HeldOrdersOf(ctx, r.oc.Holder, v)
+	inOutbox, err := r.oc.HeldOrdersOf(ctx, v)
 	if err != nil {
 		return nil, err
 	}
-	inBroker, err := HeldOrdersOf(ctx, r.bc.Holder, v)
+	inBroker, err := r.bc.HeldOrdersOf(ctx, v)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,9 @@ import (
 type Seckill struct {
 	ids      IDGenerator
 	reserver Reserver
+	// limit is the reservation's own check of the shopper's limit, made
+	// before a voucher is looked up (nil: none).
+	limit ShopperLimit
 	// publisher is nil when the reservation itself enqueues the order.
 	publisher Publisher
 	orders    OrderReader
@@ -35,6 +38,11 @@ type SeckillConfig struct {
 	// IDs makes order ids, Reserver reserves; both required.
 	IDs      IDGenerator
 	Reserver Reserver
+	// Limit is the reservation's own check of the shopper's seckill limit,
+	// if it keeps one (the Redis reservation does, in its script): a
+	// request that must look the voucher up counts it first, or made-up
+	// ids would skip it (nil: the limit is kept elsewhere, or none).
+	Limit ShopperLimit
 	// Publisher hands the order on after the reservation; nil when the
 	// reservation itself enqueues it (Capabilities.Handoff).
 	Publisher Publisher
@@ -64,7 +72,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 	if cfg.Memo == nil {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
-	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, publisher: cfg.Publisher, orders: cfg.Orders,
+	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
 		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder), now: time.Now}
 }
 
@@ -140,8 +148,8 @@ func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (counted 
 	if s.recovery.Trusted(ctx, voucherID) {
 		return false, nil
 	}
-	if limit := ShopperLimitOf(s.reserver); limit != nil {
-		r, err := limit.Admit(ctx, userID, voucherID)
+	if s.limit != nil {
+		r, err := s.limit.Admit(ctx, userID, voucherID)
 		if err != nil {
 			return false, Wrap("seckill: admit", CodeUnavailable, err)
 		}
@@ -150,11 +158,7 @@ func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (counted 
 		}
 		counted = true
 	}
-	ensure := s.recovery.Ensure
-	if sg, ok := s.recovery.(ShopperGuard); ok {
-		ensure = func(ctx context.Context, voucherID int64) error { return sg.EnsureShopper(ctx, voucherID, userID) }
-	}
-	return counted, ensure(ctx, voucherID)
+	return counted, s.recovery.EnsureShopper(ctx, voucherID, userID)
 }
 
 // reserve runs the reservation, once more after a rebuild if the
@@ -173,7 +177,7 @@ func (s *Seckill) reserve(ctx context.Context, o Order) (Reservation, error) {
 		return r, nil
 	}
 	// Verified, yet gone: its keys were deleted under a running Redis.
-	if err := s.recovery.Lost(ctx, o.VoucherID); err != nil {
+	if err := s.recovery.Lost(ctx, o.VoucherID, Wait); err != nil {
 		return r, err
 	}
 	if r, err = s.reserver.Reserve(ctx, o); err != nil {
@@ -216,7 +220,7 @@ func (s *Seckill) handOn(ctx context.Context, o Order) error {
 // lacks — queued, or none, which only the rebuilt state tells apart — waits
 // for the rebuild, at most orderReadWait, and is busy after that.
 func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, OrderStatus, error) {
-	switch err := s.recovery.Ensure(WithoutWaiting(ctx), voucherID); {
+	switch err := s.recovery.Ensure(ctx, voucherID, DontWait); {
 	case errors.Is(err, ErrVoucherNotFound):
 		return 0, "", ErrOrderNotFound
 	case errors.Is(err, ErrBusy):
@@ -232,7 +236,7 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		// since it was verified answers the same. Ask again after the
 		// rebuild, if it was that.
 		var rebuilt bool
-		switch rebuilt, err = s.recovery.Recheck(WithoutWaiting(ctx), voucherID); {
+		switch rebuilt, err = s.recovery.Recheck(ctx, voucherID, DontWait); {
 		case errors.Is(err, ErrVoucherNotFound):
 			return 0, "", ErrOrderNotFound
 		case errors.Is(err, ErrBusy):
@@ -284,7 +288,7 @@ func (s *Seckill) duringRebuild(ctx context.Context, userID, voucherID int64) (i
 	}
 	wctx, cancel := context.WithTimeout(ctx, orderReadWait)
 	defer cancel()
-	switch err := s.recovery.Ensure(wctx, voucherID); {
+	switch err := s.recovery.Ensure(wctx, voucherID, Wait); {
 	case err == nil:
 		return 0, "", false, nil
 	case errors.Is(err, ErrVoucherNotFound):

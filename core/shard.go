@@ -116,7 +116,7 @@ func (s *sharded) Capabilities() Capabilities {
 		c.Stats = statsFunc(s.stats)
 	}
 	if lists {
-		c.Lister = heldBucketsFunc(s.heldOrders)
+		c.Lister, c.BucketLister = heldBucketsFunc(s.heldOrders), heldBucketsFunc(s.heldOrders)
 	}
 	if reads {
 		c.DeadLetters = deadLettersFunc(s.deadLetters)

@@ -9,13 +9,14 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
-// The store is the ledger a rebuild of Redis reads (core.SaleLedger): the
+// The store is the ledger a rebuild of Redis reads (recovery.Ledger): the
 // truth of a sale, since every persisted order took its stock in the same
 // transaction that inserted it.
 
-// SaleSnapshot implements core.SaleLedger: the voucher with its stock
+// SaleSnapshot implements recovery.Ledger: the voucher with its stock
 // column, and its persisted orders with their statuses, read in one
 // transaction so the two agree (InnoDB's repeatable read: one snapshot for
 // both reads).
@@ -58,7 +59,7 @@ func (s *Ledger) MaxOrderSequence(ctx context.Context, epoch, since time.Time, l
 	return seq.Int64, nil
 }
 
-// OrderStatuses implements core.SaleLedger.
+// OrderStatuses implements recovery.Ledger.
 func (s *Ledger) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error) {
 	out := make(map[int64]core.OrderStatus, len(orderIDs))
 	if len(orderIDs) == 0 {
@@ -74,10 +75,10 @@ func (s *Ledger) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64
 	return out, nil
 }
 
-// FindVoucher implements core.SaleLedger: the voucher as the rebuild
+// FindVoucher implements recovery.Ledger: the voucher as the rebuild
 // reads it.
 func (s *Ledger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	return findVoucher(ctx, s.db, id)
 }
 
-var _ core.SaleLedger = (*Ledger)(nil)
+var _ recovery.Ledger = (*Ledger)(nil)

@@ -51,7 +51,7 @@ type Payments struct{ db *bun.DB }
 type Lifecycle struct{ db *bun.DB }
 
 // Ledger reads a sale's orders as the audit, the rebuild and the
-// dashboard see them (core.SaleLedger).
+// dashboard see them (recovery.Ledger).
 type Ledger struct{ db *bun.DB }
 
 // Users is the store's shoppers' side.

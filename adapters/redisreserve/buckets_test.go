@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // bucketSale is a reservation over three shards (on the test cluster,
@@ -256,7 +257,7 @@ func TestARebuildRestoresEveryBucket(t *testing.T) {
 		}
 		restored := v
 		restored.Stock = v.Stock - int64(len(sold))
-		if err := s.res.Live().Restore(ctx, core.RestoredSale{Voucher: restored, Buyers: sold, Incarnation: ""}, token); err != nil {
+		if err := s.res.Live().Restore(ctx, recovery.RestoredSale{Voucher: restored, Buyers: sold, Incarnation: ""}, token); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok, err := s.res.Live().VerifiedIn(ctx, v.ID); err != nil || !ok {

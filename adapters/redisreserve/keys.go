@@ -160,7 +160,7 @@ func (k Keys) Forgets() string { return k.Prefix + "forgets" }
 func (k Keys) ShardForgets(shard int) string { return k.ShardKey("forgets", shard) }
 
 // Drained records the incarnation in which a queue that cannot list its
-// orders was last found holding none (core.LiveSale.MarkDrained).
+// orders was last found holding none (recovery.LiveSale.MarkDrained).
 func (k Keys) Drained() string { return k.Prefix + "drained" }
 
 // StockPattern matches the stock key of every voucher, in any layout this

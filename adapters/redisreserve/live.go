@@ -12,10 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/lua"
 )
 
-// The Reserver is also the live side of recovery (core.LiveSale): each
+// The Reserver is also the live side of recovery (recovery.LiveSale): each
 // voucher's window hash records the incarnation of Redis (Identity) its
 // state was written in, a rebuild fences the voucher by removing its stock
 // while it holds the fence (two fields of the window hash: see
@@ -32,7 +33,7 @@ var (
 	markNodeScript      = redis.NewScript(lua.MarkNode)
 )
 
-// Incarnation implements core.LiveSale.
+// Incarnation implements recovery.LiveSale.
 func (r *Live) Incarnation(ctx context.Context) (string, error) { return r.incarnation(ctx) }
 
 // incarnation is Redis's incarnation as the Identity tells it ("" without
@@ -44,7 +45,7 @@ func (r *sale) incarnation(ctx context.Context) (string, error) {
 	return r.cfg.Identity.Current(ctx)
 }
 
-// VerifiedIn implements core.LiveSale: the incarnation recorded with the
+// VerifiedIn implements recovery.LiveSale: the incarnation recorded with the
 // voucher's window, if its state is whole: in every bucket the stock
 // exists, the buyers and the stock left add up to the window's total (a
 // Redis that evicts keys can drop one of them under an unchanged run_id),
@@ -86,7 +87,7 @@ func (r *Live) VerifiedIn(ctx context.Context, voucherID int64) (string, bool, e
 	return epoch, true, nil
 }
 
-// Reverify implements core.Reverifier: a voucher verified in an earlier
+// Reverify implements recovery.Reverifier: a voucher verified in an earlier
 // incarnation is carried over to inc without a rebuild when every bucket's
 // master is the very server that wrote the bucket's state and recorded no
 // forgetting since (reverify_voucher.lua asks it its run_id, and reads
@@ -124,7 +125,7 @@ func (r *Live) Reverify(ctx context.Context, voucherID int64, was, inc string) (
 	return true, nil
 }
 
-// DrainedIn implements core.LiveSale.
+// DrainedIn implements recovery.LiveSale.
 func (r *Live) DrainedIn(ctx context.Context) (string, bool, error) {
 	inc, err := r.rdb.Get(ctx, r.keys.Drained()).Result()
 	if errors.Is(err, redis.Nil) {
@@ -136,7 +137,7 @@ func (r *Live) DrainedIn(ctx context.Context) (string, bool, error) {
 	return inc, true, nil
 }
 
-// MarkDrained implements core.LiveSale. The key never expires: it is only
+// MarkDrained implements recovery.LiveSale. The key never expires: it is only
 // believed while its incarnation is the current one.
 func (r *Live) MarkDrained(ctx context.Context, incarnation string) error {
 	if err := r.rdb.Set(ctx, r.keys.Drained(), incarnation, 0).Err(); err != nil {
@@ -145,7 +146,7 @@ func (r *Live) MarkDrained(ctx context.Context, incarnation string) error {
 	return nil
 }
 
-// Fence implements core.LiveSale: every bucket of the voucher, with one
+// Fence implements recovery.LiveSale: every bucket of the voucher, with one
 // token; none if another rebuild holds any.
 func (r *Live) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (string, bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
@@ -178,13 +179,13 @@ func (r *Live) Fence(ctx context.Context, voucherID int64, ttl time.Duration) (s
 // behind, where 100,000 buyers in one call held Redis for the whole list.
 const restoreChunk = 2000
 
-// Restore implements core.LiveSale: for each bucket, its buyers (by
+// Restore implements recovery.LiveSale: for each bucket, its buyers (by
 // core.BucketOf) are staged in chunks under the fence, then one script
 // swaps them in with the bucket's share of the stock and the window, voids
 // the transfers under way (the rebuild counted every unit afresh) and lifts
 // the bucket's fence. Every call checks the fence token, so a rebuild that
 // outlived its fence changes nothing.
-func (r *Live) Restore(ctx context.Context, s core.RestoredSale, token string) error {
+func (r *Live) Restore(ctx context.Context, s recovery.RestoredSale, token string) error {
 	v := s.Voucher
 	n := v.BucketCount()
 	r.learnBuckets(v.ID, n)
@@ -256,7 +257,7 @@ func (r *sale) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys,
 	return fmt.Errorf("redisreserve: restore voucher %d: the fence expired before the restore", v.ID)
 }
 
-// Unfence implements core.LiveSale: every bucket this token fenced (or
+// Unfence implements recovery.LiveSale: every bucket this token fenced (or
 // froze: FenceLost).
 func (r *Live) Unfence(ctx context.Context, voucherID int64, token string) error {
 	r.partial.Delete(token)
@@ -271,7 +272,7 @@ func (r *Live) Unfence(ctx context.Context, voucherID int64, token string) error
 	return errors.Join(errs...)
 }
 
-// Fenced implements core.LiveSale: a rebuild's fence holds some bucket.
+// Fenced implements recovery.LiveSale: a rebuild's fence holds some bucket.
 func (r *Live) Fenced(ctx context.Context, voucherID int64) (bool, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
@@ -308,25 +309,25 @@ func fencedAt(fields []any, now time.Time) bool {
 	return err == nil && ms > now.UnixMilli()
 }
 
-var (
-	_ core.LiveSale        = (*Live)(nil)
-	_ core.Reverifier      = (*Live)(nil)
-	_ core.PartialFencer   = (*Live)(nil)
-	_ core.ShopperVerifier = (*Live)(nil)
-	// What core's recovery looks for on the live store, and the catalog on
-	// the board: a split that moves one of these must not pass silently.
-	_ core.ScopedIncarnation = (*Live)(nil)
-	_ core.BucketBoard       = (*Reserver)(nil)
-)
+var _ recovery.LiveSale = (*Live)(nil)
 
-// LiveState implements core.LiveSale, over the voucher's buckets: the
+// Features declares every optional part of a live store: Redis can tell
+// a voucher's own masters from the rest (Reverify, Unaffected), rebuild
+// only the buckets a master lost (FenceLost), and verify one shopper's
+// bucket alone (VerifiedFor). On a single server they answer as a whole
+// voucher would.
+func (l *Live) Features() recovery.LiveFeatures {
+	return recovery.LiveFeatures{Reverifier: l, Scoped: l, PartialFencer: l, ShopperVerifier: l}
+}
+
+// LiveState implements recovery.LiveSale, over the voucher's buckets: the
 // stock is their sum with the units in transit between them, the buyers
 // their union; present if every bucket is, fenced if any is, and verified
 // in the incarnation they all record.
-func (r *Live) LiveState(ctx context.Context, voucherID int64) (core.LiveState, error) {
+func (r *Live) LiveState(ctx context.Context, voucherID int64) (recovery.LiveState, error) {
 	buckets, err := r.bucketsOf(ctx, voucherID)
 	if err != nil {
-		return core.LiveState{}, err
+		return recovery.LiveState{}, err
 	}
 	all := r.allBuckets(voucherID, buckets)
 	var (
@@ -347,9 +348,9 @@ func (r *Live) LiveState(ctx context.Context, voucherID int64) (core.LiveState, 
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return core.LiveState{}, fmt.Errorf("redisreserve: live state: %w", err)
+		return recovery.LiveState{}, fmt.Errorf("redisreserve: live state: %w", err)
 	}
-	s := core.LiveState{Buyers: map[int64]int64{}, Present: true, VerifiedIn: epoch[0].Val()}
+	s := recovery.LiveState{Buyers: map[int64]int64{}, Present: true, VerifiedIn: epoch[0].Val()}
 	for i := range all {
 		if n, err := stock[i].Int64(); err == nil {
 			s.Stock += n
@@ -373,7 +374,7 @@ func (r *Live) LiveState(ctx context.Context, voucherID int64) (core.LiveState, 
 	} else if buckets > 1 {
 		transfers, err := r.readTransfers(ctx, voucherID, buckets)
 		if err != nil {
-			return core.LiveState{}, err
+			return recovery.LiveState{}, err
 		}
 		s.Stock += transfers.inTransit()
 	}
@@ -382,7 +383,7 @@ func (r *Live) LiveState(ctx context.Context, voucherID int64) (core.LiveState, 
 
 var repairScript = redis.NewScript(lua.RepairOrder)
 
-// Unaffected implements core.ScopedIncarnation. For each shard the
+// Unaffected implements recovery.ScopedIncarnation. For each shard the
 // orders' buckets are on, shard_identity.lua reads in one step that
 // master's run_id, the shard's forgetting mark, and whether each of the
 // buckets' states is still the one verified in readIn by this server under
@@ -448,7 +449,7 @@ func (r *Live) Unaffected(ctx context.Context, readIn string, orders []core.Orde
 	return true, nil
 }
 
-// RefreshIncarnation implements core.LiveSale.
+// RefreshIncarnation implements recovery.LiveSale.
 func (r *Live) RefreshIncarnation(ctx context.Context) (string, error) {
 	if r.cfg.Identity == nil {
 		return "", nil
@@ -456,7 +457,7 @@ func (r *Live) RefreshIncarnation(ctx context.Context) (string, error) {
 	return r.cfg.Identity.Refresh(ctx)
 }
 
-// Repair implements core.LiveSale: repair_order.lua for each order, in one
+// Repair implements recovery.LiveSale: repair_order.lua for each order, in one
 // pipeline. EVAL, not EVALSHA: repairs follow a Redis that lost its
 // script cache too, and they are rare.
 func (r *Live) Repair(ctx context.Context, orders []core.Order) ([]core.Order, error) {
@@ -494,7 +495,7 @@ func (r *Live) Repair(ctx context.Context, orders []core.Order) ([]core.Order, e
 }
 
 // Requeue hands orders to their voucher's queue again with the hand-off
-// command the reservation runs (core.RecoveryConfig.Requeue): orders the
+// command the reservation runs (recovery.Config.Requeue): orders the
 // buyers' hash names whose queue key vanished with its backlog. Each goes
 // with the order body the reservation wrote, its time the one its id
 // tells (IssuedAt), so its payment deadline is its own.

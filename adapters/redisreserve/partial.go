@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/lua"
 )
 
@@ -34,9 +35,9 @@ var (
 	verifyBucketScript = redis.NewScript(lua.VerifyBucket)
 )
 
-// VerifiedFor implements core.ShopperVerifier: the shopper's bucket of a
+// VerifiedFor implements recovery.ShopperVerifier: the shopper's bucket of a
 // voucher in buckets, judged by its own master (verify_bucket.lua). An
-// intact bucket is remembered for the incarnation, as core.Recovery
+// intact bucket is remembered for the incarnation, as recovery.Guard
 // remembers a verified voucher, so its shoppers cost no more round trips
 // while the voucher's other buckets are rebuilt; a reservation that finds
 // the bucket not loaded forgets it (Reserve).
@@ -67,7 +68,7 @@ type lostBuckets struct {
 	lost    []int
 }
 
-// FenceLost implements core.PartialFencer. Bucket by bucket, in order (so
+// FenceLost implements recovery.PartialFencer. Bucket by bucket, in order (so
 // that two rebuilds meet at the first bucket, as Fence's do), a bucket
 // that is intact — its master is the server that wrote it and recorded no
 // forgetting since (freeze_bucket.lua) — is frozen, any other fenced. A
@@ -140,7 +141,7 @@ func (r *Live) FenceLost(ctx context.Context, voucherID int64, ttl time.Duration
 // counts their units against the intact buckets' frozen totals, restores
 // each lost bucket with its own buyers and an even share of those units
 // left, and thaws the intact buckets.
-func (r *sale) restoreLost(ctx context.Context, s core.RestoredSale, token string, plan lostBuckets) error {
+func (r *sale) restoreLost(ctx context.Context, s recovery.RestoredSale, token string, plan lostBuckets) error {
 	v := s.Voucher
 	n := plan.buckets
 	all := r.allBuckets(v.ID, n)
@@ -148,39 +149,10 @@ func (r *sale) restoreLost(ctx context.Context, s core.RestoredSale, token strin
 	for _, b := range plan.lost {
 		isLost[b] = true
 	}
-	windows := make([]*redis.SliceCmd, n)
-	records := make([]*redis.MapStringStringCmd, n)
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b, bk := range all {
-			if !isLost[b] {
-				windows[b] = p.HMGet(ctx, bk.Window, "total", "freeze")
-			}
-			records[b] = p.HGetAll(ctx, bk.Transfers())
-		}
-		return nil
-	})
+	intact, transit, err := r.frozenTotals(ctx, v.ID, token, all, isLost)
 	if err != nil {
-		return fmt.Errorf("redisreserve: restore voucher %d: the intact buckets: %w", v.ID, err)
+		return err
 	}
-	var intact int64
-	for b := range all {
-		if isLost[b] {
-			// Its records are void: whatever it had in transit is counted
-			// below as the lost buckets' own.
-			records[b] = redis.NewMapStringStringResult(nil, nil)
-			continue
-		}
-		w := windows[b].Val()
-		total, err := strconv.ParseInt(fmt.Sprint(w[0]), 10, 64)
-		if err != nil || w[1] != token {
-			return fmt.Errorf("redisreserve: restore voucher %d: bucket %d is no longer frozen by this rebuild (total %v, freeze %v)", v.ID, b, w[0], w[1])
-		}
-		intact += total
-	}
-	// In transit between intact buckets: granted by an intact lender,
-	// pending at an intact borrower (the lost buckets' records were
-	// dropped above, so no transfer touching one is counted).
-	transit := r.parseTransfers(all, records).inTransit()
 	buyers := make(map[int]map[int64]int64, len(plan.lost))
 	lostBuyers := 0
 	for _, b := range plan.lost {
@@ -210,8 +182,58 @@ func (r *sale) restoreLost(ctx context.Context, s core.RestoredSale, token strin
 			return err
 		}
 	}
-	args := []any{token, token, s.Incarnation, held}
-	for _, b := range plan.lost {
+	voided, err := r.thaw(ctx, v.ID, all, isLost, plan.lost, token, s.Incarnation, held)
+	if err != nil {
+		return err
+	}
+	r.partial.Delete(token)
+	r.log().Warn("restored a voucher's lost buckets; the others kept their state",
+		"voucher", v.ID, "lost", plan.lost, "buckets", n, "units", units, "intact_totals", intact,
+		"in_transit", transit, "lost_buyers", lostBuyers, "lost_stock", left, "transfers_voided", voided)
+	return nil
+}
+
+// frozenTotals reads what the intact buckets hold while this rebuild
+// freezes them: their totals, and the units in transit between them —
+// granted by an intact lender, pending at an intact borrower (the lost
+// buckets' records are void, so no transfer touching one is counted).
+func (r *sale) frozenTotals(ctx context.Context, voucherID int64, token string, all []BucketKeys, isLost []bool) (intact, transit int64, err error) {
+	windows := make([]*redis.SliceCmd, len(all))
+	records := make([]*redis.MapStringStringCmd, len(all))
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, bk := range all {
+			if !isLost[b] {
+				windows[b] = p.HMGet(ctx, bk.Window, "total", "freeze")
+			}
+			records[b] = p.HGetAll(ctx, bk.Transfers())
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("redisreserve: restore voucher %d: the intact buckets: %w", voucherID, err)
+	}
+	for b := range all {
+		if isLost[b] {
+			// Its records are void: whatever it had in transit is counted
+			// as the lost buckets' own.
+			records[b] = redis.NewMapStringStringResult(nil, nil)
+			continue
+		}
+		w := windows[b].Val()
+		total, err := strconv.ParseInt(fmt.Sprint(w[0]), 10, 64)
+		if err != nil || w[1] != token {
+			return 0, 0, fmt.Errorf("redisreserve: restore voucher %d: bucket %d is no longer frozen by this rebuild (total %v, freeze %v)", voucherID, b, w[0], w[1])
+		}
+		intact += total
+	}
+	return intact, r.parseTransfers(all, records).inTransit(), nil
+}
+
+// thaw lifts this rebuild's freeze from the intact buckets, voiding their
+// transfers with the lost ones; it returns how many it voided.
+func (r *sale) thaw(ctx context.Context, voucherID int64, all []BucketKeys, isLost []bool, lost []int, token, incarnation string, held int64) (int, error) {
+	args := []any{token, token, incarnation, held}
+	for _, b := range lost {
 		args = append(args, b)
 	}
 	voided := 0
@@ -221,16 +243,12 @@ func (r *sale) restoreLost(ctx context.Context, s core.RestoredSale, token strin
 		}
 		got, err := thawScript.Run(ctx, r.rdb, []string{bk.Window, bk.Transfers()}, args...).Int()
 		if err != nil {
-			return fmt.Errorf("redisreserve: restore voucher %d: thaw bucket %d: %w", v.ID, b, err)
+			return voided, fmt.Errorf("redisreserve: restore voucher %d: thaw bucket %d: %w", voucherID, b, err)
 		}
 		if got < 0 {
-			return fmt.Errorf("redisreserve: restore voucher %d: bucket %d's freeze lapsed before the thaw", v.ID, b)
+			return voided, fmt.Errorf("redisreserve: restore voucher %d: bucket %d's freeze lapsed before the thaw", voucherID, b)
 		}
 		voided += got
 	}
-	r.partial.Delete(token)
-	r.log().Warn("restored a voucher's lost buckets; the others kept their state",
-		"voucher", v.ID, "lost", plan.lost, "buckets", n, "units", units, "intact_totals", intact,
-		"in_transit", transit, "lost_buyers", lostBuyers, "lost_stock", left, "transfers_voided", voided)
-	return nil
+	return voided, nil
 }

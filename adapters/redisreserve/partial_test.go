@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/lua"
 )
 
@@ -34,9 +35,9 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := stockLedger{id: v} // no order ever persisted
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t),
+	guard := recovery.New(recovery.Config{Live: res.Live(), Buckets: res, Ledger: ledger, Queue: core.Capabilities{Holder: noneHeld{}}, Log: testenv.Log(t),
 		Wait: 300 * time.Millisecond})
-	if err := recovery.Ensure(ctx, id); err != nil {
+	if err := guard.Ensure(ctx, id, core.Wait); err != nil {
 		t.Fatal(err)
 	}
 	bucket := func(b int) redisreserve.BucketKeys { return keys.Bucket(id, b, n) }
@@ -142,7 +143,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	}
 	user = max(intactUser, lostUser)
 	start := time.Now()
-	if err := recovery.EnsureShopper(ctx, id, intactUser); err != nil || time.Since(start) > time.Second {
+	if err := guard.EnsureShopper(ctx, id, intactUser); err != nil || time.Since(start) > time.Second {
 		t.Fatalf("a shopper of an intact bucket during the rebuild: %v after %v, want to go on at once", err, time.Since(start))
 	}
 	order++
@@ -150,7 +151,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 		t.Fatalf("a shopper of a frozen bucket: %v %v, want reserved", got.Result, err)
 	}
 	intactBuyers[core.BucketOf(intactUser, n)]++
-	if err := recovery.EnsureShopper(ctx, id, lostUser); !errors.Is(err, core.ErrBusy) {
+	if err := guard.EnsureShopper(ctx, id, lostUser); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("a shopper of the lost bucket during its rebuild: %v, want busy (it waits for the rebuild)", err)
 	}
 	if err := res.Live().Unfence(ctx, id, token); err != nil {
@@ -161,7 +162,7 @@ func TestALostBucketIsRebuiltAloneAndKeepsEveryUnit(t *testing.T) {
 	}
 
 	// The rebuild itself, as the request path starts it.
-	if err := recovery.Ensure(ctx, id); err != nil {
+	if err := guard.Ensure(ctx, id, core.Wait); err != nil {
 		t.Fatal(err)
 	}
 	for b := range n {

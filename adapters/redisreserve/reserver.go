@@ -87,7 +87,7 @@ type Config struct {
 // same client, keys and caches.
 type Reserver struct{ *sale }
 
-// Live is the live store's upkeep (core.LiveSale, core.UnitReturner,
+// Live is the live store's upkeep (recovery.LiveSale, core.UnitReturner,
 // core.Deadlines): what keeps the Redis sale true to MySQL across
 // Redis's losses, and what comes back to it after the reservation.
 type Live struct{ *sale }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // scriptSizes records the argument count of every script call a client
@@ -53,7 +54,7 @@ func TestAHundredThousandBuyersAreRestoredInChunksWithinTheFence(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("fence: %v %v", ok, err)
 		}
-		sale := core.RestoredSale{
+		sale := recovery.RestoredSale{
 			Voucher: core.Voucher{ID: 1, Stock: 10, BeginAt: past(), EndAt: future()},
 			Buyers:  make(map[int64]int64, buyers),
 		}
@@ -110,7 +111,7 @@ func TestARebuildThatLostItsFenceStagesNothing(t *testing.T) {
 		if !ok {
 			t.Fatal("no second fence")
 		}
-		sale := core.RestoredSale{Voucher: core.Voucher{ID: 1, Stock: 3, BeginAt: past(), EndAt: future()},
+		sale := recovery.RestoredSale{Voucher: core.Voucher{ID: 1, Stock: 3, BeginAt: past(), EndAt: future()},
 			Buyers: map[int64]int64{1: 11, 2: 12}}
 		if err := s.res.Live().Restore(ctx, sale, stale); err == nil {
 			t.Fatal("a rebuild restored under a fence that is no longer its own")

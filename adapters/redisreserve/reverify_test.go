@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // stockLedger is the database's side of a sale whose orders were never
@@ -67,7 +68,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	guard := recovery.New(recovery.Config{Live: res.Live(), Buckets: res, Ledger: ledger, Queue: core.Capabilities{Holder: noneHeld{}}, Log: testenv.Log(t)})
 	order := int64(1000)
 	buy := func(voucher int64, users ...int64) {
 		t.Helper()
@@ -80,7 +81,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 		}
 	}
 	for id := int64(1); id <= 4; id++ {
-		if err := recovery.Ensure(ctx, id); err != nil {
+		if err := guard.Ensure(ctx, id, core.Wait); err != nil {
 			t.Fatal(err)
 		}
 		buy(id, 1, 2, 3, 4, 5, 6)
@@ -111,7 +112,7 @@ func TestOneMastersRestartRebuildsOnlyWhatItHeld(t *testing.T) {
 	ensureAll := func(inc string) {
 		t.Helper()
 		for id := int64(1); id <= 4; id++ {
-			if err := recovery.Ensure(ctx, id); err != nil {
+			if err := guard.Ensure(ctx, id, core.Wait); err != nil {
 				t.Fatalf("voucher %d: %v", id, err)
 			}
 			if was, ok, err := res.Live().VerifiedIn(ctx, id); err != nil || !ok || was != inc {
@@ -336,9 +337,9 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if unaffected(after, 2) {
 		t.Fatal("vouched for an order on a shard behind the last forgetting, its state not verified since")
 	}
-	recovery := core.NewRecovery(core.RecoveryConfig{Live: res.Live(), Buckets: res, Ledger: ledger, Holder: noneHeld{}, Log: testenv.Log(t)})
+	guard := recovery.New(recovery.Config{Live: res.Live(), Buckets: res, Ledger: ledger, Queue: core.Capabilities{Holder: noneHeld{}}, Log: testenv.Log(t)})
 	for id := int64(1); id <= 3; id++ {
-		if err := recovery.Ensure(ctx, id); err != nil {
+		if err := guard.Ensure(ctx, id, core.Wait); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -364,10 +365,10 @@ func TestAMasterOutOfReachHoldsNoRepairOfTheOthersOrders(t *testing.T) {
 	if ok, err := res.Live().Unaffected(ctx, after, []core.Order{orders[3]}); ok || err == nil {
 		t.Fatalf("an order of the master out of reach: %v, %v; want not vouched for, and why", ok, err)
 	}
-	if err := recovery.RepairAfter(ctx, after, []core.Order{orders[2]}); err != nil {
+	if err := guard.RepairAfter(ctx, after, []core.Order{orders[2]}); err != nil {
 		t.Fatalf("the repair of an order whose master answers, another out of reach: %v", err)
 	}
-	if err := recovery.RepairAfter(ctx, after, []core.Order{orders[3]}); err == nil {
+	if err := guard.RepairAfter(ctx, after, []core.Order{orders[3]}); err == nil {
 		t.Fatal("the repair of an order on the master out of reach went through")
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/docs"
 )
 
@@ -92,8 +93,8 @@ type api struct {
 	ready func(ctx context.Context) error
 	// recovery rebuilds Redis's state of a voucher (nil under sync);
 	// ledger is the database's side, queueStats the queue's, if it tells.
-	recovery   *core.Recovery
-	ledger     core.SaleLedger
+	recovery   *recovery.Guard
+	ledger     recovery.Ledger
 	queueStats core.StatsReporter
 	// relay is an outside broker's relay (nil for the other backends).
 	relay core.RelayReporter

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // metrics are the Prometheus series of one server. Each server has its own
@@ -130,9 +131,9 @@ func (m *metrics) Cancelled(reason core.CancelReason) {
 }
 func (m *metrics) UnitReturned() { m.unitsReturned.Inc() }
 
-// Recovery's events, as core.RecoveryObserver.
+// Recovery's events, as recovery.Observer.
 
-func (m *metrics) Rebuilt(r core.RebuildReport) {
+func (m *metrics) Rebuilt(r recovery.Report) {
 	m.rebuilds.WithLabelValues("ok").Inc()
 	m.rebuiltOrders.WithLabelValues("persisted").Add(float64(r.Persisted))
 	m.rebuiltOrders.WithLabelValues("held_unpersisted").Add(float64(r.HeldOnly))
@@ -140,7 +141,7 @@ func (m *metrics) Rebuilt(r core.RebuildReport) {
 
 func (m *metrics) RebuildFailed(int64, error) { m.rebuilds.WithLabelValues("failed").Inc() }
 
-var _ core.RecoveryObserver = (*metrics)(nil)
+var _ recovery.Observer = (*metrics)(nil)
 
 // The pipeline's events, as core.PipelineObserver.
 

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/userlock"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // Server is one wired instance: dependencies, queue, pipeline, HTTP.
@@ -38,7 +39,7 @@ type Server struct {
 	identity *redisreserve.Identity
 	// saleDuties are the reservation's duties (sale.duties).
 	saleDuties []core.Duty
-	recovery   *core.Recovery
+	recovery   *recovery.Guard
 	// memo answers sold out (not started, ended) from memory; nudges
 	// keeps it in step with the other instances (nil without Redis).
 	memo *core.AnswerMemo
@@ -136,6 +137,27 @@ func (s *Server) wire(ctx context.Context) error {
 	if sale.layout.keys.Shards.Count() > 0 {
 		s.layout = &sale.layout
 	}
+	seckill := s.wireSale(sale)
+	sender, err := s.openCodeSender()
+	if err != nil {
+		return err
+	}
+	provider, err := s.openPayProvider()
+	if err != nil {
+		return err
+	}
+	s.http = s.newAPI(seckill, sale, sender, provider).newServer()
+	if cfg.DemoSale {
+		return s.openDemoSale(ctx)
+	}
+	return nil
+}
+
+// wireSale builds the order flow over the opened sale: ids, memo,
+// recovery, catalog, the shopper's use case, the pipeline and the
+// lifecycle.
+func (s *Server) wireSale(sale sale) *core.Seckill {
+	cfg, log := s.cfg, s.log
 	idCfg := redisreserve.IDWorkerConfig{Prefix: cfg.KeyPrefix, BlockSize: idBlockSize}
 	if sale.live != nil {
 		// The ID worker follows Redis's incarnation with recovery: a Redis
@@ -153,11 +175,11 @@ func (s *Server) wire(ctx context.Context) error {
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	if sale.live != nil {
-		s.recovery = core.NewRecovery(core.RecoveryConfig{Live: sale.live, Buckets: sale.buckets, Ledger: s.store.Ledger(), Holder: sale.holder, Holding: sale.holding,
+		s.recovery = recovery.New(recovery.Config{Live: sale.live, Buckets: sale.buckets, Ledger: s.store.Ledger(), Queue: sale.caps,
 			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
-	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Lister: s.store,
+	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Buckets: sale.buckets, Lister: s.store,
 		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
 	var admission core.Admission
 	if s.queue != nil {
@@ -165,7 +187,18 @@ func (s *Server) wire(ctx context.Context) error {
 	}
 	s.admission = admission
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.holder})
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit})
+	s.registerQueueMetrics()
+	s.pipeline = s.newPipeline(sale)
+	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
+		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+	return seckill
+}
+
+// registerQueueMetrics registers the queue's and its relay's collectors,
+// for the backends that report them.
+func (s *Server) registerQueueMetrics() {
+	cfg, log := s.cfg, s.log
 	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
@@ -178,42 +211,43 @@ func (s *Server) wire(ctx context.Context) error {
 			}))
 		}
 	}
-	if s.queue != nil {
-		var orders core.OrderStore = s.store
-		if s.orderStore != nil {
-			orders = s.orderStore
-		}
-		if cfg.UserLock {
-			orders = userlock.New(orders, s.rdb, cfg.KeyPrefix)
-		}
-		linger := cfg.ConsumerLinger
-		if linger < 0 {
-			linger = lingerFor(s.shards.Count())
-		}
-		if warning := claimOutlastsPayWindow(cfg); warning != "" {
-			log.Warn(warning)
-		}
-		s.pipeline = core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
-			Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-			PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
-		}, log, s.metrics)
-	}
-	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
-		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+}
 
-	sender, err := s.openCodeSender()
-	if err != nil {
-		return err
+// newPipeline builds the consumers' pipeline (nil for a backend without a
+// queue).
+func (s *Server) newPipeline(sale sale) *core.Pipeline {
+	cfg, log := s.cfg, s.log
+	if s.queue == nil {
+		return nil
 	}
-	provider, err := s.openPayProvider()
-	if err != nil {
-		return err
+	var orders core.OrderStore = s.store
+	if s.orderStore != nil {
+		orders = s.orderStore
 	}
+	if cfg.UserLock {
+		orders = userlock.New(orders, s.rdb, cfg.KeyPrefix)
+	}
+	linger := cfg.ConsumerLinger
+	if linger < 0 {
+		linger = lingerFor(s.shards.Count())
+	}
+	if warning := claimOutlastsPayWindow(cfg); warning != "" {
+		log.Warn(warning)
+	}
+	return core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
+		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
+		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
+	}, log, s.metrics)
+}
+
+// newAPI builds the HTTP API over the wired sale.
+func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender, provider core.PaymentProvider) *api {
+	cfg, log := s.cfg, s.log
 	// The shopper's limit has one owner: the reservation, when it keeps
 	// one (the Redis script, at no round trip of its own); else the HTTP
 	// layer, with a limiter of its own in Redis (sync).
 	seckillRate := redis_rate.PerSecond(cfg.SeckillRate)
-	if core.ShopperLimitOf(sale.reserver) != nil {
+	if sale.limit != nil {
 		seckillRate = redis_rate.Limit{} // a rate of 0 mounts no middleware
 	}
 	a := &api{
@@ -275,11 +309,7 @@ func (s *Server) wire(ctx context.Context) error {
 		}
 	}
 	a.dashboard = &dashboard{api: a, now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}
-	s.http = a.newServer()
-	if cfg.DemoSale {
-		return s.openDemoSale(ctx)
-	}
-	return nil
+	return a
 }
 
 // openCodeSender opens the sender SECKILL_CODE_SENDER names, and says at
@@ -362,15 +392,19 @@ type sale struct {
 	// side; nil under sync).
 	buckets   core.BucketBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// live and holder are what recovery rebuilds the sale's Redis state
-	// with: nil unless the sale is the shared Redis reservation (not a
-	// backend's own Sale), which is also when instances nudge each other
-	// of stock that comes back.
-	live   core.LiveSale
-	holder core.OrderHolder
-	// holding tells whether a queue without a holder whose orders outlive
-	// Redis (RabbitMQ) holds any, for the first rebuild after a loss.
-	holding core.HoldingProbe
+	// live is what recovery rebuilds the sale's Redis state in: nil
+	// unless the sale is the shared Redis reservation (not a backend's own
+	// Sale), which is also when instances nudge each other of stock that
+	// comes back.
+	live recovery.LiveSale
+	// caps is what the queue declares: recovery reads its Holder (the
+	// orders it holds) and Holding (whether a queue without a Holder whose
+	// orders outlive Redis, RabbitMQ, holds any, for the first rebuild
+	// after a loss).
+	caps core.Capabilities
+	// limit is the reservation's own check of the shopper's limit (nil:
+	// the HTTP layer keeps it, under sync).
+	limit core.ShopperLimit
 	// returner gives a cancelled order's unit back to the live store, and
 	// deadlines hands out the reservations due for payment (both nil: the
 	// database is the live state).
@@ -434,7 +468,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	caps := core.CapabilitiesOf(q)
 	live := reserver.Live()
 	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: live, buckets: reserver, holder: caps.Holder, holding: caps.Holding, returner: live,
+		live: live, buckets: reserver, limit: reserver, caps: caps, returner: live,
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = live

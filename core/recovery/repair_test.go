@@ -1,4 +1,4 @@
-package core_test
+package recovery_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // TestOrdersReadBeforeTheLossAreRepairedOnce: a batch read in run-1 and
@@ -15,7 +16,7 @@ import (
 func TestOrdersReadBeforeTheLossAreRepairedOnce(t *testing.T) {
 	live := newFakeLive("run-2")
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 10}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger})
 	batch := []core.Order{{ID: 11, UserID: 1, VoucherID: 7}, {ID: 12, UserID: 2, VoucherID: 7}}
 	if err := r.RepairAfter(context.Background(), "run-2", batch); err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestAnOrderCancelledSinceIsNotRepaired(t *testing.T) {
 		{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated},
 		{ID: 12, UserID: 2, VoucherID: 7, Status: core.StatusCancelled},
 	}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger})
 	batch := []core.Order{{ID: 11, UserID: 1, VoucherID: 7}, {ID: 12, UserID: 2, VoucherID: 7}}
 	if err := r.RepairAfter(context.Background(), "run-1", batch); err != nil {
 		t.Fatal(err)
@@ -71,6 +72,10 @@ func (l *partlyReachableLive) RefreshIncarnation(context.Context) (string, error
 	return "", errors.New("127.0.0.1:7001: connection refused")
 }
 
+func (l *partlyReachableLive) Features() recovery.LiveFeatures {
+	return recovery.LiveFeatures{Scoped: l}
+}
+
 func (l *partlyReachableLive) Unaffected(_ context.Context, readIn string, _ []core.Order) (bool, error) {
 	l.asked = append(l.asked, readIn)
 	return l.unaffected, nil
@@ -83,7 +88,7 @@ func (l *partlyReachableLive) Unaffected(_ context.Context, readIn string, _ []c
 func TestARepairWithAMasterOutOfReachAsksTheOrdersOwnMasters(t *testing.T) {
 	live := &partlyReachableLive{fakeLive: newFakeLive("run-1"), unaffected: true}
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 10}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger})
 	batch := []core.Order{{ID: 11, UserID: 1, VoucherID: 7}}
 	if err := r.RepairAfter(context.Background(), "run-1", batch); err != nil {
 		t.Fatalf("orders their masters vouch for: %v, want no repair and no error", err)

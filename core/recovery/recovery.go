@@ -1,4 +1,19 @@
-package core
+// Package recovery keeps a sale's live state true to its database.
+//
+// A sale lives in two places: the database holds the truth (the voucher,
+// its stock column, every persisted order) and the live store (Redis) the
+// state the reservation runs on. A live store can forget — a restart
+// without persistence, a failover to an empty replica — or go back in
+// time — a restart from an old snapshot. A Guard notices both and
+// rebuilds a voucher's live state from the database and the queue, so a
+// voucher that exists is never answered as unknown, and a forgotten or
+// stale state never sells.
+//
+// The order flow meets it only as core.LiveGuard. What recovery needs of
+// the live store is LiveSale, whose optional parts are declared as data
+// (LiveFeatures); of the database, Ledger; of the queue, what it declares
+// in core.Capabilities.
+package recovery
 
 import (
 	"context"
@@ -7,16 +22,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// A sale lives in two places: the database holds the truth (the voucher,
-// its stock column, every persisted order) and the live store (Redis) the
-// state the reservation runs on. A live store can forget — a restart
-// without persistence, a failover to an empty replica — or go back in
-// time — a restart from an old snapshot. Recovery notices both and
-// rebuilds a voucher's live state from the database and the queue, so a
-// voucher that exists is never answered as unknown, and a forgotten or
-// stale state never sells.
+	"github.com/seckill-lab/seckill/core"
+)
 
 // LiveSale is the live store's side of recovery (Redis: redisreserve).
 type LiveSale interface {
@@ -55,10 +63,25 @@ type LiveSale interface {
 	// each buyer unknown to it is marked and one stock taken; a known one
 	// changes nothing. It returns the orders whose voucher had no live
 	// state (to repair again once the voucher is ensured).
-	Repair(ctx context.Context, orders []Order) (again []Order, err error)
+	Repair(ctx context.Context, orders []core.Order) (again []core.Order, err error)
+	// Features declare what the live store can do beyond these methods,
+	// read once when recovery is built.
+	Features() LiveFeatures
 }
 
-// Reverifier is a LiveSale that can tell, for a voucher verified in an
+// LiveFeatures declare a live store's optional parts as data, the way
+// Capabilities declare a queue's: a nil field is a part it does not have,
+// and recovery does without it. Each is the live store itself where it
+// has the part (Redis Cluster's vocabulary — masters, buckets — stays
+// behind these interfaces).
+type LiveFeatures struct {
+	Reverifier      Reverifier
+	Scoped          ScopedIncarnation
+	PartialFencer   PartialFencer
+	ShopperVerifier ShopperVerifier
+}
+
+// Reverifier is the part of a LiveSale that can tell, for a voucher verified in an
 // earlier incarnation was (VerifiedIn's answer), that the change of
 // incarnation did not touch it (Redis Cluster: another master restarted;
 // the voucher's own masters are the servers that wrote its state), and
@@ -67,7 +90,7 @@ type Reverifier interface {
 	Reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error)
 }
 
-// ScopedIncarnation is a LiveSale that can tell, while its incarnation
+// ScopedIncarnation is the part of a LiveSale that can tell, while its incarnation
 // cannot be read whole (Redis Cluster: a master out of reach), that orders
 // read in incarnation readIn need no repair: the servers that hold their
 // vouchers are servers of readIn and recorded no forgetting since, so no
@@ -76,10 +99,10 @@ type Reverifier interface {
 // false: it cannot tell (a master of theirs is out of reach too, changed,
 // or forgot), and the repair waits for the whole incarnation.
 type ScopedIncarnation interface {
-	Unaffected(ctx context.Context, readIn string, orders []Order) (bool, error)
+	Unaffected(ctx context.Context, readIn string, orders []core.Order) (bool, error)
 }
 
-// PartialFencer is a LiveSale that can rebuild only the part of a voucher
+// PartialFencer is the part of a LiveSale that can rebuild only the part of a voucher
 // a change of incarnation lost (Redis Cluster: the buckets on a master that
 // restarted): FenceLost fences those parts and freezes the others (the
 // reservation still sells from them; nothing moves between parts), and
@@ -91,7 +114,7 @@ type PartialFencer interface {
 	FenceLost(ctx context.Context, voucherID int64, ttl time.Duration) (token string, ok bool, err error)
 }
 
-// ShopperVerifier is a LiveSale that can verify the part of a voucher a
+// ShopperVerifier is the part of a LiveSale that can verify the part of a voucher a
 // shopper buys from alone (Redis: the shopper's bucket of a voucher in
 // buckets): intact in incarnation inc — the server that wrote it still
 // holds it, nothing forgotten since, whole, not fenced — though the
@@ -114,52 +137,52 @@ type LiveState struct {
 
 // RestoredSale is a voucher's live state as a rebuild computed it.
 type RestoredSale struct {
-	Voucher     Voucher // Stock: the remaining stock
+	Voucher     core.Voucher // Stock: the remaining stock
 	Buyers      map[int64]int64
 	Incarnation string
 }
 
-// SaleLedger is the database's side: what it holds of a sale, read in one
+// Ledger is the database's side: what it holds of a sale, read in one
 // consistent snapshot.
-type SaleLedger interface {
+type Ledger interface {
 	// SaleSnapshot returns the voucher (Stock: the stock column, initial
 	// stock minus the live orders) and its persisted orders, each with
 	// its Status: cancelled ones too, which hold no unit.
-	SaleSnapshot(ctx context.Context, voucherID int64) (Voucher, []Order, error)
+	SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error)
 	// FindVoucher returns ErrVoucherNotFound when there is none.
-	FindVoucher(ctx context.Context, voucherID int64) (Voucher, error)
+	FindVoucher(ctx context.Context, voucherID int64) (core.Voucher, error)
 	// OrderStatuses tells the status of each of these orders the database
 	// has (an order it lacks is not in the map).
-	OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]OrderStatus, error)
+	OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error)
 }
 
-// RecoveryObserver is told of every rebuild, for metrics.
-type RecoveryObserver interface {
-	Rebuilt(r RebuildReport)
+// Observer is told of every rebuild, for metrics.
+type Observer interface {
+	Rebuilt(r Report)
 	RebuildFailed(voucherID int64, err error)
 }
 
-// Recovery keeps the live sale verified against the live store's
+// Guard keeps the live sale verified against the live store's
 // incarnation and rebuilds what it lost. Every use of a voucher's live
 // state on the request path goes through Ensure first.
-type Recovery struct {
-	live   LiveSale
-	ledger SaleLedger
-	// holder is the queue's view of the orders it holds; nil for a queue
-	// that keeps them only in process memory (or none).
-	holder OrderHolder
-	// probe tells, for a queue without a holder that outlives the live
+type Guard struct {
+	live     LiveSale
+	features LiveFeatures
+	ledger   Ledger
+	// queue is what the queue declares: Holder, its view of the orders it
+	// holds (nil for a queue that keeps them only in process memory, or
+	// none); Holding, for a queue without a holder that outlives the live
 	// store, whether it holds any order (nil: none such).
-	probe HoldingProbe
+	queue core.Capabilities
 	// requeue hands orders to the queue again (nil: it cannot).
-	requeue func(ctx context.Context, orders []Order) error
+	requeue func(ctx context.Context, orders []core.Order) error
 	// buckets learns each rebuilt voucher's bucket count (nil: none).
-	buckets BucketBoard
+	buckets core.BucketBoard
 	// drainedIn is the incarnation this process last saw the queue
 	// drained in (see awaitDrained).
 	drainedIn atomic.Pointer[string]
 	log       *slog.Logger
-	obs       RecoveryObserver
+	obs       Observer
 	// fenceTTL bounds a rebuild; wait how long a request waits for another
 	// instance's rebuild before it is answered busy.
 	fenceTTL, wait time.Duration
@@ -168,9 +191,9 @@ type Recovery struct {
 	// verifying: voucher ids whose verification EnsureShopper started.
 	verifying sync.Map
 	// memo forgets each rebuilt voucher.
-	memo *AnswerMemo
+	memo *core.AnswerMemo
 	// unknown, if set, answers ids the database lacks from memory.
-	unknown *UnknownVouchers
+	unknown *core.UnknownVouchers
 	mu      sync.Mutex
 	running map[int64]*rebuild
 	// failing holds off the rebuilds of vouchers whose last one failed.
@@ -179,27 +202,27 @@ type Recovery struct {
 
 type rebuild struct {
 	done   chan struct{}
-	report RebuildReport
+	report Report
 	err    error
 }
 
-// RecoveryConfig is what recovery is made of. Zero durations take the
+// Config is what recovery is made of. Zero durations take the
 // defaults.
-type RecoveryConfig struct {
+type Config struct {
 	// Live is the live store, Ledger the database; both required.
 	Live   LiveSale
-	Ledger SaleLedger
+	Ledger Ledger
 	// Buckets, if set, is told each rebuilt voucher's bucket count, read
 	// from the database (the reservation's side, which shards a voucher's
 	// keys by it).
-	Buckets BucketBoard
-	// Holder lists the orders the queue holds (nil: a queue that cannot;
-	// see Reconcile).
-	Holder OrderHolder
-	// Holding, for a queue without a Holder whose orders outlive the live
-	// store (RabbitMQ), tells whether it holds any: the first rebuild of
-	// each incarnation waits until it holds none (see HoldingProbe).
-	Holding HoldingProbe
+	Buckets core.BucketBoard
+	// Queue is what the queue declares (CapabilitiesOf). Guard reads
+	// Holder, which lists the orders the queue holds (nil: a queue that
+	// cannot; see Reconcile), with BucketLister; and Holding, which for a
+	// queue without a Holder whose orders outlive the live store
+	// (RabbitMQ) tells whether it holds any: the first rebuild of each
+	// incarnation waits until it holds none (see HoldingProbe).
+	Queue core.Capabilities
 	// Requeue, if set, hands orders to the queue again, as the reservation
 	// did. A rebuild calls it for the orders the live store names as
 	// buyers that neither the queue holds nor the database has — the
@@ -207,32 +230,32 @@ type RecoveryConfig struct {
 	// overwrites the buyers that name them: they are persisted after all,
 	// their units stay sold. Without it they are lost, and their units go
 	// back on sale.
-	Requeue func(ctx context.Context, orders []Order) error
+	Requeue func(ctx context.Context, orders []core.Order) error
 	// Memo is told that a rebuilt voucher's stock may have come back (and,
 	// through its nudger, every instance); nil: a memo of none.
-	Memo *AnswerMemo
+	Memo *core.AnswerMemo
 	// Unknown answers voucher ids the database was just found without, and
 	// every look-up remembers them there (nil: every id is looked up).
-	Unknown *UnknownVouchers
+	Unknown *core.UnknownVouchers
 	// FenceTTL bounds a rebuild (default 10 s; its own deadline is half);
 	// Wait is how long a request waits for another instance's rebuild
 	// before it is answered busy (default 2 s).
 	FenceTTL, Wait time.Duration
 	Log            *slog.Logger
-	Observer       RecoveryObserver
+	Observer       Observer
 }
 
-// NewRecovery builds recovery, whole: it panics without Live or Ledger
+// New builds recovery, whole: it panics without Live or Ledger
 // (a wiring mistake, found at start).
-func NewRecovery(cfg RecoveryConfig) *Recovery {
+func New(cfg Config) *Guard {
 	if cfg.Live == nil || cfg.Ledger == nil {
-		panic("core: NewRecovery needs Live and a Ledger")
+		panic("core: New needs Live and a Ledger")
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Memo == nil {
-		cfg.Memo = NewAnswerMemo(0, nil)
+		cfg.Memo = core.NewAnswerMemo(0, nil)
 	}
 	if cfg.FenceTTL <= 0 {
 		cfg.FenceTTL = 10 * time.Second
@@ -240,7 +263,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 2 * time.Second
 	}
-	return &Recovery{live: cfg.Live, ledger: cfg.Ledger, holder: cfg.Holder, probe: cfg.Holding, requeue: cfg.Requeue, buckets: cfg.Buckets, log: cfg.Log, obs: cfg.Observer,
+	return &Guard{live: cfg.Live, features: cfg.Live.Features(), ledger: cfg.Ledger, queue: cfg.Queue, requeue: cfg.Requeue, buckets: cfg.Buckets, log: cfg.Log, obs: cfg.Observer,
 		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}, failing: map[int64]failure{}}
 }
 
@@ -248,7 +271,7 @@ func NewRecovery(cfg RecoveryConfig) *Recovery {
 // the live store's incarnation as this process last saw it: Ensure then
 // costs nothing. Otherwise it may look the voucher up, in the live store
 // and in the database.
-func (r *Recovery) Trusted(ctx context.Context, voucherID int64) bool {
+func (r *Guard) Trusted(ctx context.Context, voucherID int64) bool {
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return false
@@ -259,7 +282,7 @@ func (r *Recovery) Trusted(ctx context.Context, voucherID int64) bool {
 
 // Verified records that the voucher's live state was just written in the
 // current incarnation (a voucher created and loaded now).
-func (r *Recovery) Verified(ctx context.Context, voucherID int64) {
+func (r *Guard) Verified(ctx context.Context, voucherID int64) {
 	if inc, err := r.live.Incarnation(ctx); err == nil {
 		r.verified.Store(voucherID, inc)
 	}
@@ -270,20 +293,20 @@ func (r *Recovery) Verified(ctx context.Context, voucherID int64) {
 // voucher was verified in this incarnation. ErrVoucherNotFound: the
 // database has no such voucher either. ErrBusy: another instance is
 // rebuilding it and did not finish within Wait.
-func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
+func (r *Guard) Ensure(ctx context.Context, voucherID int64, p core.Patience) error {
 	if r.unknown.Unknown(voucherID) {
-		return ErrVoucherNotFound
+		return core.ErrVoucherNotFound
 	}
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
-		return Wrap("recovery: incarnation", CodeUnavailable, err)
+		return core.Wrap("recovery: incarnation", core.CodeUnavailable, err)
 	}
 	if v, ok := r.verified.Load(voucherID); ok && v.(string) == inc {
 		return nil
 	}
 	was, ok, err := r.live.VerifiedIn(ctx, voucherID)
 	if err != nil {
-		return Wrap("recovery: verified in", CodeUnavailable, err)
+		return core.Wrap("recovery: verified in", core.CodeUnavailable, err)
 	}
 	if ok && was != inc {
 		if ok, err = r.reverify(ctx, voucherID, was, inc); err != nil {
@@ -295,7 +318,8 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 		r.verified.Store(voucherID, inc)
 		return nil
 	}
-	return r.Rebuild(ctx, voucherID)
+	_, err = r.run(ctx, voucherID, p, false)
+	return err
 }
 
 // EnsureShopper is Ensure for a shopper about to buy: when the voucher
@@ -305,14 +329,14 @@ func (r *Recovery) Ensure(ctx context.Context, voucherID int64) error {
 // one order per user and the stock are that part's own, and the rebuild
 // counts nothing a sale there changes. A shopper of a lost part waits, as
 // Ensure does.
-func (r *Recovery) EnsureShopper(ctx context.Context, voucherID, userID int64) error {
-	sv, ok := r.live.(ShopperVerifier)
-	if !ok || r.unknown.Unknown(voucherID) {
-		return r.Ensure(ctx, voucherID)
+func (r *Guard) EnsureShopper(ctx context.Context, voucherID, userID int64) error {
+	sv := r.features.ShopperVerifier
+	if sv == nil || r.unknown.Unknown(voucherID) {
+		return r.Ensure(ctx, voucherID, core.Wait)
 	}
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
-		return Wrap("recovery: incarnation", CodeUnavailable, err)
+		return core.Wrap("recovery: incarnation", core.CodeUnavailable, err)
 	}
 	if v, ok := r.verified.Load(voucherID); ok && v.(string) == inc {
 		return nil
@@ -325,14 +349,14 @@ func (r *Recovery) EnsureShopper(ctx context.Context, voucherID, userID int64) e
 				defer r.verifying.Delete(voucherID)
 				vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.fenceTTL)
 				defer cancel()
-				if err := r.Ensure(vctx, voucherID); err != nil && !errors.Is(err, ErrBusy) {
+				if err := r.Ensure(vctx, voucherID, core.Wait); err != nil && !errors.Is(err, core.ErrBusy) {
 					r.log.Warn("verifying a voucher whose shopper's part was intact", "voucher", voucherID, "err", err)
 				}
 			}()
 		}
 		return nil
 	}
-	return r.Ensure(ctx, voucherID)
+	return r.Ensure(ctx, voucherID, core.Wait)
 }
 
 // Recheck is what a read of a voucher's live state calls when it found
@@ -341,14 +365,14 @@ func (r *Recovery) EnsureShopper(ctx context.Context, voucherID, userID int64) e
 // until the incarnation changes. If the voucher's state is gone, or was
 // written in another incarnation, it is rebuilt and rebuilt reports true:
 // the caller reads again.
-func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, err error) {
+func (r *Guard) Recheck(ctx context.Context, voucherID int64, p core.Patience) (rebuilt bool, err error) {
 	inc, err := r.live.RefreshIncarnation(ctx)
 	if err != nil {
-		return false, Wrap("recovery: incarnation", CodeUnavailable, err)
+		return false, core.Wrap("recovery: incarnation", core.CodeUnavailable, err)
 	}
 	was, ok, err := r.live.VerifiedIn(ctx, voucherID)
 	if err != nil {
-		return false, Wrap("recovery: verified in", CodeUnavailable, err)
+		return false, core.Wrap("recovery: verified in", core.CodeUnavailable, err)
 	}
 	if ok && was != inc {
 		if ok, err = r.reverify(ctx, voucherID, was, inc); err != nil {
@@ -360,20 +384,21 @@ func (r *Recovery) Recheck(ctx context.Context, voucherID int64) (rebuilt bool, 
 		return false, nil
 	}
 	r.verified.Delete(voucherID)
-	return true, r.Rebuild(ctx, voucherID)
+	_, err = r.run(ctx, voucherID, p, false)
+	return true, err
 }
 
 // reverify asks a live store that can tell (Reverifier) whether the
 // voucher's state, verified in an earlier incarnation, is untouched by the
 // change to inc: then it is verified in inc without a rebuild.
-func (r *Recovery) reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
-	rv, ok := r.live.(Reverifier)
-	if !ok {
+func (r *Guard) reverify(ctx context.Context, voucherID int64, was, inc string) (bool, error) {
+	rv := r.features.Reverifier
+	if rv == nil {
 		return false, nil
 	}
 	ok, err := rv.Reverify(ctx, voucherID, was, inc)
 	if err != nil {
-		return false, Wrap("recovery: reverify", CodeUnavailable, err)
+		return false, core.Wrap("recovery: reverify", core.CodeUnavailable, err)
 	}
 	if ok {
 		r.log.Debug("carried a voucher's live state over to a new incarnation: its masters did not change", "voucher", voucherID, "incarnation", inc)
@@ -384,10 +409,11 @@ func (r *Recovery) reverify(ctx context.Context, voucherID int64, was, inc strin
 // Lost is what the request path calls when the live store answered that it
 // has no state for a voucher already ensured (keys deleted under a running
 // incarnation): the voucher is rebuilt.
-func (r *Recovery) Lost(ctx context.Context, voucherID int64) error {
+func (r *Guard) Lost(ctx context.Context, voucherID int64, p core.Patience) error {
 	r.verified.Delete(voucherID)
-	return r.Rebuild(ctx, voucherID)
+	_, err := r.run(ctx, voucherID, p, false)
+	return err
 }
 
 // Incarnation is the live store's incarnation now (cached).
-func (r *Recovery) Incarnation(ctx context.Context) (string, error) { return r.live.Incarnation(ctx) }
+func (r *Guard) Incarnation(ctx context.Context) (string, error) { return r.live.Incarnation(ctx) }

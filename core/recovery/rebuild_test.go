@@ -1,4 +1,4 @@
-package core_test
+package recovery_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // TestRebuildCountsEveryOrderOnce: orders persisted, orders the queue
@@ -19,8 +20,8 @@ func TestRebuildCountsEveryOrderOnce(t *testing.T) {
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 6}, // 10 at first, 4 persisted
 		orders: []core.Order{{ID: 1, UserID: 1}, {ID: 2, UserID: 2}, {ID: 3, UserID: 3}, {ID: 4, UserID: 4}}}
 	held := fakeHolder{{ID: 4, UserID: 4, VoucherID: 7}, {ID: 5, UserID: 5, VoucherID: 7}, {ID: 6, UserID: 6, VoucherID: 7}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: held})
-	if err := r.Ensure(context.Background(), 7); err != nil {
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: held}})
+	if err := r.Ensure(context.Background(), 7, core.Wait); err != nil {
 		t.Fatal(err)
 	}
 	s := live.state[7]
@@ -41,19 +42,19 @@ func TestAnotherInstancesRebuildIsWaitedFor(t *testing.T) {
 	live := newFakeLive("run-1")
 	live.fences[7] = "someone else's"
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Wait: 100 * time.Millisecond})
-	if err := r.Ensure(context.Background(), 7); !errors.Is(err, core.ErrBusy) {
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Wait: 100 * time.Millisecond})
+	if err := r.Ensure(context.Background(), 7, core.Wait); !errors.Is(err, core.ErrBusy) {
 		t.Fatalf("with the fence held throughout: %v, want ErrBusy", err)
 	}
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		live.mu.Lock()
 		delete(live.fences, 7)
-		live.state[7] = core.LiveState{Present: true, Stock: 5, VerifiedIn: "run-1"}
+		live.state[7] = recovery.LiveState{Present: true, Stock: 5, VerifiedIn: "run-1"}
 		live.mu.Unlock()
 	}()
-	r = core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Wait: 2 * time.Second})
-	if err := r.Ensure(context.Background(), 7); err != nil {
+	r = recovery.New(recovery.Config{Live: live, Ledger: ledger, Wait: 2 * time.Second})
+	if err := r.Ensure(context.Background(), 7, core.Wait); err != nil {
 		t.Fatalf("the other instance finished: %v", err)
 	}
 }
@@ -94,11 +95,11 @@ func TestARebuildWaitsForAQueueThatCannotListToDrain(t *testing.T) {
 	probe := &fakeProbe{holding: "3 ready"}
 	// A rebuild's own deadline is half the fence: 3 s, of which 2 s are
 	// kept for the rebuild itself, so it waits about 1 s for the drain.
-	cfg := core.RecoveryConfig{Live: live, Ledger: ledger, Holding: probe, FenceTTL: 6 * time.Second}
-	r := core.NewRecovery(cfg)
+	cfg := recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holding: probe}, FenceTTL: 6 * time.Second}
+	r := recovery.New(cfg)
 	ctx := context.Background()
 
-	err := r.Ensure(ctx, 7)
+	err := r.Ensure(ctx, 7, core.Wait)
 	if core.CodeOf(err) != core.CodeBusy {
 		t.Fatalf("a shopper's rebuild with the broker holding orders: %v, want busy", err)
 	}
@@ -115,7 +116,7 @@ func TestARebuildWaitsForAQueueThatCannotListToDrain(t *testing.T) {
 		t.Fatalf("the broker was asked %d times, want at least once per rebuild", asked)
 	}
 
-	if err := r.Ensure(ctx, 7); err != nil {
+	if err := r.Ensure(ctx, 7, core.Wait); err != nil {
 		t.Fatalf("a rebuild once the broker drained: %v", err)
 	}
 	if s := live.state[7]; !s.Present || s.Stock != 8 || len(s.Buyers) != 2 {
@@ -124,7 +125,7 @@ func TestARebuildWaitsForAQueueThatCannotListToDrain(t *testing.T) {
 	// New orders flow into the broker again; another instance's reconcile
 	// in the same incarnation does not wait for them.
 	asked := probe.set("5 ready")
-	other := core.NewRecovery(cfg)
+	other := recovery.New(cfg)
 	if _, err := other.Reconcile(ctx, 7); err != nil {
 		t.Fatalf("another instance's reconcile in the drained incarnation: %v", err)
 	}
@@ -135,7 +136,7 @@ func TestARebuildWaitsForAQueueThatCannotListToDrain(t *testing.T) {
 	live.mu.Lock()
 	live.incarnation = "run-3" // Redis lost again
 	live.mu.Unlock()
-	if err := r.Ensure(ctx, 7); core.CodeOf(err) != core.CodeBusy {
+	if err := r.Ensure(ctx, 7, core.Wait); core.CodeOf(err) != core.CodeBusy {
 		t.Fatalf("a rebuild in a new incarnation with the broker holding orders: %v, want busy", err)
 	}
 }

@@ -1,4 +1,4 @@
-package core_test
+package recovery_test
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // fakeLive is a live store in memory.
 type fakeLive struct {
 	mu          sync.Mutex
 	incarnation string
-	state       map[int64]core.LiveState
+	state       map[int64]recovery.LiveState
 	fences      map[int64]string
 	restores    atomic.Int64
 	drainedIn   *string
@@ -25,6 +26,9 @@ type fakeLive struct {
 	failRestore atomic.Bool
 	attempts    atomic.Int64
 }
+
+// Features: the fake has no optional part (those that do embed it).
+func (l *fakeLive) Features() recovery.LiveFeatures { return recovery.LiveFeatures{} }
 
 func (l *fakeLive) DrainedIn(context.Context) (string, bool, error) {
 	l.mu.Lock()
@@ -43,7 +47,7 @@ func (l *fakeLive) MarkDrained(_ context.Context, inc string) error {
 }
 
 func newFakeLive(inc string) *fakeLive {
-	return &fakeLive{incarnation: inc, state: map[int64]core.LiveState{}, fences: map[int64]string{}}
+	return &fakeLive{incarnation: inc, state: map[int64]recovery.LiveState{}, fences: map[int64]string{}}
 }
 
 func (l *fakeLive) Incarnation(context.Context) (string, error) {
@@ -91,7 +95,7 @@ func (l *fakeLive) Fence(_ context.Context, v int64, _ time.Duration) (string, b
 	l.state[v] = s
 	return "tok", true, nil
 }
-func (l *fakeLive) Restore(_ context.Context, s core.RestoredSale, token string) error {
+func (l *fakeLive) Restore(_ context.Context, s recovery.RestoredSale, token string) error {
 	time.Sleep(20 * time.Millisecond) // a rebuild takes a while: concurrent callers must join it
 	l.attempts.Add(1)
 	if l.failRestore.Load() {
@@ -103,7 +107,7 @@ func (l *fakeLive) Restore(_ context.Context, s core.RestoredSale, token string)
 		return errors.New("fence lost")
 	}
 	delete(l.fences, s.Voucher.ID)
-	l.state[s.Voucher.ID] = core.LiveState{Present: true, Stock: s.Voucher.Stock, Buyers: s.Buyers, VerifiedIn: s.Incarnation}
+	l.state[s.Voucher.ID] = recovery.LiveState{Present: true, Stock: s.Voucher.Stock, Buyers: s.Buyers, VerifiedIn: s.Incarnation}
 	l.restores.Add(1)
 	return nil
 }
@@ -120,7 +124,7 @@ func (l *fakeLive) Fenced(_ context.Context, v int64) (bool, error) {
 	defer l.mu.Unlock()
 	return l.fences[v] != "", nil
 }
-func (l *fakeLive) LiveState(_ context.Context, v int64) (core.LiveState, error) {
+func (l *fakeLive) LiveState(_ context.Context, v int64) (recovery.LiveState, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.state[v], nil
@@ -155,15 +159,31 @@ type fakeHolder []core.Order
 
 func (h fakeHolder) HeldOrders(context.Context, int64) ([]core.Order, error) { return h, nil }
 
+// counterIDs numbers orders 1, 2, …
+type counterIDs struct{ n atomic.Int64 }
+
+func (c *counterIDs) NextID(context.Context) (int64, error) { return c.n.Add(1), nil }
+
+// noReservations is a reservation that holds no order.
+type noReservations struct{}
+
+func (noReservations) Reserve(context.Context, core.Order) (core.Reservation, error) {
+	return core.Reservation{}, errors.New("not for sale")
+}
+func (noReservations) Release(context.Context, core.Order) error { return nil }
+func (noReservations) ReservedOrder(context.Context, int64, int64) (int64, bool, error) {
+	return 0, false, nil
+}
+
 // TestEnsureRebuildsOncePerIncarnation: a hundred requests at once rebuild
 // once; later ones cost no rebuild until the incarnation changes.
 func TestEnsureRebuildsOncePerIncarnation(t *testing.T) {
 	live := newFakeLive("run-1")
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}})
+	r := recovery.New(recovery.Config{Live: live, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}})
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
-			if err := r.Ensure(context.Background(), 7); err != nil {
+			if err := r.Ensure(context.Background(), 7, core.Wait); err != nil {
 				t.Error(err)
 			}
 		})
@@ -172,14 +192,14 @@ func TestEnsureRebuildsOncePerIncarnation(t *testing.T) {
 	if n := live.restores.Load(); n != 1 {
 		t.Fatalf("%d rebuilds for one voucher at once, want 1", n)
 	}
-	r.Ensure(context.Background(), 7)
+	r.Ensure(context.Background(), 7, core.Wait)
 	if n := live.restores.Load(); n != 1 {
 		t.Fatalf("a verified voucher was rebuilt again (%d)", n)
 	}
 	live.mu.Lock()
 	live.incarnation = "run-2" // Redis came back from an old snapshot
 	live.mu.Unlock()
-	r.Ensure(context.Background(), 7)
+	r.Ensure(context.Background(), 7, core.Wait)
 	if n := live.restores.Load(); n != 2 {
 		t.Fatalf("a new incarnation did not rebuild (%d rebuilds)", n)
 	}
@@ -212,9 +232,9 @@ func TestOrderReadsDuringAnotherRebuildAskTheDatabase(t *testing.T) {
 	live.fences[7] = "another instance's"
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}}
 	// The other rebuild outlasts the read's own deadline.
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: fakeHolder{}, Wait: time.Minute})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: fakeHolder{}}, Wait: time.Minute})
 	orders := fakeOrders{1: {ID: 101, UserID: 1, VoucherID: 7}}
-	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: &fakeReserver{}, Orders: orders, Recovery: r})
+	s := core.NewSeckill(core.SeckillConfig{IDs: &counterIDs{}, Reserver: noReservations{}, Orders: orders, Recovery: r})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -243,7 +263,7 @@ func TestARebuildCountsOnlyLiveOrders(t *testing.T) {
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 9}, orders: []core.Order{
 		{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated}, cancelled,
 	}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: fakeHolder{{ID: 12, UserID: 2, VoucherID: 7}}})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: fakeHolder{{ID: 12, UserID: 2, VoucherID: 7}}}})
 	report, err := r.Reconcile(context.Background(), 7)
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +284,10 @@ type partLive struct {
 	intact func(userID int64) bool
 }
 
+func (l partLive) Features() recovery.LiveFeatures {
+	return recovery.LiveFeatures{ShopperVerifier: l}
+}
+
 func (l partLive) VerifiedFor(_ context.Context, _, userID int64, _ string) (bool, error) {
 	return l.intact(userID), nil
 }
@@ -275,10 +299,10 @@ func (l partLive) VerifiedFor(_ context.Context, _, userID int64, _ string) (boo
 // runs in the background and, once the other rebuild is gone, rebuilds it.
 func TestAShopperOfAnIntactPartBuysWhileTheRestIsRebuilt(t *testing.T) {
 	live := newFakeLive("run-2")
-	live.state[7] = core.LiveState{Present: true, Stock: 5, Buyers: map[int64]int64{}, VerifiedIn: "run-1"}
+	live.state[7] = recovery.LiveState{Present: true, Stock: 5, Buyers: map[int64]int64{}, VerifiedIn: "run-1"}
 	live.fences[7] = "another instance's"
 	parts := partLive{fakeLive: live, intact: func(u int64) bool { return u%2 == 0 }}
-	r := core.NewRecovery(core.RecoveryConfig{Live: parts, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}},
+	r := recovery.New(recovery.Config{Live: parts, Ledger: fakeLedger{voucher: core.Voucher{ID: 7, Stock: 5}},
 		Wait: 200 * time.Millisecond})
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -326,11 +350,11 @@ func TestAShopperOfAnIntactPartBuysWhileTheRestIsRebuilt(t *testing.T) {
 func TestAFailingRebuildBacksOff(t *testing.T) {
 	live := newFakeLive("run-1")
 	ledger := fakeLedgers{7: {voucher: core.Voucher{ID: 7, Stock: 5}}, 8: {voucher: core.Voucher{ID: 8, Stock: 5}}}
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger})
 	live.failRestore.Store(true)
 	var busy int
 	for range 300 {
-		err := r.Ensure(context.Background(), 7)
+		err := r.Ensure(context.Background(), 7, core.Wait)
 		if err == nil {
 			t.Fatal("a rebuild that cannot restore succeeded")
 		}
@@ -346,12 +370,12 @@ func TestAFailingRebuildBacksOff(t *testing.T) {
 		t.Fatalf("%d of 300 requests were told busy, want nearly all (held off, not a rebuild each)", busy)
 	}
 	live.failRestore.Store(false)
-	if err := r.Ensure(context.Background(), 8); err != nil {
+	if err := r.Ensure(context.Background(), 8, core.Wait); err != nil {
 		t.Fatalf("another voucher while the first backs off: %v", err)
 	}
 	var err error
 	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = r.Ensure(context.Background(), 7); err == nil {
+		if err = r.Ensure(context.Background(), 7, core.Wait); err == nil {
 			break
 		}
 	}

@@ -1,8 +1,10 @@
-package core
+package recovery
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Auditing a voucher: its live state set against the database and the
@@ -35,14 +37,14 @@ type Audit struct {
 // reports where they disagree. It changes nothing (Reconcile repairs).
 // The reads are not one snapshot: a sale under way shows in-flight
 // differences that a second audit no longer shows.
-func (r *Recovery) Audit(ctx context.Context, voucherID int64) (Audit, error) {
+func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 	a := Audit{VoucherID: voucherID}
 	var err error
 	if a.Incarnation, err = r.live.Incarnation(ctx); err != nil {
-		return a, Wrap("audit: incarnation", CodeUnavailable, err)
+		return a, core.Wrap("audit: incarnation", core.CodeUnavailable, err)
 	}
-	var held []Order
-	if r.holder != nil {
+	var held []core.Order
+	if r.queue.Holder != nil {
 		a.QueueHolds = true
 		// The voucher's buckets say which shards hold its orders.
 		found, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher)
@@ -50,8 +52,8 @@ func (r *Recovery) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 			return a, err
 		}
 		found.ID = voucherID
-		if held, err = HeldOrdersOf(ctx, r.holder, found); err != nil {
-			return a, Wrap("audit: held orders", CodeUnavailable, err)
+		if held, err = r.queue.HeldOrdersOf(ctx, found); err != nil {
+			return a, core.Wrap("audit: held orders", core.CodeUnavailable, err)
 		}
 	}
 	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
@@ -59,7 +61,7 @@ func (r *Recovery) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 		return a, err
 	}
 	if a.Live, err = r.live.LiveState(ctx, voucherID); err != nil {
-		return a, Wrap("audit: live state", CodeUnavailable, err)
+		return a, core.Wrap("audit: live state", core.CodeUnavailable, err)
 	}
 	a.DatabaseStock, a.Held = v.Stock, len(held)
 	want := make(map[int64]int64, len(persisted)+len(held))

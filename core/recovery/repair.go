@@ -1,10 +1,12 @@
-package core
+package recovery
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Repairing after a loss: orders read from the queue before the live
@@ -21,18 +23,18 @@ import (
 // reach), orders whose own masters can vouch that nothing changed since
 // readIn need no repair (ScopedIncarnation): the consumers of the masters
 // that answer go on acking, rather than wait for the one that does not.
-func (r *Recovery) RepairAfter(ctx context.Context, readIn string, orders []Order) error {
+func (r *Guard) RepairAfter(ctx context.Context, readIn string, orders []core.Order) error {
 	if len(orders) == 0 {
 		return nil
 	}
 	now, err := r.live.RefreshIncarnation(ctx)
 	if err != nil {
-		if scoped, ok := r.live.(ScopedIncarnation); ok {
+		if scoped := r.features.Scoped; scoped != nil {
 			if unaffected, serr := scoped.Unaffected(ctx, readIn, orders); serr == nil && unaffected {
 				return nil
 			}
 		}
-		return Wrap("repair: incarnation", CodeUnavailable, err)
+		return core.Wrap("repair: incarnation", core.CodeUnavailable, err)
 	}
 	if now == readIn {
 		return nil
@@ -46,25 +48,25 @@ func (r *Recovery) RepairAfter(ctx context.Context, readIn string, orders []Orde
 	}
 	statuses, err := r.ledger.OrderStatuses(ctx, ids)
 	if err != nil {
-		return Wrap("repair: order statuses", CodeUnavailable, err)
+		return core.Wrap("repair: order statuses", core.CodeUnavailable, err)
 	}
-	var todo []Order
+	var todo []core.Order
 	for _, o := range orders {
-		if st, ok := statuses[o.ID]; !ok || (Order{Status: st}).Live() {
+		if st, ok := statuses[o.ID]; !ok || (core.Order{Status: st}).Live() {
 			todo = append(todo, o)
 		}
 	}
 	if len(todo) == 0 {
 		return nil
 	}
-	if r.probe != nil {
+	if r.queue.Holding != nil {
 		// A queue that cannot list its orders (see awaitDrained): no
 		// rebuild of the new incarnation runs until the queue holds none,
 		// and these are held until this returns, so a voucher without live
 		// state is rebuilt after they were persisted, from the database.
 		// Waiting for that rebuild here would wait for this very ack.
 		if _, err := r.live.Repair(ctx, todo); err != nil {
-			return Wrap("repair", CodeUnavailable, err)
+			return core.Wrap("repair", core.CodeUnavailable, err)
 		}
 		return nil
 	}
@@ -75,13 +77,13 @@ func (r *Recovery) RepairAfter(ctx context.Context, readIn string, orders []Orde
 			vouchers[o.VoucherID] = true
 		}
 		for v := range vouchers {
-			if err := r.Ensure(ctx, v); err != nil && !errors.Is(err, ErrBusy) {
+			if err := r.Ensure(ctx, v, core.Wait); err != nil && !errors.Is(err, core.ErrBusy) {
 				return fmt.Errorf("repair: ensure voucher %d: %w", v, err)
 			}
 		}
 		again, err := r.live.Repair(ctx, todo)
 		if err != nil {
-			return Wrap("repair", CodeUnavailable, err)
+			return core.Wrap("repair", core.CodeUnavailable, err)
 		}
 		if len(again) == 0 {
 			r.log.Warn("told Redis of orders read before it forgot the sale and persisted after",

@@ -1,4 +1,4 @@
-package core_test
+package recovery_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // TestAuditNamesEachDifferenceAndChangesNothing: a live state with the
@@ -17,9 +18,9 @@ func TestAuditNamesEachDifferenceAndChangesNothing(t *testing.T) {
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 7}, // 10 at first, 3 persisted
 		orders: []core.Order{{ID: 1, UserID: 1}, {ID: 2, UserID: 2}, {ID: 3, UserID: 3}}}
 	held := fakeHolder{{ID: 4, UserID: 4, VoucherID: 7}} // reserved, not yet persisted
-	live.state[7] = core.LiveState{Present: true, Stock: 9, VerifiedIn: "run-1",
+	live.state[7] = recovery.LiveState{Present: true, Stock: 9, VerifiedIn: "run-1",
 		Buyers: map[int64]int64{1: 1, 2: 2, 4: 4, 99: 99}} // 3 missing, 99 unknown
-	r := core.NewRecovery(core.RecoveryConfig{Live: live, Ledger: ledger, Holder: held})
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: held}})
 	a, err := r.Audit(context.Background(), 7)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +38,7 @@ func TestAuditNamesEachDifferenceAndChangesNothing(t *testing.T) {
 		t.Fatalf("the audit changed the live state: %+v, %d restores", s, live.restores.Load())
 	}
 	// In agreement, an audit has nothing to say.
-	live.state[7] = core.LiveState{Present: true, Stock: 6, VerifiedIn: "run-1", Buyers: map[int64]int64{1: 1, 2: 2, 3: 3, 4: 4}}
+	live.state[7] = recovery.LiveState{Present: true, Stock: 6, VerifiedIn: "run-1", Buyers: map[int64]int64{1: 1, 2: 2, 3: 3, 4: 4}}
 	if a, _ := r.Audit(context.Background(), 7); len(a.Differences) != 0 {
 		t.Fatalf("a live state in agreement: differences %v", a.Differences)
 	}

@@ -1,17 +1,19 @@
-package core
+package recovery
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Rebuilding a voucher's live state: fenced, one at a time per voucher in
 // this process, from the queue's held orders and the database's snapshot.
 
-// RebuildReport says what one rebuild found and changed.
-type RebuildReport struct {
+// Report says what one rebuild found and changed.
+type Report struct {
 	VoucherID int64
 	// Incarnation the state was rebuilt for; Previous the one it had
 	// been verified in ("" when the live store had forgotten it).
@@ -31,8 +33,8 @@ type RebuildReport struct {
 
 // Rebuild rebuilds the voucher's live state, one rebuild at a time per
 // voucher in this process; callers that arrive during one wait for it.
-func (r *Recovery) Rebuild(ctx context.Context, voucherID int64) error {
-	_, err := r.run(ctx, voucherID, false)
+func (r *Guard) Rebuild(ctx context.Context, voucherID int64) error {
+	_, err := r.run(ctx, voucherID, core.Wait, false)
 	return err
 }
 
@@ -46,15 +48,15 @@ func (r *Recovery) Rebuild(ctx context.Context, voucherID int64) error {
 // database does not is an order in some consumer's hands — or one lost.
 // No rebuild can tell which, so while there are any, Reconcile refuses
 // with CodeNotReconcilable rather than sell their units again.
-func (r *Recovery) Reconcile(ctx context.Context, voucherID int64) (RebuildReport, error) {
-	return r.run(ctx, voucherID, true)
+func (r *Guard) Reconcile(ctx context.Context, voucherID int64) (Report, error) {
+	return r.run(ctx, voucherID, core.Wait, true)
 }
 
 // ErrNotReconcilable: see Reconcile.
-var ErrNotReconcilable = E(CodeNotReconcilable,
+var ErrNotReconcilable = core.E(core.CodeNotReconcilable,
 	"this backend cannot list the orders it holds, and some of this voucher's are reserved and not yet persisted: retry once they are")
 
-func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
+func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, operator bool) (Report, error) {
 	r.mu.Lock()
 	b, ok := r.running[voucherID]
 	if f, failing := r.failing[voucherID]; !ok && !operator && failing && time.Now().Before(f.until) {
@@ -62,7 +64,7 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 		// this voucher's shoppers are told to retry, without a rebuild
 		// each that would fail the same way; the rest of the sale goes on.
 		r.mu.Unlock()
-		return RebuildReport{VoucherID: voucherID}, ErrBusy
+		return Report{VoucherID: voucherID}, core.ErrBusy
 	}
 	if !ok {
 		// The rebuild is no caller's: it runs to its own deadline, shorter
@@ -85,7 +87,7 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 	}
 	r.mu.Unlock()
 	var gaveUp <-chan struct{} = ctx.Done()
-	if !waits(ctx) {
+	if p == core.DontWait {
 		// A rebuild already done still answers (a select picks at random
 		// among ready cases).
 		select {
@@ -104,22 +106,22 @@ func (r *Recovery) run(ctx context.Context, voucherID int64, operator bool) (Reb
 		}
 		var nd notDrained
 		if errors.As(err, &nd) {
-			code := CodeBusy // a shopper retries in a moment
+			code := core.CodeBusy // a shopper retries in a moment
 			if operator {
-				code = CodeNotReconcilable
+				code = core.CodeNotReconcilable
 			}
-			err = &Error{Code: code, Op: "recovery", Message: nd.message(), Err: err}
+			err = &core.Error{Code: code, Op: "recovery", Message: nd.message(), Err: err}
 		}
 		if ok {
 			// Another caller's rebuild: its report is that caller's.
-			return RebuildReport{VoucherID: voucherID}, err
+			return Report{VoucherID: voucherID}, err
 		}
 		return b.report, err
 	case <-gaveUp:
 		if ctx.Err() == nil {
-			return RebuildReport{VoucherID: voucherID}, ErrBusy // not waiting (WithoutWaiting)
+			return Report{VoucherID: voucherID}, core.ErrBusy // not waiting (DontWait)
 		}
-		return RebuildReport{VoucherID: voucherID}, Wrap("recovery: waiting for the rebuild", CodeUnavailable, ctx.Err())
+		return Report{VoucherID: voucherID}, core.Wrap("recovery: waiting for the rebuild", core.CodeUnavailable, ctx.Err())
 	}
 }
 
@@ -143,8 +145,8 @@ type failure struct {
 // backOff records how a rebuild of the voucher ended; r.mu is held. Only
 // a failure of the live store or the database counts: not a voucher that
 // does not exist, another's rebuild under way, or a queue not drained.
-func (r *Recovery) backOff(voucherID int64, err error) {
-	if err == nil || CodeOf(err) != CodeUnavailable {
+func (r *Guard) backOff(voucherID int64, err error) {
+	if err == nil || core.CodeOf(err) != core.CodeUnavailable {
 		delete(r.failing, voucherID)
 		return
 	}
@@ -157,38 +159,38 @@ func (r *Recovery) backOff(voucherID int64, err error) {
 // closed is a channel that is always ready.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) (RebuildReport, error) {
+func (r *Guard) rebuild(ctx context.Context, voucherID int64, operator bool) (Report, error) {
 	start := time.Now()
 	// A voucher the database does not have is not fenced: requests for
 	// made-up ids leave nothing behind in Redis.
 	found, err := r.unknown.Find(ctx, voucherID, r.ledger.FindVoucher)
 	found.ID = voucherID
 	if err != nil {
-		if errors.Is(err, ErrVoucherNotFound) {
-			return RebuildReport{}, err
+		if errors.Is(err, core.ErrVoucherNotFound) {
+			return Report{}, err
 		}
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: find voucher", CodeUnavailable, err))
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: find voucher", core.CodeUnavailable, err))
 	}
 	if r.buckets != nil {
 		r.buckets.KnowBuckets(voucherID, found.BucketCount())
 	}
 	before, err := r.live.LiveState(ctx, voucherID)
 	if err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: live state", core.CodeUnavailable, err))
 	}
 	fence := r.live.Fence
-	if pf, partial := r.live.(PartialFencer); partial && !operator {
+	if pf := r.features.PartialFencer; pf != nil && !operator {
 		fence = pf.FenceLost
 	}
 	token, ok, err := fence(ctx, voucherID, r.fenceTTL)
 	if err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: fence", CodeUnavailable, err))
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: fence", core.CodeUnavailable, err))
 	}
 	if !ok {
-		return RebuildReport{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
+		return Report{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
 	}
 	report, err := r.rebuildFenced(ctx, found, token, start, before, operator)
-	if err != nil && !errors.Is(err, ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
+	if err != nil && !errors.Is(err, core.ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
 		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
 			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
 		}
@@ -196,125 +198,158 @@ func (r *Recovery) rebuild(ctx context.Context, voucherID int64, operator bool) 
 	return report, err
 }
 
-func (r *Recovery) rebuildFenced(ctx context.Context, found Voucher, token string, start time.Time, before LiveState, operator bool) (RebuildReport, error) {
+func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token string, start time.Time, before LiveState, operator bool) (Report, error) {
 	voucherID := found.ID
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: incarnation", CodeUnavailable, err))
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: incarnation", core.CodeUnavailable, err))
 	}
-	was := before.VerifiedIn
-	// The queue is read before the database: an order acknowledged in
-	// between was committed before the database is read, so every order is
-	// seen at least once, and the union by id counts it once.
-	var held []Order
-	if r.holder != nil {
-		if held, err = HeldOrdersOf(ctx, r.holder, found); err != nil {
-			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: held orders", CodeUnavailable, err))
-		}
-	} else {
-		// A queue that cannot list what it holds: the live store's buyers,
-		// read under the fence (no reservation can add one now), stand for
-		// it. Those the database lacks are in a consumer's hands (or lost).
-		if r.probe != nil {
-			// The queue outlives the live store: its orders reserved before
-			// a loss are in neither the live store nor (yet) the database.
-			if err := r.awaitDrained(ctx, voucherID, inc); err != nil {
-				return RebuildReport{}, err
-			}
-		}
-		fenced, err := r.live.LiveState(ctx, voucherID)
-		if err != nil {
-			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: live state", CodeUnavailable, err))
-		}
-		for user, order := range fenced.Buyers {
-			held = append(held, Order{ID: order, UserID: user, VoucherID: voucherID})
-		}
+	held, err := r.heldOrders(ctx, found, inc)
+	if err != nil {
+		return Report{}, err
 	}
 	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
-	if errors.Is(err, ErrVoucherNotFound) {
-		return RebuildReport{}, ErrVoucherNotFound // the fence expires on its own: nothing to restore
+	if errors.Is(err, core.ErrVoucherNotFound) {
+		return Report{}, core.ErrVoucherNotFound // the fence expires on its own: nothing to restore
 	}
 	if err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: sale snapshot", CodeUnavailable, err))
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: sale snapshot", core.CodeUnavailable, err))
 	}
-	buyers := make(map[int64]int64, len(persisted)+len(held))
-	// ids are every order the database has, live or not: a held order
-	// the database holds as cancelled is no buyer, whatever the queue says.
-	ids := make(map[int64]bool, len(persisted))
-	live := 0
-	for _, o := range persisted {
-		ids[o.ID] = true
-		if o.Live() {
-			buyers[o.UserID] = o.ID
-			live++
-		}
-	}
-	var requeued []Order
+	sale := newBuyers(persisted)
+	var requeued []core.Order
 	if !operator {
 		// An operator's reconcile makes the live store the database's and
 		// the queue's, as asked (an order deleted from the database by
 		// hand gives its unit back); a rebuild after a loss keeps what the
 		// shoppers were answered.
-		if requeued, err = r.requeueStranded(ctx, voucherID, before, ids, held); err != nil {
-			return RebuildReport{}, r.failed(voucherID, Wrap("recovery: requeue", CodeUnavailable, err))
+		if requeued, err = r.requeueStranded(ctx, voucherID, before, sale.ids, held); err != nil {
+			return Report{}, r.failed(voucherID, core.Wrap("recovery: requeue", core.CodeUnavailable, err))
 		}
 		held = append(held, requeued...)
 	}
-	heldOnly := 0
-	for _, o := range held {
-		if ids[o.ID] {
-			continue
-		}
-		if other, ok := buyers[o.UserID]; ok && other != o.ID {
-			// The store will refuse it (buyer_holds_another); it takes no stock.
-			r.log.Error("rebuild: a held order's buyer already has another order of the voucher",
-				"voucher", voucherID, "user", o.UserID, "order", o.ID, "other", other)
-			continue
-		}
-		buyers[o.UserID] = o.ID
-		ids[o.ID] = true
-		heldOnly++
-	}
-	// An operator's reconcile that cannot tell the orders in consumers'
-	// hands from lost ones is refused, after restoring what it read under
-	// the fence — those orders' buyers kept — so the sale goes on as if
-	// the request path had rebuilt it.
-	refuse := operator && r.holder == nil && heldOnly > 0
-	report := RebuildReport{VoucherID: voucherID, Incarnation: inc, Previous: was, Persisted: live,
-		Held: len(held), HeldOnly: heldOnly, Requeued: len(requeued), StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(buyers)}
+	heldOnly := sale.addHeld(held, func(o core.Order, other int64) {
+		// The store will refuse it (buyer_holds_another); it takes no stock.
+		r.log.Error("rebuild: a held order's buyer already has another order of the voucher",
+			"voucher", voucherID, "user", o.UserID, "order", o.ID, "other", other)
+	})
+	report := Report{VoucherID: voucherID, Incarnation: inc, Previous: before.VerifiedIn, Persisted: sale.live,
+		Held: len(held), HeldOnly: heldOnly, Requeued: len(requeued), StockBefore: -1, BuyersBefore: len(before.Buyers), BuyersAfter: len(sale.buyers)}
 	if before.Present {
 		report.StockBefore = before.Stock
 	}
-	remaining := v.Stock - int64(heldOnly)
-	if remaining < 0 {
+	v.Stock -= int64(heldOnly)
+	if v.Stock < 0 {
 		r.log.Error("rebuild: the queue holds more unpersisted orders than the database has stock",
-			"voucher", voucherID, "stock_column", v.Stock, "held_unpersisted", heldOnly)
-		remaining = 0
+			"voucher", voucherID, "stock_column", v.Stock+int64(heldOnly), "held_unpersisted", heldOnly)
+		v.Stock = 0
 	}
-	v.Stock = remaining
-	if err := r.live.Restore(ctx, RestoredSale{Voucher: v, Buyers: buyers, Incarnation: inc}, token); err != nil {
-		return RebuildReport{}, r.failed(voucherID, Wrap("recovery: restore", CodeUnavailable, err))
+	if err := r.live.Restore(ctx, RestoredSale{Voucher: v, Buyers: sale.buyers, Incarnation: inc}, token); err != nil {
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: restore", core.CodeUnavailable, err))
 	}
-	r.verified.Store(voucherID, inc)
+	report.StockAfter, report.Took = v.Stock, time.Since(start)
+	return report, r.restored(ctx, report, operator)
+}
+
+// heldOrders are the voucher's orders the queue holds. The queue is read
+// before the database: an order acknowledged in between was committed
+// before the database is read, so every order is seen at least once, and
+// the union by id counts it once.
+func (r *Guard) heldOrders(ctx context.Context, found core.Voucher, inc string) ([]core.Order, error) {
+	if r.queue.Holder != nil {
+		held, err := r.queue.HeldOrdersOf(ctx, found)
+		if err != nil {
+			return nil, r.failed(found.ID, core.Wrap("recovery: held orders", core.CodeUnavailable, err))
+		}
+		return held, nil
+	}
+	// A queue that cannot list what it holds: the live store's buyers,
+	// read under the fence (no reservation can add one now), stand for
+	// it. Those the database lacks are in a consumer's hands (or lost).
+	if r.queue.Holding != nil {
+		// The queue outlives the live store: its orders reserved before
+		// a loss are in neither the live store nor (yet) the database.
+		if err := r.awaitDrained(ctx, found.ID, inc); err != nil {
+			return nil, err
+		}
+	}
+	fenced, err := r.live.LiveState(ctx, found.ID)
+	if err != nil {
+		return nil, r.failed(found.ID, core.Wrap("recovery: live state", core.CodeUnavailable, err))
+	}
+	var held []core.Order
+	for user, order := range fenced.Buyers {
+		held = append(held, core.Order{ID: order, UserID: user, VoucherID: found.ID})
+	}
+	return held, nil
+}
+
+// buyers is a rebuilt voucher's buyers: each persisted live order's, then
+// each held order's the database lacks.
+type buyers struct {
+	buyers map[int64]int64 // user -> order
+	// ids are every order the database has, live or not: a held order the
+	// database holds as cancelled is no buyer, whatever the queue says.
+	ids  map[int64]bool
+	live int // persisted live orders
+}
+
+func newBuyers(persisted []core.Order) *buyers {
+	b := &buyers{buyers: make(map[int64]int64, len(persisted)), ids: make(map[int64]bool, len(persisted))}
+	for _, o := range persisted {
+		b.ids[o.ID] = true
+		if o.Live() {
+			b.buyers[o.UserID] = o.ID
+			b.live++
+		}
+	}
+	return b
+}
+
+// addHeld adds the held orders the database lacks and returns how many
+// it added; refused is told of one whose buyer holds another order.
+func (b *buyers) addHeld(held []core.Order, refused func(o core.Order, other int64)) int {
+	added := 0
+	for _, o := range held {
+		if b.ids[o.ID] {
+			continue
+		}
+		if other, ok := b.buyers[o.UserID]; ok && other != o.ID {
+			refused(o, other)
+			continue
+		}
+		b.buyers[o.UserID] = o.ID
+		b.ids[o.ID] = true
+		added++
+	}
+	return added
+}
+
+// restored finishes a rebuild whose state is restored: the voucher is
+// verified, the instances nudged, the rebuild logged and observed. An
+// operator's reconcile that cannot tell the orders in consumers' hands
+// from lost ones is refused, after restoring what it read under the fence
+// — those orders' buyers kept — so the sale goes on as if the request
+// path had rebuilt it.
+func (r *Guard) restored(ctx context.Context, report Report, operator bool) error {
+	r.verified.Store(report.VoucherID, report.Incarnation)
 	// The rebuilt stock may be more than was remembered, here and on every
 	// other instance.
-	if err := r.memo.StockBack(ctx, voucherID); err != nil {
-		r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", voucherID, "err", err)
+	if err := r.memo.StockBack(ctx, report.VoucherID); err != nil {
+		r.log.Warn("rebuild: could not nudge the other instances; their memo of the voucher lapses on its own", "voucher", report.VoucherID, "err", err)
 	}
-	report.StockAfter, report.Took = remaining, time.Since(start)
-	if refuse {
+	if operator && r.queue.Holder == nil && report.HeldOnly > 0 {
 		r.log.Warn("reconcile refused: orders of the voucher are reserved and not yet persisted, and the queue cannot list them",
-			"voucher", voucherID, "unpersisted", heldOnly)
-		return report, ErrNotReconcilable
+			"voucher", report.VoucherID, "unpersisted", report.HeldOnly)
+		return ErrNotReconcilable
 	}
 	r.log.Warn("rebuilt a voucher's live state from the database and the queue",
-		"voucher", voucherID, "incarnation", inc, "previous", was, "persisted", report.Persisted,
-		"held", report.Held, "held_unpersisted", heldOnly, "stock_before", report.StockBefore, "stock", remaining,
+		"voucher", report.VoucherID, "incarnation", report.Incarnation, "previous", report.Previous, "persisted", report.Persisted,
+		"held", report.Held, "held_unpersisted", report.HeldOnly, "stock_before", report.StockBefore, "stock", report.StockAfter,
 		"buyers_before", report.BuyersBefore, "buyers", report.BuyersAfter, "took", report.Took)
 	if r.obs != nil {
 		r.obs.Rebuilt(report)
 	}
-	return report, nil
+	return nil
 }
 
 // drainPoll is how often a rebuild asks again whether the queue still
@@ -332,7 +367,7 @@ const (
 // rebuild's deadline: the fence is lifted, and the next request tries
 // again. The answer is kept in the live store (MarkDrained), so only the
 // first rebuild of an incarnation, in any instance, waits.
-func (r *Recovery) awaitDrained(ctx context.Context, voucherID int64, inc string) error {
+func (r *Guard) awaitDrained(ctx context.Context, voucherID int64, inc string) error {
 	// Without an incarnation a loss cannot be told from the process's
 	// memory: only the live store's own record counts.
 	if p := r.drainedIn.Load(); p != nil && *p == inc && inc != "" {
@@ -340,7 +375,7 @@ func (r *Recovery) awaitDrained(ctx context.Context, voucherID int64, inc string
 	}
 	was, ok, err := r.live.DrainedIn(ctx)
 	if err != nil {
-		return r.failed(voucherID, Wrap("recovery: drained in", CodeUnavailable, err))
+		return r.failed(voucherID, core.Wrap("recovery: drained in", core.CodeUnavailable, err))
 	}
 	if ok && was == inc {
 		r.drainedIn.Store(&inc)
@@ -352,13 +387,13 @@ func (r *Recovery) awaitDrained(ctx context.Context, voucherID int64, inc string
 	}
 	start := time.Now()
 	for {
-		what, err := r.probe.Holding(ctx)
+		what, err := r.queue.Holding.Holding(ctx)
 		if err != nil {
-			return r.failed(voucherID, Wrap("recovery: is the queue drained", CodeUnavailable, err))
+			return r.failed(voucherID, core.Wrap("recovery: is the queue drained", core.CodeUnavailable, err))
 		}
 		if what == "" {
 			if err := r.live.MarkDrained(ctx, inc); err != nil {
-				return r.failed(voucherID, Wrap("recovery: mark drained", CodeUnavailable, err))
+				return r.failed(voucherID, core.Wrap("recovery: mark drained", core.CodeUnavailable, err))
 			}
 			r.drainedIn.Store(&inc)
 			r.log.Warn("rebuild: the queue holds no order reserved before this incarnation; vouchers are rebuilt from the database",
@@ -390,34 +425,34 @@ func (e notDrained) message() string {
 }
 
 // waitForOther waits for another instance's rebuild of the voucher.
-func (r *Recovery) waitForOther(ctx context.Context, voucherID int64) error {
+func (r *Guard) waitForOther(ctx context.Context, voucherID int64) error {
 	deadline := time.Now().Add(r.wait)
 	for time.Now().Before(deadline) {
 		fenced, err := r.live.Fenced(ctx, voucherID)
 		if err != nil {
-			return Wrap("recovery: fence", CodeUnavailable, err)
+			return core.Wrap("recovery: fence", core.CodeUnavailable, err)
 		}
 		if !fenced {
 			inc, err := r.live.Incarnation(ctx)
 			if err != nil {
-				return Wrap("recovery: incarnation", CodeUnavailable, err)
+				return core.Wrap("recovery: incarnation", core.CodeUnavailable, err)
 			}
 			if was, ok, err := r.live.VerifiedIn(ctx, voucherID); err == nil && ok && was == inc {
 				r.verified.Store(voucherID, inc)
 				return nil
 			}
-			return ErrBusy // its rebuild failed; the next request rebuilds
+			return core.ErrBusy // its rebuild failed; the next request rebuilds
 		}
 		select {
 		case <-ctx.Done():
-			return Wrap("recovery: wait for another rebuild", CodeUnavailable, ctx.Err())
+			return core.Wrap("recovery: wait for another rebuild", core.CodeUnavailable, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return ErrBusy
+	return core.ErrBusy
 }
 
-func (r *Recovery) failed(voucherID int64, err error) error {
+func (r *Guard) failed(voucherID int64, err error) error {
 	r.log.Error("rebuild failed", "voucher", voucherID, "err", err)
 	if r.obs != nil {
 		r.obs.RebuildFailed(voucherID, err)
@@ -437,18 +472,18 @@ func (r *Recovery) failed(voucherID int64, err error) error {
 // idempotent by order id). Without a requeue, or with a queue that cannot
 // list what it holds, nothing is requeued; nor on an operator's reconcile,
 // which takes the database and the queue as they are.
-func (r *Recovery) requeueStranded(ctx context.Context, voucherID int64, before LiveState, inDatabase map[int64]bool, held []Order) ([]Order, error) {
-	if r.requeue == nil || r.holder == nil || len(before.Buyers) == 0 {
+func (r *Guard) requeueStranded(ctx context.Context, voucherID int64, before LiveState, inDatabase map[int64]bool, held []core.Order) ([]core.Order, error) {
+	if r.requeue == nil || r.queue.Holder == nil || len(before.Buyers) == 0 {
 		return nil, nil
 	}
 	inQueue := make(map[int64]bool, len(held))
 	for _, o := range held {
 		inQueue[o.ID] = true
 	}
-	var stranded []Order
+	var stranded []core.Order
 	for user, order := range before.Buyers {
 		if !inDatabase[order] && !inQueue[order] {
-			stranded = append(stranded, Order{ID: order, UserID: user, VoucherID: voucherID})
+			stranded = append(stranded, core.Order{ID: order, UserID: user, VoucherID: voucherID})
 		}
 	}
 	if len(stranded) == 0 {
