@@ -290,77 +290,31 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 	cfg := b.cfg
 	cfg.Queue, cfg.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
 	defer dropKeys(cfg.RedisURL, cfg.KeyPrefix)
-	stock := int64(faultStock)
-	if c.soldOut {
-		stock = 0
+	start := startNaiveSide
+	if side == "server" {
+		start = startServerSide
 	}
-	var p *labProcess
-	var vouchers []int64
-	var err error
-	var pprofAddr string
-	switch side {
-	case "server":
-		env := userDefaults(map[string]string{"SECKILL_CONSUMERS": "0"})
-		if cpuProfile != "" {
-			if pprofAddr, err = freeAddr(); err != nil {
-				return wrkRun{}, err
-			}
-			env["SECKILL_PPROF_ADDR"] = pprofAddr
-		}
-		p, err = startProcess(cfg, env)
-		if err != nil {
-			return wrkRun{}, err
-		}
-		defer p.stop()
-		for range c.vouchers {
-			v, err := createVoucher(p.base, cfg.AdminToken, max(stock, 1))
-			if err != nil {
-				return wrkRun{}, err
-			}
-			vouchers = append(vouchers, v)
-		}
-		defer dropVouchers(cfg.MySQLDSN, vouchers...)
-		if c.soldOut {
-			// Each voucher's one unit bought before the run: the sale
-			// is in its sold-out phase.
-			tokens := server.NewTokens(cfg.JWTSecret, 0)
-			for _, v := range vouchers {
-				if err := buyOnce(p.base, tokens, v, wrkTokens+1); err != nil {
-					return wrkRun{}, err
-				}
-			}
-		}
-	case "naive":
-		p, err = startProcessArgs(cfg, nil, NaiveHandlerCommand)
-		if err != nil {
-			return wrkRun{}, err
-		}
-		defer p.stop()
-		rdb, err := server.OpenRedis(context.Background(), cfg.RedisURL)
-		if err != nil {
-			return wrkRun{}, err
-		}
-		defer rdb.Close()
-		for v := int64(1); v <= int64(c.vouchers); v++ {
-			if err := rdb.Set(context.Background(), naiveKeys(cfg.KeyPrefix, v)[0], stock, 0).Err(); err != nil {
-				return wrkRun{}, err
-			}
-			vouchers = append(vouchers, v)
-		}
+	ws, err := start(cfg, c, cpuProfile)
+	if ws.stop != nil {
+		defer ws.stop()
 	}
+	if err != nil {
+		return wrkRun{}, err
+	}
+	p := ws.process
 	profiled := make(chan error, 1)
-	if pprofAddr != "" {
+	if ws.pprofAddr != "" {
 		// The first and last second of the run left out, as the endpoint's.
 		go func() {
 			time.Sleep(time.Second)
 			secs := max(int((duration - 2*time.Second).Seconds()), 1)
-			profiled <- fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), cpuProfile)
+			profiled <- fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", ws.pprofAddr, secs), cpuProfile)
 		}()
 	} else {
 		profiled <- nil
 	}
 	server, redisBefore, statsBefore := processCPU(p.cmd.Process.Pid), redisCPU(b.rdb), commandStats(b.rdb)
-	r, err := wrkLoad(p.base, tokenFile, vouchers, b.conns, duration)
+	r, err := wrkLoad(p.base, tokenFile, ws.vouchers, b.conns, duration)
 	if n := time.Duration(r.rate * duration.Seconds()); err == nil && n > 0 {
 		r.cpu.Server = (processCPU(p.cmd.Process.Pid) - server) / n
 		r.cpu.Redis = (redisCPU(b.rdb) - redisBefore) / n
@@ -377,6 +331,86 @@ func (b *bench) wrkSide(side string, c *wrkCase, tokenFile string, duration time
 		return r, fmt.Errorf("%s, %s: %d requests answered other than 2xx where every one should buy", c.name, side, r.non2xx)
 	}
 	return r, nil
+}
+
+// wrkTarget is one side of a wrk case, started: its process, the vouchers
+// wrk buys, where its profiler listens (if asked), and what stops it all.
+type wrkTarget struct {
+	process   *labProcess
+	vouchers  []int64
+	pprofAddr string
+	stop      func()
+}
+
+// caseStock is the stock each of a case's vouchers starts the run with.
+func caseStock(c *wrkCase) int64 {
+	if c.soldOut {
+		return 0
+	}
+	return faultStock
+}
+
+// startServerSide starts the server on the defaults a user gets, with
+// the case's vouchers created (and, sold out, each one's unit bought).
+func startServerSide(cfg server.Config, c *wrkCase, cpuProfile string) (ws wrkTarget, err error) {
+	var stops []func()
+	ws.stop = func() {
+		slices.Reverse(stops)
+		for _, f := range stops {
+			f()
+		}
+	}
+	env := userDefaults(map[string]string{"SECKILL_CONSUMERS": "0"})
+	if cpuProfile != "" {
+		if ws.pprofAddr, err = freeAddr(); err != nil {
+			return ws, err
+		}
+		env["SECKILL_PPROF_ADDR"] = ws.pprofAddr
+	}
+	if ws.process, err = startProcess(cfg, env); err != nil {
+		return ws, err
+	}
+	stops = append(stops, ws.process.stop)
+	stops = append(stops, func() { dropVouchers(cfg.MySQLDSN, ws.vouchers...) })
+	for range c.vouchers {
+		v, err := createVoucher(ws.process.base, cfg.AdminToken, max(caseStock(c), 1))
+		if err != nil {
+			return ws, err
+		}
+		ws.vouchers = append(ws.vouchers, v)
+	}
+	if c.soldOut {
+		// Each voucher's one unit bought before the run: the sale is in
+		// its sold-out phase.
+		tokens := server.NewTokens(cfg.JWTSecret, 0)
+		for _, v := range ws.vouchers {
+			if err := buyOnce(ws.process.base, tokens, v, wrkTokens+1); err != nil {
+				return ws, err
+			}
+		}
+	}
+	return ws, nil
+}
+
+// startNaiveSide starts the naive handler with the case's vouchers' stock
+// set in Redis.
+func startNaiveSide(cfg server.Config, c *wrkCase, _ string) (ws wrkTarget, err error) {
+	if ws.process, err = startProcessArgs(cfg, nil, NaiveHandlerCommand); err != nil {
+		return ws, err
+	}
+	ws.stop = ws.process.stop
+	rdb, err := server.OpenRedis(context.Background(), cfg.RedisURL)
+	if err != nil {
+		return ws, err
+	}
+	defer rdb.Close()
+	for v := int64(1); v <= int64(c.vouchers); v++ {
+		if err := rdb.Set(context.Background(), naiveKeys(cfg.KeyPrefix, v)[0], caseStock(c), 0).Err(); err != nil {
+			return ws, err
+		}
+		ws.vouchers = append(ws.vouchers, v)
+	}
+	return ws, nil
 }
 
 // userDefaults is the environment of a server process on the defaults a

@@ -121,33 +121,11 @@ func (f faultLab) killRelay() faultResult {
 	// The broker is slowed, and once shoppers have bought for a moment it
 	// stops answering: the relay's batch then stays in its hands, and the
 	// kill lands in it whatever the machine's speed.
-	slow := f.cfg
-	var stall, resume func()
-	if f.cfg.Queue == "kafka" {
-		// Kafka's clients go to the brokers the metadata names, not
-		// through a proxy of the seed: the lab controls kfake instead.
-		if labKafka == nil {
-			return faultResult{Note: "not run: the lab controls only kfake's produce, and SECKILL_KAFKA_BROKERS names a real Kafka"}
-		}
-		var restore func()
-		stall, restore = holdKafkaProduce(labKafka, relayBrokerDelay)
-		defer restore()
-		resume = restore
-	} else {
-		u, set, err := brokerURL(f.cfg)
-		if err != nil {
-			return faultResult{Note: "not run: " + err.Error()}
-		}
-		proxy, err := faultproxy.Start(u.Host, relayBrokerDelay)
-		if err != nil {
-			return faultResult{Note: err.Error()}
-		}
-		defer proxy.Close()
-		through := *u
-		through.Host = proxy.Addr()
-		set(&slow, through.String())
-		stall, resume = proxy.Silence, proxy.Heal
+	slow, stall, resume, undo, note := f.stallableBroker()
+	if note != "" {
+		return faultResult{Note: note}
 	}
+	defer undo()
 	p1, err := startProcess(slow, nil)
 	if err != nil {
 		return faultResult{Note: err.Error()}
@@ -199,6 +177,34 @@ func (f faultLab) killRelay() faultResult {
 		r.Lost = 0
 	}
 	return r
+}
+
+// stallableBroker is the lab's config with the broker reached through a
+// fault of the lab's own: slowed by relayBrokerDelay, and silent between
+// stall and resume; undo removes the fault. A note says why there is none.
+func (f faultLab) stallableBroker() (slow server.Config, stall, resume, undo func(), note string) {
+	slow = f.cfg
+	if f.cfg.Queue == "kafka" {
+		// Kafka's clients go to the brokers the metadata names, not
+		// through a proxy of the seed: the lab controls kfake instead.
+		if labKafka == nil {
+			return slow, nil, nil, nil, "not run: the lab controls only kfake's produce, and SECKILL_KAFKA_BROKERS names a real Kafka"
+		}
+		stall, restore := holdKafkaProduce(labKafka, relayBrokerDelay)
+		return slow, stall, restore, restore, ""
+	}
+	u, set, err := brokerURL(f.cfg)
+	if err != nil {
+		return slow, nil, nil, nil, "not run: " + err.Error()
+	}
+	proxy, err := faultproxy.Start(u.Host, relayBrokerDelay)
+	if err != nil {
+		return slow, nil, nil, nil, err.Error()
+	}
+	through := *u
+	through.Host = proxy.Addr()
+	set(&slow, through.String())
+	return slow, proxy.Silence, proxy.Heal, func() { proxy.Close() }, ""
 }
 
 // brokerRestart kills (SIGKILL) a NATS server of the lab's own mid-drain

@@ -32,9 +32,25 @@ func (l lifecycleLab) resale(t *labT, units, neverPayPct int) resaleResult {
 	// Those who never pay are spread through the buyers, so their
 	// deadlines are too.
 	neverPays := func(i int) bool { return i*neverPayPct%100 < neverPayPct }
-	// The first buyers come over a second, as in a sale, not in one
-	// instant: their deadlines fall at every phase of the once-a-second
-	// sweep, and the waits measured spread over it.
+	l.firstBuyers(t, bases, voucher, units, neverPays)
+	for i := range units {
+		if neverPays(i) {
+			r.NeverPaid++
+		}
+	}
+	var sales []time.Time
+	sales, r.Shoppers = l.buyUntilPaid(bases, voucher, units)
+	r.Took = time.Since(began)
+	r.Unsold = units - l.count(voucher, "status IN (1, 2, 3)")
+	l.measureResale(&r, voucher, sales)
+	return r
+}
+
+// firstBuyers buy every unit, over a second, as in a sale, not in one
+// instant: their deadlines fall at every phase of the once-a-second sweep,
+// and the waits measured spread over it. Each pays at once unless
+// neverPays says otherwise.
+func (l lifecycleLab) firstBuyers(t *labT, bases []string, voucher int64, units int, neverPays func(int) bool) {
 	var failed []int
 	var mu sync.Mutex
 	var buyers sync.WaitGroup
@@ -51,21 +67,21 @@ func (l lifecycleLab) resale(t *labT, units, neverPayPct int) resaleResult {
 		time.Sleep(time.Second / time.Duration(units))
 	}
 	buyers.Wait()
-	for i := range units {
-		if neverPays(i) {
-			r.NeverPaid++
-		}
-	}
 	if len(failed) > 0 {
 		t.Fatalf("%d of the first buyers could not buy, or pay within the window (one: shopper %d)", len(failed), 1+failed[0])
 	}
+}
 
+// buyUntilPaid sends new shoppers, who pay at once, every shopperEvery on
+// either instance until every unit is paid (or the pay window plus 20 s);
+// it returns when each bought, and how many shoppers came.
+func (l lifecycleLab) buyUntilPaid(bases []string, voucher int64, units int) (sales []time.Time, shoppers int) {
 	paid := func() int { return l.count(voucher, "status IN (2, 3)") }
-	var sales []time.Time
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	end := time.Now().Add(l.window + 20*time.Second)
 	for u := int64(100_000); time.Now().Before(end) && paid() < units; u++ {
-		r.Shoppers++
+		shoppers++
 		base := bases[u%2]
 		wg.Go(func() {
 			order := l.buy(base, voucher, u)
@@ -82,8 +98,13 @@ func (l lifecycleLab) resale(t *labT, units, neverPayPct int) resaleResult {
 		time.Sleep(shopperEvery)
 	}
 	wg.Wait()
-	r.Took = time.Since(began)
-	r.Unsold = units - l.count(voucher, "status IN (1, 2, 3)")
+	return sales, shoppers
+}
+
+// measureResale fills in how late the expired orders expired, and how
+// soon each expired unit was sold again (the first sale after its
+// deadline not already counted for another).
+func (l lifecycleLab) measureResale(r *resaleResult, voucher int64, sales []time.Time) {
 	expired := l.payBys(voucher, "status = 4 AND cancel_reason = 'expired'")
 	r.Expired = len(expired)
 	var lags []struct {
@@ -118,7 +139,6 @@ func (l lifecycleLab) resale(t *labT, units, neverPayPct int) resaleResult {
 		slices.Sort(waits)
 		r.P50, r.P99, r.Max = percentileOf(waits, .5), percentileOf(waits, .99), waits[len(waits)-1]
 	}
-	return r
 }
 
 // paying is where three races start: two instances, a voucher of n units

@@ -78,63 +78,16 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Go(func() {
-			local := make([]time.Duration, 0, 4096)
-			status := map[int]int64{}
-			var errs int64
-			var lastOK, firstConflict time.Time
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			lastURL := ""
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			for ctx.Err() == nil {
+			c := connLoad{status: map[int]int64{}, latencies: make([]time.Duration, 0, 4096)}
+			c.run(ctx, client, func() (loadRequest, bool) {
 				n := counter.Add(1) - 1
 				if limit > 0 && n >= limit {
-					break
+					return loadRequest{}, false
 				}
-				r := next(n)
-				// The request is reused: its URL is parsed again only
-				// when it changes, and the token header is overwritten.
-				if r.URL != lastURL {
-					req.Reset()
-					req.Header.SetMethod(fasthttp.MethodPost)
-					req.SetRequestURI(r.URL)
-					lastURL = r.URL
-				}
-				if r.Authorization != "" {
-					req.Header.Set("Authorization", r.Authorization)
-				} else {
-					req.Header.Del("Authorization")
-				}
-				t0 := time.Now()
-				if err := client.Do(req, resp); err != nil {
-					if ctx.Err() == nil {
-						errs++
-					}
-					continue
-				}
-				done := time.Now()
-				local = append(local, done.Sub(t0))
-				code := resp.StatusCode()
-				status[code]++
-				switch {
-				case code == fasthttp.StatusOK:
-					lastOK = done
-				case code == fasthttp.StatusConflict && firstConflict.IsZero():
-					firstConflict = done
-				}
-			}
+				return next(n), true
+			})
 			mu.Lock()
-			if lastOK.After(res.LastOK) {
-				res.LastOK = lastOK
-			}
-			if !firstConflict.IsZero() && (res.FirstConflict.IsZero() || firstConflict.Before(res.FirstConflict)) {
-				res.FirstConflict = firstConflict
-			}
-			res.Latencies = append(res.Latencies, local...)
-			for k, v := range status {
-				res.Status[k] += v
-			}
-			res.Errors += errs
+			c.addTo(&res)
 			mu.Unlock()
 		})
 	}
@@ -143,6 +96,74 @@ func runLoad(ctx context.Context, conns int, duration time.Duration, limit int64
 	res.Requests = int64(len(res.Latencies))
 	slices.Sort(res.Latencies)
 	return res
+}
+
+// connLoad is what one connection of a load run saw.
+type connLoad struct {
+	latencies             []time.Duration
+	status                map[int]int64
+	errors                int64
+	lastOK, firstConflict time.Time
+}
+
+// run sends the requests next hands out, one at a time, until ctx ends or
+// next has none left.
+func (c *connLoad) run(ctx context.Context, client *fasthttp.HostClient, next func() (loadRequest, bool)) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	lastURL := ""
+	for ctx.Err() == nil {
+		r, ok := next()
+		if !ok {
+			return
+		}
+		// The request is reused: its URL is parsed again only when it
+		// changes, and the token header is overwritten.
+		if r.URL != lastURL {
+			req.Reset()
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.SetRequestURI(r.URL)
+			lastURL = r.URL
+		}
+		if r.Authorization != "" {
+			req.Header.Set("Authorization", r.Authorization)
+		} else {
+			req.Header.Del("Authorization")
+		}
+		t0 := time.Now()
+		if err := client.Do(req, resp); err != nil {
+			if ctx.Err() == nil {
+				c.errors++
+			}
+			continue
+		}
+		done := time.Now()
+		c.latencies = append(c.latencies, done.Sub(t0))
+		code := resp.StatusCode()
+		c.status[code]++
+		switch {
+		case code == fasthttp.StatusOK:
+			c.lastOK = done
+		case code == fasthttp.StatusConflict && c.firstConflict.IsZero():
+			c.firstConflict = done
+		}
+	}
+}
+
+// addTo adds what the connection saw to the run's result.
+func (c *connLoad) addTo(res *loadResult) {
+	if c.lastOK.After(res.LastOK) {
+		res.LastOK = c.lastOK
+	}
+	if !c.firstConflict.IsZero() && (res.FirstConflict.IsZero() || c.firstConflict.Before(res.FirstConflict)) {
+		res.FirstConflict = c.firstConflict
+	}
+	res.Latencies = append(res.Latencies, c.latencies...)
+	for k, v := range c.status {
+		res.Status[k] += v
+	}
+	res.Errors += c.errors
 }
 
 // hostOf is the host:port of an http:// URL.

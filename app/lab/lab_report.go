@@ -26,6 +26,43 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := writeCharts(dir, results); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Measured results\n\n")
+	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
+		fmt.Fprintf(&b, "> **%s**\n\n", embeddedBanner)
+	}
+	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "- Machine: %s\n", machine())
+	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))
+	if bv := brokerVersions(cfg, results); bv != "" {
+		fmt.Fprintf(&b, "- Outside brokers: %s\n", bv)
+	}
+	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on %s whose stock does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, stockOf(o.vouchers), o.drainOrders)
+	writeResultsTable(&b, results)
+	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
+	if note, none := faultsNotRun(results); none {
+		// One line, not the method of each fault and a table of "not run".
+		fmt.Fprintf(&b, "\nFaults were not injected in this run: %s.\n", strings.TrimPrefix(note, "not run: "))
+	} else {
+		writeFaults(&b, results)
+		writeRedisFaults(&b, results)
+		writeHistory(&b, results)
+	}
+	// What an author wrote below the marker in the file being replaced (a
+	// section on a run with other flags, say) is kept.
+	if old, err := os.ReadFile(o.out); err == nil {
+		if i := strings.Index(string(old), keptMarker); i >= 0 {
+			b.WriteString("\n" + string(old[i:]))
+		}
+	}
+	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+// writeCharts writes the throughput and drain bar charts into dir.
+func writeCharts(dir string, results []labResult) error {
 	tput := make([]svgchart.Bar, 0, len(results))
 	drain := make([]svgchart.Bar, 0, len(results))
 	for _, r := range results {
@@ -53,24 +90,17 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 			return err
 		}
 	}
+	return nil
+}
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Measured results\n\n")
-	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
-		fmt.Fprintf(&b, "> **%s**\n\n", embeddedBanner)
-	}
-	fmt.Fprintf(&b, "Written by `make compare` (`%s`) on %s.\n\n", strings.TrimSpace(command), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "- Machine: %s\n", machine())
-	fmt.Fprintf(&b, "- Versions: %s\n", versions(cfg))
-	if bv := brokerVersions(cfg, results); bv != "" {
-		fmt.Fprintf(&b, "- Outside brokers: %s\n", bv)
-	}
-	fmt.Fprintf(&b, "- Load: %v per throughput run, %d keep-alive connections from a load generator in the same process as the server; every request a new shopper, on %s whose stock does not sell out. Drain: a backlog of %d orders built with no consumer running, then the consumers started and timed.\n\n", o.duration, o.conns, stockOf(o.vouchers), o.drainOrders)
+// writeResultsTable writes the table of every backend's figures, and
+// below it why each that failed did.
+func writeResultsTable(b *strings.Builder, results []labResult) {
 	b.WriteString("| backend | seckill req/s | p50 | p99 | reservation → row p50 / p99 | drain orders/s | sell-out: accepted of stock | oversold | duplicate orders | accepted, not persisted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		if r.Load.Duration == 0 && r.Err != "" {
-			fmt.Fprintf(&b, "| %s | did not run (below) | | | | | | | | |\n", r.Backend)
+			fmt.Fprintf(b, "| %s | did not run (below) | | | | | | | | |\n", r.Backend)
 			continue
 		}
 		drainCell := "— (no queue)"
@@ -80,32 +110,15 @@ func writeResults(o labOptions, cfg server.Config, results []labResult, command 
 		if r.DrainRate > 0 {
 			drainCell = fmt.Sprintf("%.0f", r.DrainRate)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %s | %d of %d | %d | %d | %d |\n",
+		fmt.Fprintf(b, "| %s | %.0f | %v | %v | %s | %s | %d of %d | %d | %d | %d |\n",
 			r.Backend, r.Load.perSecond(), round(r.Load.percentile(.5)), round(r.Load.percentile(.99)),
 			rowLatencyCell(r.RowP50, r.RowP99, " / "), drainCell, r.Accepted, r.Stock, r.Oversold, r.Duplicates, r.Unpersisted)
 	}
 	for _, r := range results {
 		if r.Err != "" {
-			fmt.Fprintf(&b, "\n**%s failed:** %s\n", r.Backend, r.Err)
+			fmt.Fprintf(b, "\n**%s failed:** %s\n", r.Backend, r.Err)
 		}
 	}
-	b.WriteString("\n![throughput](results-throughput.svg)\n\n![drain](results-drain.svg)\n")
-	if note, none := faultsNotRun(results); none {
-		// One line, not the method of each fault and a table of "not run".
-		fmt.Fprintf(&b, "\nFaults were not injected in this run: %s.\n", strings.TrimPrefix(note, "not run: "))
-	} else {
-		writeFaults(&b, results)
-		writeRedisFaults(&b, results)
-		writeHistory(&b, results)
-	}
-	// What an author wrote below the marker in the file being replaced (a
-	// section on a run with other flags, say) is kept.
-	if old, err := os.ReadFile(o.out); err == nil {
-		if i := strings.Index(string(old), keptMarker); i >= 0 {
-			b.WriteString("\n" + string(old[i:]))
-		}
-	}
-	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
 // faultsNotRun reports whether no fault ran on any backend, and the first

@@ -659,28 +659,7 @@ func stats(t *testing.T, b scope) {
 		t.Skipf("%s does not report its stats (optional: core.StatsReporter)", core.CapabilitiesOf(q).Name)
 	}
 	publishRange(t, b, q, 1, 5)
-	read := func() core.QueueStats {
-		t.Helper()
-		s, err := r.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	// Stats are gauges read at a scrape, and settle: a subscriber's buffer
-	// fills asynchronously, and a relayed queue's orders move from the
-	// outbox to the broker, read in two steps. Each figure is the one the
-	// stats settle on within a few seconds.
-	settled := func(ok func(core.QueueStats) bool) core.QueueStats {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		s := read()
-		for !ok(s) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			s = read()
-		}
-		return s
-	}
+	settled := func(ok func(core.QueueStats) bool) core.QueueStats { t.Helper(); return settledStats(t, r, ok) }
 	s := settled(func(s core.QueueStats) bool { return s.Depth == -1 || s.Depth == 5 })
 	if s.Depth != -1 && s.Depth != 5 {
 		t.Fatalf("depth %d with 5 messages waiting", s.Depth)
@@ -692,19 +671,7 @@ func stats(t *testing.T, b scope) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fetch may return fewer than asked (a relayed queue's orders reach
-	// the broker in the relay's batches): fetch until there are two.
-	var ds []core.Delivery
-	for deadline := time.Now().Add(3 * time.Second); len(ds) < 2 && time.Now().Before(deadline); {
-		more, err := c.Fetch(context.Background(), 2-len(ds))
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		ds = append(ds, more...)
-	}
-	if len(ds) != 2 {
-		t.Fatalf("fetched %d of 5 waiting, asking for 2", len(ds))
-	}
+	ds := fetchN(t, c, 2)
 	s = settled(func(s core.QueueStats) bool {
 		return (s.Depth == -1 || s.Depth == 3) && (s.Pending == -1 || s.Pending == 2)
 	})
@@ -732,6 +699,49 @@ func stats(t *testing.T, b scope) {
 	if s.DeadLetters != -1 && s.DeadLetters != 1 {
 		t.Fatalf("dead letters %d, want 1", s.DeadLetters)
 	}
+}
+
+// settledStats reads r until ok holds, at most a few seconds. Stats are
+// gauges read at a scrape, and settle: a subscriber's buffer fills
+// asynchronously, and a relayed queue's orders move from the outbox to
+// the broker, read in two steps. Each figure is the one the stats settle
+// on within a few seconds.
+func settledStats(t *testing.T, r core.StatsReporter, ok func(core.QueueStats) bool) core.QueueStats {
+	t.Helper()
+	read := func() core.QueueStats {
+		t.Helper()
+		s, err := r.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	s := read()
+	for !ok(s) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		s = read()
+	}
+	return s
+}
+
+// fetchN fetches n deliveries. Fetch may return fewer than asked (a
+// relayed queue's orders reach the broker in the relay's batches): it
+// fetches until there are n, for a few seconds.
+func fetchN(t *testing.T, c core.Consumer, n int) []core.Delivery {
+	t.Helper()
+	var ds []core.Delivery
+	for deadline := time.Now().Add(3 * time.Second); len(ds) < n && time.Now().Before(deadline); {
+		more, err := c.Fetch(context.Background(), n-len(ds))
+		if err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		ds = append(ds, more...)
+	}
+	if len(ds) != n {
+		t.Fatalf("fetched %d, asking for %d", len(ds), n)
+	}
+	return ds
 }
 
 // heldOrders: a queue that reports the orders it holds (core.OrderHolder)

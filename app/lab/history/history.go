@@ -172,89 +172,23 @@ func BucketModel(stock int64) porcupine.Model { return model(stock, true) }
 
 func model(stock int64, earlySoldOut bool) porcupine.Model {
 	m := porcupine.NondeterministicModel{
-		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			by := map[int64][]porcupine.Operation{}
-			for _, op := range h {
-				v := op.Input.(Input).Voucher
-				by[v] = append(by[v], op)
-			}
-			out := make([][]porcupine.Operation, 0, len(by))
-			for _, ops := range by {
-				out = append(out, ops)
-			}
-			return out
-		},
-		Init: func() []any { return []any{state{stock: stock, buyers: map[int64]int64{}}} },
+		Partition: byVoucher,
+		Init:      func() []any { return []any{state{stock: stock, buyers: map[int64]int64{}}} },
 		Step: func(st, input, output any) []any {
 			s, in, out := st.(state), input.(Input), output.(Output)
-			held, holds := s.buyers[in.User]
-			// A held order named by an answer: the same as the model's,
-			// or the first name of one no answer had named.
-			sameOrder := func(id int64) bool { return holds && (held == id || held == 0) }
 			switch in.Kind {
 			case Buy:
-				switch out.Outcome {
-				case Reserved:
-					if !holds && s.stock > 0 {
-						return []any{s.with(in.User, out.OrderID, true)}
-					}
-					if sameOrder(out.OrderID) { // a replay of the same reservation
-						return []any{s.with(in.User, out.OrderID, false)}
-					}
-				case Held:
-					if sameOrder(out.OrderID) {
-						return []any{s.with(in.User, out.OrderID, false)}
-					}
-				case SoldOut:
-					if s.stock == 0 || earlySoldOut {
-						return []any{s}
-					}
-				case Refused:
-					return []any{s}
-				case Unknown:
-					next := []any{s} // it did nothing
-					if !holds && s.stock > 0 {
-						next = append(next, s.with(in.User, out.OrderID, true)) // it reserved
-					}
-					return next
-				}
+				return s.buy(in.User, out, earlySoldOut)
 			case ReadStock:
-				switch out.Outcome {
-				case Stock:
-					if out.Stock == s.stock {
-						return []any{s}
-					}
-				case Unknown, Refused:
+				if out.Outcome == Unknown || out.Outcome == Refused || (out.Outcome == Stock && out.Stock == s.stock) {
 					return []any{s}
 				}
 			case ReadOrder:
-				switch out.Outcome {
-				case Held:
-					if sameOrder(out.OrderID) {
-						return []any{s.with(in.User, out.OrderID, false)}
-					}
-				case NoOrder:
-					if !holds {
-						return []any{s}
-					}
-				case Unknown, Refused:
-					return []any{s}
-				}
+				return s.readOrder(in.User, out)
 			}
 			return nil
 		},
-		Equal: func(a, b any) bool {
-			x, y := a.(state), b.(state)
-			if x.stock != y.stock || len(x.buyers) != len(y.buyers) {
-				return false
-			}
-			for u, o := range x.buyers {
-				if p, ok := y.buyers[u]; !ok || p != o {
-					return false
-				}
-			}
-			return true
-		},
+		Equal: func(a, b any) bool { return a.(state).equal(b.(state)) },
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(Input), output.(Output)
 			return fmt.Sprintf("%s(user %d) -> %s %d/%d (%d %s)", in.Kind, in.User, out.Outcome, out.OrderID, out.Stock, out.Status, out.Body)
@@ -265,6 +199,90 @@ func model(stock int64, earlySoldOut bool) porcupine.Model {
 		},
 	}
 	return m.ToModel()
+}
+
+// byVoucher partitions a history by voucher: each voucher's sale is a
+// model of its own.
+func byVoucher(h []porcupine.Operation) [][]porcupine.Operation {
+	by := map[int64][]porcupine.Operation{}
+	for _, op := range h {
+		v := op.Input.(Input).Voucher
+		by[v] = append(by[v], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(by))
+	for _, ops := range by {
+		out = append(out, ops)
+	}
+	return out
+}
+
+// sameOrder: the user holds an order, and id names it — the same as the
+// model's, or the first name of one no answer had named.
+func (s state) sameOrder(user, id int64) bool {
+	held, holds := s.buyers[user]
+	return holds && (held == id || held == 0)
+}
+
+// buy is the states a purchase answered out may leave (none: it cannot
+// have been answered so from s).
+func (s state) buy(user int64, out Output, earlySoldOut bool) []any {
+	_, holds := s.buyers[user]
+	switch out.Outcome {
+	case Reserved:
+		if !holds && s.stock > 0 {
+			return []any{s.with(user, out.OrderID, true)}
+		}
+		if s.sameOrder(user, out.OrderID) { // a replay of the same reservation
+			return []any{s.with(user, out.OrderID, false)}
+		}
+	case Held:
+		if s.sameOrder(user, out.OrderID) {
+			return []any{s.with(user, out.OrderID, false)}
+		}
+	case SoldOut:
+		if s.stock == 0 || earlySoldOut {
+			return []any{s}
+		}
+	case Refused:
+		return []any{s}
+	case Unknown:
+		next := []any{s} // it did nothing
+		if !holds && s.stock > 0 {
+			next = append(next, s.with(user, out.OrderID, true)) // it reserved
+		}
+		return next
+	}
+	return nil
+}
+
+// readOrder is the states an order read answered out may leave.
+func (s state) readOrder(user int64, out Output) []any {
+	_, holds := s.buyers[user]
+	switch out.Outcome {
+	case Held:
+		if s.sameOrder(user, out.OrderID) {
+			return []any{s.with(user, out.OrderID, false)}
+		}
+	case NoOrder:
+		if !holds {
+			return []any{s}
+		}
+	case Unknown, Refused:
+		return []any{s}
+	}
+	return nil
+}
+
+func (s state) equal(o state) bool {
+	if s.stock != o.stock || len(s.buyers) != len(o.buyers) {
+		return false
+	}
+	for u, id := range s.buyers {
+		if p, ok := o.buyers[u]; !ok || p != id {
+			return false
+		}
+	}
+	return true
 }
 
 // Check checks the history for linearizability, each voucher on its own,
