@@ -23,6 +23,12 @@ var SeckillBatch string
 //go:embed naive.lua
 var Naive string
 
+// FetchListOOM is a reliable list consumer's fetch while Redis is out of
+// memory: heartbeat, registration and the moves, allowed out of memory.
+//
+//go:embed fetch_list_oom.lua
+var FetchListOOM string
+
 // Release undoes one reservation idempotently.
 //
 //go:embed release.lua
