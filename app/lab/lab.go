@@ -125,7 +125,7 @@ func RunCompare(args []string) int {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+b.name+",") {
 			continue
 		}
-		if b.name == "kafka" && len(base.KafkaBrokers) == 0 {
+		if b.name == "kafka" && base.Value("SECKILL_KAFKA_BROKERS") == "" {
 			stop, err := startLabKafka(&base)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)

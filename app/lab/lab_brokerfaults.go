@@ -47,12 +47,12 @@ func brokerURL(cfg server.Config) (*url.URL, func(*server.Config, string), error
 	var set func(*server.Config, string)
 	switch cfg.Queue {
 	case "nats":
-		raw, set = cfg.NATSURL, func(c *server.Config, u string) { c.NATSURL = u }
+		raw, set = cfg.Value("SECKILL_NATS_URL"), func(c *server.Config, u string) { *c = c.MustWith("SECKILL_NATS_URL", u) }
 		if raw == "" {
 			raw = "nats://127.0.0.1:4222"
 		}
 	case "rabbitmq":
-		raw, set = cfg.AMQPURL, func(c *server.Config, u string) { c.AMQPURL = u }
+		raw, set = cfg.Value("SECKILL_AMQP_URL"), func(c *server.Config, u string) { *c = c.MustWith("SECKILL_AMQP_URL", u) }
 		if raw == "" {
 			raw = "amqp://guest:guest@127.0.0.1:5672/"
 		}
@@ -78,7 +78,7 @@ func startLabKafka(cfg *server.Config) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("compare: start kfake for the kafka column: %w", err)
 	}
-	labKafka, cfg.KafkaBrokers = c, c.ListenAddrs()
+	labKafka, *cfg = c, cfg.MustWith("SECKILL_KAFKA_BROKERS", strings.Join(c.ListenAddrs(), ","))
 	progressf("compare: kafka runs on kfake, franz-go's in-process Kafka (a stand-in: no Kafka on this machine; set SECKILL_KAFKA_BROKERS for a real one) at %s", strings.Join(c.ListenAddrs(), ","))
 	return func() { c.Close(); labKafka = nil }, nil
 }
@@ -256,7 +256,7 @@ func (f faultLab) brokerRestart() faultResult {
 		return faultResult{Note: err.Error()}
 	}
 	cfg := f.cfg
-	cfg.NATSURL = "nats://" + addr
+	cfg = cfg.MustWith("SECKILL_NATS_URL", "nats://"+addr)
 	p, err := startProcess(cfg, nil)
 	if err != nil {
 		ns.Process.Kill()
@@ -299,13 +299,13 @@ func dropLabStreams(cfg server.Config) {
 	switch cfg.Queue {
 	case "rabbitmq":
 		labPrefixes.Range(func(k, _ any) bool {
-			amqpqueue.Remove(cmp.Or(cfg.AMQPURL, amqpqueue.DefaultURL), amqpqueue.QueueName(k.(string)))
+			amqpqueue.Remove(cmp.Or(cfg.Value("SECKILL_AMQP_URL"), amqpqueue.DefaultURL), amqpqueue.QueueName(k.(string)))
 			return true
 		})
 	case "nats":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		natsqueue.RemoveStreams(ctx, cmp.Or(cfg.NATSURL, natsqueue.DefaultURL), func(name string) bool {
+		natsqueue.RemoveStreams(ctx, cmp.Or(cfg.Value("SECKILL_NATS_URL"), natsqueue.DefaultURL), func(name string) bool {
 			return strings.HasPrefix(name, "lab") && (strings.HasSuffix(name, "_orders") || strings.HasSuffix(name, "_orders_dead"))
 		})
 	}
@@ -323,7 +323,7 @@ func brokerVersions(cfg server.Config, results []labResult) string {
 		v := "NATS (embedded nats-server, a stand-in)"
 		if !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL() {
 			v = "NATS server"
-			raw := cfg.NATSURL
+			raw := cfg.Value("SECKILL_NATS_URL")
 			if raw == "" {
 				raw = "nats://127.0.0.1:4222"
 			}
@@ -336,7 +336,7 @@ func brokerVersions(cfg server.Config, results []labResult) string {
 	}
 	if ran["rabbitmq"] {
 		v := "RabbitMQ"
-		raw := cfg.AMQPURL
+		raw := cfg.Value("SECKILL_AMQP_URL")
 		if raw == "" {
 			raw = "amqp://guest:guest@127.0.0.1:5672/"
 		}
@@ -351,7 +351,7 @@ func brokerVersions(cfg server.Config, results []labResult) string {
 	if ran[kfakeColumn] {
 		parts = append(parts, "Kafka: **kfake**, franz-go's in-process stand-in (no Kafka runs on this machine): it speaks the protocol, consumer groups and idempotent producers, without Kafka's disk, replication or network, so its figures are not Kafka's")
 	} else if ran["kafka"] {
-		parts = append(parts, "Kafka at "+strings.Join(cfg.KafkaBrokers, ","))
+		parts = append(parts, "Kafka at "+cfg.Value("SECKILL_KAFKA_BROKERS"))
 	}
 	return strings.Join(parts, "; ")
 }

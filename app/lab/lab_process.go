@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -34,43 +35,36 @@ type labProcess struct {
 	waited chan struct{}
 }
 
-// processEnv is the environment that makes a child process serve cfg.
+// processEnv is the environment that makes a child process serve cfg:
+// every variable of the server's table as cfg holds it
+// (Config.Environment), the lab's own run settings on top (labRunSettings),
+// then extra.
 func processEnv(cfg server.Config, addr string, extra map[string]string) []string {
 	usedPrefix(cfg.KeyPrefix)
-	env := map[string]string{
-		"SECKILL_ADDR":           addr,
-		"SECKILL_REDIS_URL":      cfg.RedisURL,
-		"SECKILL_MYSQL_DSN":      cfg.MySQLDSN,
-		"SECKILL_QUEUE":          cfg.Queue,
-		"SECKILL_LIST_RELIABLE":  strconv.FormatBool(cfg.ListReliable),
-		"SECKILL_KEY_PREFIX":     cfg.KeyPrefix,
-		"SECKILL_JWT_SECRET":     string(cfg.JWTSecret),
-		"SECKILL_ADMIN_TOKEN":    cfg.AdminToken,
-		"SECKILL_CONSUMERS":      "1",
-		"SECKILL_BATCH_SIZE":     "20", // a slow drain, so a fault lands in the middle of it
-		"SECKILL_CONSUMER_NAME":  "lab-consumer",
-		"SECKILL_CLAIM_MIN_IDLE": "2s",
-		"SECKILL_SECKILL_RATE":   "0",
-		"SECKILL_CODE_RATE":      "0",
-		"SECKILL_LOG_FORMAT":     "json",
-	}
-	if cfg.NATSURL != "" {
-		env["SECKILL_NATS_URL"] = cfg.NATSURL
-	}
-	if cfg.AMQPURL != "" {
-		env["SECKILL_AMQP_URL"] = cfg.AMQPURL
-	}
-	if len(cfg.KafkaBrokers) > 0 {
-		env["SECKILL_KAFKA_BROKERS"] = strings.Join(cfg.KafkaBrokers, ",")
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
+	env := cfg.Environment()
+	env["SECKILL_ADDR"] = addr
+	maps.Copy(env, labRunSettings)
+	maps.Copy(env, extra)
 	out := os.Environ()
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// labRunSettings are what the lab's server processes run with whatever
+// the configuration says: one slow consumer, so a fault lands in the
+// middle of a drain; a quick claim; no per-shopper limits (the load
+// generator is a crowd of shoppers from one address); JSON logs the lab
+// reads. userDefaults undoes them for a run on the defaults a user gets.
+var labRunSettings = map[string]string{
+	"SECKILL_CONSUMERS":      "1",
+	"SECKILL_BATCH_SIZE":     "20",
+	"SECKILL_CONSUMER_NAME":  "lab-consumer",
+	"SECKILL_CLAIM_MIN_IDLE": "2s",
+	"SECKILL_SECKILL_RATE":   "0",
+	"SECKILL_CODE_RATE":      "0",
+	"SECKILL_LOG_FORMAT":     "json",
 }
 
 func freeAddr() (string, error) {

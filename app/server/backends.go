@@ -39,6 +39,17 @@ type Backend struct {
 	// consumer group) and relays in every process that runs consumers
 	// (core.Relayed).
 	Broker func(ctx context.Context, d Deps) (core.Queue, error)
+	// Variables are the backend's own settings, rows of the one variables
+	// table (README.md, `seckill serve -h`, the env template): each read at
+	// every start, whichever backend runs, with its Parse, and read back by
+	// the backend with Config.Setting. A backend of a program of its own
+	// declares its variables the same way.
+	Variables []Variable
+	// Check, if set, refuses a configuration of the backend's that cannot
+	// run, once every variable is read. Every backend's is asked, whichever
+	// runs, as every backend's variables are read: what matters only when
+	// it runs (a broker's address) it checks against c.Queue.
+	Check func(c Config) error
 	// Variants are other configurations of the backend that the comparison
 	// lab measures as columns of their own.
 	Variants []Variant
@@ -73,8 +84,11 @@ type Deps struct {
 	legacy bool
 }
 
-// Getenv reads a variable of the backend's own from the environment the
-// configuration was loaded from ("" when unset).
+// Getenv reads a variable from the environment the configuration was
+// loaded from ("" when unset): how a code sender or a payment provider a
+// program registers reads its own settings. A backend declares its
+// variables instead (Backend.Variables), and reads them with
+// Config.Setting.
 func (d Deps) Getenv(name string) string {
 	if d.Config.lookup == nil {
 		return ""

@@ -73,11 +73,15 @@ func TestKafkaOverTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if secured.KafkaTLS == nil || secured.KafkaSASL == nil || secured.KafkaSASL.Name() != "SCRAM-SHA-256" {
-		t.Fatalf("TLS %v, SASL %v: the settings were not read", secured.KafkaTLS, secured.KafkaSASL)
+	securedTLS, securedSASL := kafkaSecurity(secured)
+	if securedTLS == nil || securedSASL == nil || securedSASL.Name() != "SCRAM-SHA-256" {
+		t.Fatalf("TLS %v, SASL %v: the settings were not read", securedTLS, securedSASL)
 	}
 	h := startServer(t, "real", func(c *Config) {
-		c.Queue, c.KafkaBrokers, c.KafkaTLS, c.KafkaSASL = kafkaqueue.Name, cluster.ListenAddrs(), secured.KafkaTLS, secured.KafkaSASL
+		c.Queue = kafkaqueue.Name
+		for _, name := range []string{kafkaBrokersVar, kafkaTLSCAVar, kafkaSASLVar, kafkaUserVar, kafkaPasswordVar} {
+			*c = c.MustWith(name, secured.Value(name))
+		}
 	})
 	voucher := h.openVoucher(3)
 	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(5), nil); status != 200 {
@@ -89,7 +93,8 @@ func TestKafkaOverTLSAndSASL(t *testing.T) {
 
 	plain := testConfig()
 	useRealServers(t, &plain)
-	plain.Queue, plain.KafkaBrokers, plain.KafkaTLS = kafkaqueue.Name, cluster.ListenAddrs(), secured.KafkaTLS
+	plain.Queue = kafkaqueue.Name
+	plain = plain.MustWith(kafkaBrokersVar, secured.Value(kafkaBrokersVar)).MustWith(kafkaTLSCAVar, caFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if s, err := New(ctx, plain, nil); err == nil {
@@ -122,8 +127,9 @@ func TestBrokerSecuritySettingsAreChecked(t *testing.T) {
 			t.Errorf("%v: err = %v, want a refusal naming %s without the password", c.vars, err, c.variable)
 		}
 	}
-	if cfg, err := LoadConfig(env(map[string]string{"SECKILL_KAFKA_TLS": "1"})); err != nil || cfg.KafkaTLS == nil || cfg.KafkaSASL != nil {
-		t.Fatalf("SECKILL_KAFKA_TLS=1: %v, TLS %v, SASL %v", err, cfg.KafkaTLS, cfg.KafkaSASL)
+	cfg, err := LoadConfig(env(map[string]string{"SECKILL_KAFKA_TLS": "1"}))
+	if tlsConfig, mechanism := kafkaSecurity(cfg); err != nil || tlsConfig == nil || mechanism != nil {
+		t.Fatalf("SECKILL_KAFKA_TLS=1: %v, TLS %v, SASL %v", err, tlsConfig, mechanism)
 	}
 }
 
@@ -166,7 +172,10 @@ func TestNATSWithAUserAndPassword(t *testing.T) {
 		t.Fatal("the NATS server did not start")
 	}
 	addr := strings.TrimPrefix(ns.ClientURL(), "nats://")
-	h := startServer(t, "real", func(c *Config) { c.Queue, c.NATSURL = natsqueue.Name, "nats://seckill:a-nats-password-0123@"+addr })
+	h := startServer(t, "real", func(c *Config) {
+		c.Queue = natsqueue.Name
+		*c = c.MustWith(natsURLVar, "nats://seckill:a-nats-password-0123@"+addr)
+	})
 	voucher := h.openVoucher(3)
 	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(5), nil); status != 200 {
 		t.Fatalf("seckill through an authenticated NATS: %d %v", status, body)
@@ -177,7 +186,8 @@ func TestNATSWithAUserAndPassword(t *testing.T) {
 
 	wrong := testConfig()
 	useRealServers(t, &wrong)
-	wrong.Queue, wrong.NATSURL = natsqueue.Name, "nats://seckill:not-the-password-987@"+addr
+	wrong.Queue = natsqueue.Name
+	wrong = wrong.MustWith(natsURLVar, "nats://seckill:not-the-password-987@"+addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := New(ctx, wrong, nil)

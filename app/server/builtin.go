@@ -31,17 +31,20 @@ func init() {
 		Name:      memqueue.Name,
 		Iteration: "BlockingQueue: a bounded in-process channel; full → 503 `busy`",
 		Open: func(_ context.Context, d Deps) (core.Queue, error) {
-			return memqueue.New(memqueue.Config{Capacity: d.Config.MemoryCapacity}, d.Log), nil
+			return memqueue.New(memqueue.Config{Capacity: settingOf[int](d.Config, memoryCapacityVar)}, d.Log), nil
 		},
+		Variables: memoryVariables,
+		Check:     checkMemory,
 	})
 	Register(Backend{
 		Name:      listqueue.Name,
 		Iteration: "Redis List: LPUSH in the script, BRPOP; `SECKILL_LIST_RELIABLE=1` adds BLMOVE processing lists, heartbeats and a reaper",
 		Open: func(_ context.Context, d Deps) (core.Queue, error) {
-			return listqueue.New(d.Redis, listqueue.Config{Key: d.QueueKey("orders:list"), Reliable: d.Config.ListReliable,
+			return listqueue.New(d.Redis, listqueue.Config{Key: d.QueueKey("orders:list"), Reliable: settingOf[bool](d.Config, listReliableVar),
 				ConsumerPrefix: d.Config.ConsumerName}, d.Log), nil
 		},
-		Variants: []Variant{{Name: "list-reliable", Configure: func(c *Config) { c.ListReliable = true }}},
+		Variables: listVariables,
+		Variants:  []Variant{{Name: "list-reliable", Configure: func(c *Config) { *c = c.MustWith(listReliableVar, "1") }}},
 	})
 	Register(Backend{
 		Name:      pubsubqueue.Name,
@@ -79,16 +82,21 @@ func init() {
 		Name:      natsqueue.Name,
 		Iteration: "NATS JetStream, fed by a relay from a Redis outbox the script writes; a durable pull consumer, ack after the commit",
 		Broker:    openNATS,
+		Variables: natsVariables,
 	})
 	Register(Backend{
 		Name:      amqpqueue.Name,
 		Iteration: "RabbitMQ quorum queue, fed by a relay from the Redis outbox with publisher confirms; manual acks after the commit, a dead-letter exchange",
 		Broker:    openRabbitMQ,
+		Variables: rabbitmqVariables,
+		Check:     checkRabbitMQ,
 	})
 	Register(Backend{
 		Name:      kafkaqueue.Name,
 		Iteration: "Kafka topic keyed by voucher, fed by a relay from the Redis outbox (acks=all, idempotent producer); a consumer group committing after the commit, a dead-letter topic",
 		Broker:    openKafka,
+		Variables: kafkaVariables,
+		Check:     checkKafka,
 	})
 	builtinBackends = Backends()
 }
@@ -96,11 +104,13 @@ func init() {
 // openKafka opens the Kafka backend on SECKILL_KAFKA_BROKERS (LoadConfig
 // requires them).
 func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
-	if len(d.Config.KafkaBrokers) == 0 {
-		return nil, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
+	brokers := settingOf[[]string](d.Config, kafkaBrokersVar)
+	if len(brokers) == 0 {
+		return nil, &configError{kafkaBrokersVar, "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
 	}
-	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: d.Config.KafkaBrokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
-		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: d.Config.KafkaTLS, SASL: d.Config.KafkaSASL}, d.Log)
+	tlsConfig, mechanism := kafkaSecurity(d.Config)
+	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: brokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
+		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: tlsConfig, SASL: mechanism}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_KAFKA_BROKERS: %w", err)
 	}
@@ -110,7 +120,7 @@ func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
 // openRabbitMQ opens the RabbitMQ backend on SECKILL_AMQP_URL (LoadConfig
 // refuses it on the stand-ins without one).
 func openRabbitMQ(ctx context.Context, d Deps) (core.Queue, error) {
-	url := d.Config.AMQPURL
+	url := settingOf[string](d.Config, amqpURLVar)
 	if url == "" {
 		url = amqpqueue.DefaultURL
 	}
@@ -127,8 +137,8 @@ func openRabbitMQ(ctx context.Context, d Deps) (core.Queue, error) {
 func openNATS(ctx context.Context, d Deps) (core.Queue, error) {
 	cfg := natsqueue.Config{Stream: natsqueue.StreamName(d.Config.KeyPrefix),
 		ConsumerPrefix: d.Config.ConsumerName, AckWait: d.Config.ClaimMinIdle, Signer: d.OrderSigner(),
-		Credentials: d.Config.NATSCredentials}
-	url := d.Config.NATSURL
+		Credentials: settingOf[string](d.Config, natsCredsVar)}
+	url := settingOf[string](d.Config, natsURLVar)
 	if url == "" && d.Config.EmbeddedRedis() && d.Config.EmbeddedSQL() {
 		q, err := natsqueue.NewEmbedded(ctx, cfg, d.Log)
 		if err != nil {

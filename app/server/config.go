@@ -2,25 +2,14 @@ package server
 
 import (
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
+	"maps"
 	"net/netip"
-	"net/url"
-	"os"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/gofiber/fiber/v2"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -118,10 +107,6 @@ type Config struct {
 	// AllowEviction starts on a Redis whose maxmemory-policy may evict
 	// keys (refused otherwise: an eviction deletes sale state unnoticed).
 	AllowEviction bool // SECKILL_REDIS_ALLOW_EVICTION
-	// MemoryCapacity bounds the memory backend's channel.
-	MemoryCapacity int // SECKILL_MEMORY_CAPACITY
-	// ListReliable turns on the list backend's processing lists.
-	ListReliable bool // SECKILL_LIST_RELIABLE
 	// SeckillRate: seckill requests per shopper per second (0: no limit).
 	SeckillRate int // SECKILL_SECKILL_RATE
 	// CodeRate: login-code requests per client IP per minute (0: no limit).
@@ -154,28 +139,17 @@ type Config struct {
 	// MetricsAddr, if set, serves /metrics there (no token) instead of on
 	// the API's listener: an internal address for a public deployment.
 	MetricsAddr string // SECKILL_METRICS_ADDR
-	// NATSURL is the nats backend's server; empty: nats://127.0.0.1:4222
-	// with real servers, an embedded one on the stand-ins.
-	NATSURL string // SECKILL_NATS_URL
-	// AMQPURL is the rabbitmq backend's broker; empty: the local default
-	// with real servers, refused on the stand-ins (nothing to embed).
-	AMQPURL string // SECKILL_AMQP_URL
 	// OutboxCap: with an outside broker, the orders the outbox may hold
 	// before shoppers are answered busy (0: no cap).
 	OutboxCap int64 // SECKILL_OUTBOX_CAP
-	// KafkaBrokers are the kafka backend's seed brokers (host:port);
-	// required for it, with real servers and on the stand-ins.
-	KafkaBrokers []string // SECKILL_KAFKA_BROKERS
-	// KafkaTLS, if set, is the TLS of every Kafka connection
-	// (SECKILL_KAFKA_TLS, SECKILL_KAFKA_TLS_CA); KafkaSASL its
-	// authentication (SECKILL_KAFKA_SASL, _USER, _PASSWORD). Nil: none.
-	KafkaTLS  *tls.Config
-	KafkaSASL sasl.Mechanism
-	// NATSCredentials is a NATS credentials file to connect with.
-	NATSCredentials string // SECKILL_NATS_CREDS
-	// lookup is the environment the configuration was read from; a
-	// backend reads its own variables through it (Deps.Getenv).
+	// lookup is the environment the configuration was read from: a code
+	// sender or payment provider a program registers reads its own
+	// settings through it (Deps.Getenv).
 	lookup func(string) (string, bool)
+	// given holds each variable that was set, as written (trimmed);
+	// settings what each backend variable's Parse made of its value.
+	given    map[string]string
+	settings map[string]any
 	// GeneratedAdminToken is set when the admin token was made up at start
 	// (embedded mode only): the log then shows it, since nobody else knows it.
 	GeneratedAdminToken bool
@@ -195,234 +169,110 @@ func (e *configError) Error() string {
 	return fmt.Sprintf("config: %s=%q: %s", e.name, e.value, e.why)
 }
 
-// LoadConfig reads the environment through lookup (os.LookupEnv in main).
-// The first bad value stops it with an error naming the variable.
+// LoadConfig reads the environment through lookup (os.LookupEnv in main):
+// every variable of the table, the server's own and each backend's, then
+// what depends on several of them. The first bad value stops it with an
+// error naming the variable.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
-	get := func(name, def string) string {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
-			return strings.TrimSpace(v)
+	c := Config{lookup: lookup, given: map[string]string{}, settings: map[string]any{}}
+	for _, v := range Variables() {
+		raw, set := lookup(v.Name)
+		value := strings.TrimSpace(raw)
+		if set {
+			c.given[v.Name] = value
 		}
-		return def
+		if err := c.read(v, value); err != nil {
+			return c, err
+		}
 	}
-	c := Config{
-		Addr:         get("SECKILL_ADDR", ":8080"),
-		RedisURL:     get("SECKILL_REDIS_URL", ""),
-		MySQLDSN:     get("SECKILL_MYSQL_DSN", ""),
-		Queue:        get("SECKILL_QUEUE", "streamgroup"),
-		JWTSecret:    []byte(get("SECKILL_JWT_SECRET", "")),
-		AdminToken:   get("SECKILL_ADMIN_TOKEN", ""),
-		KeyPrefix:    get("SECKILL_KEY_PREFIX", "seckill:"),
-		ConsumerName: get("SECKILL_CONSUMER_NAME", ""),
-		LogFormat:    get("SECKILL_LOG_FORMAT", "text"),
-		PprofAddr:    get("SECKILL_PPROF_ADDR", ""),
-		MetricsAddr:  get("SECKILL_METRICS_ADDR", ""),
-		PhoneRegion:  strings.ToUpper(get("SECKILL_PHONE_REGION", "CN")),
-		ProxyHeader:  get("SECKILL_PROXY_HEADER", fiber.HeaderXForwardedFor),
+	return c, c.finish()
+}
 
-		CodeWebhookURL:    get("SECKILL_CODE_WEBHOOK_URL", ""),
-		CodeWebhookSecret: get("SECKILL_CODE_WEBHOOK_SECRET", ""),
-		lookup:            lookup,
-	}
+// read reads one variable's value ("" when unset) into c.
+func (c *Config) read(v Variable, value string) error {
 	var err error
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return c, &configError{"SECKILL_ADDR", c.Addr, "want host:port, e.g. :8080"}
-	}
-	if c.PprofPublic, err = boolVar(lookup, "SECKILL_PPROF_PUBLIC", false); err != nil {
-		return c, err
-	}
-	if c.PprofAddr != "" {
-		host, _, err := net.SplitHostPort(c.PprofAddr)
-		if err != nil {
-			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "want host:port, e.g. 127.0.0.1:6060"}
-		}
-		if !c.PprofPublic && !isLoopback(host) {
-			return c, &configError{"SECKILL_PPROF_ADDR", c.PprofAddr, "the profiler listens on loopback only (e.g. 127.0.0.1:6060); " +
-				"SECKILL_PPROF_PUBLIC=1 lets it listen elsewhere"}
-		}
-	}
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return c, &configError{"SECKILL_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. 10.0.0.5:9090"}
-		}
-	}
-	if c.RedisURL != "" {
-		if t, perr := parseRedisURL(c.RedisURL); perr == nil {
-			c.RedisPoolSize = t.requestPool
-		}
-		if _, perr := parseRedisURL(c.RedisURL); perr != nil {
-			return c, &configError{"SECKILL_REDIS_URL", redactURL(c.RedisURL), perr.Error()}
-		}
-	}
-	if c.MySQLDSN != "" {
-		if _, perr := mysql.ParseDSN(c.MySQLDSN); perr != nil {
-			return c, &configError{"SECKILL_MYSQL_DSN", "", "not a go-sql-driver DSN (" + perr.Error() + "); e.g. root@tcp(127.0.0.1:3306)/test"}
-		}
-	}
-	if err := halfEmbedded(c); err != nil {
-		return c, err
-	}
-	if _, ok := lookupBackend(c.Queue); !ok {
-		return c, &configError{"SECKILL_QUEUE", c.Queue, "want one of " + strings.Join(BackendNames(), ", ")}
-	}
-	if c.Consumers, err = intVar(lookup, "SECKILL_CONSUMERS", 2, 0, 256); err != nil {
-		return c, err
-	}
-	if c.Queue == "memory" && c.Consumers == 0 {
-		// The queue is this process's memory: no other process can drain
-		// it, and what it holds is gone when this one stops.
-		return c, &configError{"SECKILL_CONSUMERS", "0", "SECKILL_QUEUE=memory needs a consumer in this process: its queue is this process's memory, which no other process can drain, so every order would stay queued and be lost at stop"}
-	}
-	if c.Shards, err = intVar(lookup, "SECKILL_SHARDS", 0, 0, maxShards); err != nil {
-		return c, err
-	}
-	if c.BatchSize, err = intVar(lookup, "SECKILL_BATCH_SIZE", 500, 1, 10000); err != nil {
-		return c, err
-	}
-	if c.MaxDeliver, err = intVar(lookup, "SECKILL_MAX_DELIVERIES", 5, 1, 1000); err != nil {
-		return c, err
-	}
-	if c.ClaimMinIdle, err = durationVar(lookup, "SECKILL_CLAIM_MIN_IDLE", 30*time.Second); err != nil {
-		return c, err
-	}
-	if c.WaitReplicas, err = intVar(lookup, "SECKILL_REDIS_WAIT_REPLICAS", 0, 0, 16); err != nil {
-		return c, err
-	}
-	if c.WaitTimeout, err = durationVar(lookup, "SECKILL_REDIS_WAIT_TIMEOUT", 250*time.Millisecond); err != nil {
-		return c, err
-	}
-	if c.WaitReplicas > 0 && c.EmbeddedRedis() {
-		return c, &configError{"SECKILL_REDIS_WAIT_REPLICAS", strconv.Itoa(c.WaitReplicas), "the embedded Redis has no replicas to wait for"}
-	}
-	if c.RequestTimeout, err = durationVar(lookup, "SECKILL_REQUEST_TIMEOUT", DefaultRequestTimeout); err != nil {
-		return c, err
-	}
-	if c.PayWindow, err = durationVar(lookup, "SECKILL_PAY_WINDOW", DefaultPayWindow); err != nil {
-		return c, err
-	}
-	if c.PayWindow < time.Second {
-		return c, &configError{"SECKILL_PAY_WINDOW", c.PayWindow.String(), "want at least 1s, e.g. 15m"}
-	}
-	if c.MySQLMaxConns, err = intVar(lookup, "SECKILL_MYSQL_MAX_CONNS", DefaultMySQLMaxConns, 1, 4096); err != nil {
-		return c, err
-	}
-	if c.NATSURL, err = brokerURLVar(lookup, "SECKILL_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"); err != nil {
-		return c, err
-	}
-	outboxCap, err := intVar(lookup, "SECKILL_OUTBOX_CAP", DefaultOutboxCap, 0, 100_000_000)
-	if err != nil {
-		return c, err
-	}
-	c.OutboxCap = int64(outboxCap)
-	if c.AMQPURL, err = brokerURLVar(lookup, "SECKILL_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/", "amqp", "amqps"); err != nil {
-		return c, err
-	}
-	if c.TokenLifetime, err = durationVar(lookup, "SECKILL_TOKEN_LIFETIME", DefaultTokenLifetime); err != nil {
-		return c, err
-	}
-	if c.TokenLifetime < time.Minute || c.TokenLifetime > 90*24*time.Hour {
-		return c, &configError{"SECKILL_TOKEN_LIFETIME", c.TokenLifetime.String(), "want from 1m to 2160h (90 days), e.g. 24h"}
-	}
-	c.Expiry = strings.TrimSpace(get("SECKILL_EXPIRY", ""))
 	switch {
-	case c.Expiry == "" && c.Queue == "sync":
-		c.Expiry = ExpirySweep
-	case c.Expiry == "":
-		c.Expiry = ExpiryDeadlines
-	case c.Expiry != ExpiryDeadlines && c.Expiry != ExpirySweep:
-		return c, &configError{"SECKILL_EXPIRY", c.Expiry, "want deadlines or sweep"}
-	case c.Expiry == ExpiryDeadlines && c.Queue == "sync":
-		return c, &configError{"SECKILL_EXPIRY", c.Expiry, "SECKILL_QUEUE=sync reserves in MySQL: its orders expire by the sweep alone (set sweep, or leave it unset)"}
-	}
-	c.ConsumerLinger = -1
-	if v, ok := lookup("SECKILL_CONSUMER_LINGER"); ok && strings.TrimSpace(v) != "" {
-		d, perr := time.ParseDuration(strings.TrimSpace(v))
-		if perr != nil || d < 0 || d > time.Second {
-			return c, &configError{"SECKILL_CONSUMER_LINGER", v, "want a Go duration from 0 to 1s, e.g. 20ms"}
+	case v.field.load != nil:
+		err = v.field.load(c, value)
+	case v.Parse != nil:
+		var parsed any
+		if parsed, err = v.Parse(value); err == nil {
+			c.settings[v.Name] = parsed
 		}
-		c.ConsumerLinger = d
+	default:
+		c.settings[v.Name] = value
 	}
-	c.AnswerMemo = DefaultAnswerMemo
-	if v, ok := lookup("SECKILL_ANSWER_MEMO"); ok && strings.TrimSpace(v) != "" {
-		d, perr := time.ParseDuration(strings.TrimSpace(v))
-		if perr != nil || d < 0 || d > 10*time.Second {
-			return c, &configError{"SECKILL_ANSWER_MEMO", v, "want a Go duration from 0 (off) to 10s, e.g. 200ms"}
+	if err == nil {
+		return nil
+	}
+	if ce := (*configError)(nil); errors.As(err, &ce) {
+		if ce.name == "" {
+			ce.name = v.Name
 		}
-		c.AnswerMemo = d
+		return ce
 	}
-	embedded := c.EmbeddedRedis() && c.EmbeddedSQL()
-	if err := c.loadPayments(lookup, embedded); err != nil {
-		return c, err
+	return &configError{v.Name, value, err.Error()}
+}
+
+// Setting is what a backend variable's Parse made of its value (nil for a
+// name no backend declares).
+func (c Config) Setting(name string) any { return c.settings[name] }
+
+// Value is a variable's value as the environment that makes another
+// process serve c carries it (Environment); "" when unset.
+func (c Config) Value(name string) string {
+	v, ok := variable(name)
+	switch {
+	case !ok:
+		return ""
+	case v.field.env != nil:
+		return v.field.env(c)
 	}
-	if err := c.loadLogin(lookup, embedded); err != nil {
-		return c, err
+	return c.given[name]
+}
+
+// settingOf is a backend variable's setting as the type its Parse makes.
+func settingOf[T any](c Config, name string) T {
+	v, _ := c.settings[name].(T)
+	return v
+}
+
+// With is c with one variable set as LoadConfig reads it (what other
+// variables derive from it at start is not derived again): a test's or a
+// lab's change of one setting, a backend's or the server's own.
+func (c Config) With(name, value string) (Config, error) {
+	v, ok := variable(name)
+	if !ok {
+		return c, &configError{name, value, "not a variable the server reads"}
 	}
-	if c.DemoSale, err = boolVar(lookup, "SECKILL_DEMO_SALE", embedded); err != nil {
-		return c, err
+	c.given, c.settings = maps.Clone(c.given), maps.Clone(c.settings)
+	if c.given == nil {
+		c.given, c.settings = map[string]string{}, map[string]any{}
 	}
-	if c.UserLock, err = boolVar(lookup, "SECKILL_USER_LOCK", false); err != nil {
-		return c, err
+	c.given[name] = strings.TrimSpace(value)
+	return c, c.read(v, strings.TrimSpace(value))
+}
+
+// MustWith is With for a value known good (a test's, a variant's): it
+// panics on a bad one.
+func (c Config) MustWith(name, value string) Config {
+	c, err := c.With(name, value)
+	if err != nil {
+		panic(err)
 	}
-	if c.AllowEviction, err = boolVar(lookup, "SECKILL_REDIS_ALLOW_EVICTION", false); err != nil {
-		return c, err
+	return c
+}
+
+// Environment is the environment that makes another process serve c:
+// every variable of the table, as c holds it (a variable the process
+// running it derived, such as a secret the stand-ins made up, written as
+// it came out). The lab starts its server processes with it.
+func (c Config) Environment() map[string]string {
+	env := map[string]string{}
+	for _, v := range Variables() {
+		env[v.Name] = c.Value(v.Name)
 	}
-	if c.MemoryCapacity, err = intVar(lookup, "SECKILL_MEMORY_CAPACITY", 10000, 1, 10_000_000); err != nil {
-		return c, err
-	}
-	if c.ListReliable, err = boolVar(lookup, "SECKILL_LIST_RELIABLE", false); err != nil {
-		return c, err
-	}
-	if c.RedisBatch, err = intVar(lookup, "SECKILL_REDIS_BATCH", DefaultRedisBatch, 0, 256); err != nil {
-		return c, err
-	}
-	if c.RedisCoalesce, err = boolVar(lookup, "SECKILL_REDIS_COALESCE", true); err != nil {
-		return c, err
-	}
-	name := get("SECKILL_ORDER_BODY", string(core.OrderBodyCompact))
-	if c.OrderBody, err = core.ParseOrderBody(name); err != nil {
-		return c, &configError{"SECKILL_ORDER_BODY", name, "want compact or json"}
-	}
-	if c.SeckillRate, err = intVar(lookup, "SECKILL_SECKILL_RATE", 5, 0, 1_000_000); err != nil {
-		return c, err
-	}
-	if c.CodeRate, err = intVar(lookup, "SECKILL_CODE_RATE", 20, 0, 1_000_000); err != nil {
-		return c, err
-	}
-	if c.LoginRate, err = intVar(lookup, "SECKILL_LOGIN_RATE", 30, 0, 1_000_000); err != nil {
-		return c, err
-	}
-	if c.MissRate, err = intVar(lookup, "SECKILL_MISS_RATE", 60, 0, 1_000_000); err != nil {
-		return c, err
-	}
-	if v := get("SECKILL_TRUSTED_PROXIES", ""); v != "" {
-		if c.TrustedProxies, err = parseTrustedProxies(v); err != nil {
-			return c, &configError{"SECKILL_TRUSTED_PROXIES", v, err.Error() + "; want addresses or CIDR ranges, comma-separated"}
-		}
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return c, &configError{"SECKILL_LOG_FORMAT", c.LogFormat, "want text or json"}
-	}
-	if v := get("SECKILL_KAFKA_BROKERS", ""); v != "" {
-		for _, b := range strings.Split(v, ",") {
-			b = strings.TrimSpace(b)
-			if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
-				return c, &configError{"SECKILL_KAFKA_BROKERS", v, "want host:port of the seed brokers, comma-separated"}
-			}
-			c.KafkaBrokers = append(c.KafkaBrokers, b)
-		}
-	}
-	if err := c.loadBrokerSecurity(lookup); err != nil {
-		return c, err
-	}
-	if c.Queue == "kafka" && len(c.KafkaBrokers) == 0 {
-		return c, &configError{"SECKILL_KAFKA_BROKERS", "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated); there is no Kafka to embed"}
-	}
-	if embedded && c.Queue == "rabbitmq" && c.AMQPURL == "" {
-		return c, &configError{"SECKILL_AMQP_URL", "", "SECKILL_QUEUE=rabbitmq needs a RabbitMQ to talk to, and the stand-ins have none to embed: set SECKILL_AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/)"}
-	}
-	if err := c.loadSecrets(embedded); err != nil {
-		return c, err
-	}
-	return c, nil
+	return env
 }
 
 // loadSecrets makes up the secrets the stand-ins lack, and refuses on real
@@ -543,149 +393,9 @@ func isLoopback(host string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// loadPayments reads the payment provider and the sandbox's secret.
-func (c *Config) loadPayments(lookup func(string) (string, bool), embedded bool) error {
-	v, set := lookup("SECKILL_PAY_PROVIDER")
-	c.PayProvider = strings.TrimSpace(v)
-	if !set && embedded {
-		c.PayProvider = SandboxProvider
-	}
-	if c.PayProvider != "" {
-		if _, ok := lookupPayProvider(c.PayProvider); !ok {
-			return &configError{"SECKILL_PAY_PROVIDER", c.PayProvider, "want one of " + strings.Join(PayProviderNames(), ", ") + ", or empty for no payments"}
-		}
-	}
-	c.PaySecret = strings.TrimSpace(func() string { v, _ := lookup("SECKILL_PAY_SECRET"); return v }())
-	if c.PayProvider == SandboxProvider {
-		switch {
-		case c.PaySecret == "" && embedded:
-			c.PaySecret = randomHex(32)
-		case c.PaySecret == "":
-			return &configError{"SECKILL_PAY_SECRET", "", "required by SECKILL_PAY_PROVIDER=sandbox with real servers: every instance must sign and check the sandbox's notifications alike"}
-		}
-		c.PaySandboxOnRealServers = !embedded
-	}
-	return nil
-}
-
-// loadLogin reads how shoppers log in: dev codes, the code sender, the
-// phone region.
-func (c *Config) loadLogin(lookup func(string) (string, bool), embedded bool) error {
-	switch v, _ := lookup("SECKILL_DEV_CODES"); strings.ToLower(strings.TrimSpace(v)) {
-	case "":
-		c.DevCodes = embedded
-	case "force":
-		c.DevCodes, c.DevCodesForced = true, !embedded
-	default:
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return &configError{"SECKILL_DEV_CODES", v, "want 1, 0 or force"}
-		}
-		if b && !embedded {
-			return &configError{"SECKILL_DEV_CODES", v, "returns every login code to whoever asks for it, so anyone can log in as any phone; " +
-				"with real servers write force if that is really meant (a test or a demo), else set SECKILL_CODE_WEBHOOK_URL"}
-		}
-		c.DevCodes = b
-	}
-	c.CodeSender = strings.TrimSpace(func() string { v, _ := lookup("SECKILL_CODE_SENDER"); return v }())
-	if c.CodeSender == "" && c.CodeWebhookURL != "" {
-		c.CodeSender = WebhookSender
-	}
-	if c.CodeSender != "" {
-		if _, ok := lookupCodeSender(c.CodeSender); !ok {
-			return &configError{"SECKILL_CODE_SENDER", c.CodeSender, "want one of " + strings.Join(CodeSenderNames(), ", ")}
-		}
-	}
-	if c.CodeSender == WebhookSender {
-		if c.CodeWebhookURL == "" {
-			return &configError{"SECKILL_CODE_WEBHOOK_URL", "", "required by SECKILL_CODE_SENDER=webhook"}
-		}
-		if c.CodeWebhookSecret == "" {
-			return &configError{"SECKILL_CODE_WEBHOOK_SECRET", "", "required with SECKILL_CODE_WEBHOOK_URL: the gateway checks each code's signature with it"}
-		}
-	}
-	if !core.ValidRegion(c.PhoneRegion) {
-		return &configError{"SECKILL_PHONE_REGION", c.PhoneRegion, "want an ISO 3166 region code libphonenumber knows, e.g. CN or US"}
-	}
-	c.PhoneRegions = []string{c.PhoneRegion}
-	if v, _ := lookup("SECKILL_PHONE_REGIONS"); strings.TrimSpace(v) != "" {
-		c.PhoneRegions = nil
-		for _, r := range strings.Split(v, ",") {
-			r = strings.ToUpper(strings.TrimSpace(r))
-			if !core.ValidRegion(r) {
-				return &configError{"SECKILL_PHONE_REGIONS", v, "want ISO 3166 region codes libphonenumber knows, comma-separated, e.g. CN,HK"}
-			}
-			c.PhoneRegions = append(c.PhoneRegions, r)
-		}
-	}
-	var err error
-	if c.CodesPerPhone, err = intVar(lookup, "SECKILL_CODES_PER_PHONE", DefaultCodesPerPhone, 1, 1000); err != nil {
-		return err
-	}
-	return nil
-}
-
-// loadBrokerSecurity reads how the outside brokers' connections are
-// secured: Kafka's TLS and SASL, NATS's credentials file. All optional,
-// off by default; a file that cannot be read, or a mechanism without its
-// user, stops the start.
-func (c *Config) loadBrokerSecurity(lookup func(string) (string, bool)) error {
-	get := func(name string) string { v, _ := lookup(name); return strings.TrimSpace(v) }
-	on, err := boolVar(lookup, "SECKILL_KAFKA_TLS", false)
-	if err != nil {
-		return err
-	}
-	if ca := get("SECKILL_KAFKA_TLS_CA"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return &configError{"SECKILL_KAFKA_TLS_CA", ca, "cannot read it: " + err.Error()}
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return &configError{"SECKILL_KAFKA_TLS_CA", ca, "holds no PEM certificate"}
-		}
-		c.KafkaTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	} else if on {
-		c.KafkaTLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	user, password := get("SECKILL_KAFKA_USER"), get("SECKILL_KAFKA_PASSWORD")
-	switch mechanism := strings.ToUpper(get("SECKILL_KAFKA_SASL")); {
-	case mechanism == "" && user == "":
-	case mechanism == "" || user == "" || password == "":
-		return &configError{"SECKILL_KAFKA_SASL", mechanism, "SASL needs the mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), SECKILL_KAFKA_USER and SECKILL_KAFKA_PASSWORD together"}
-	case mechanism == "PLAIN":
-		c.KafkaSASL = plain.Auth{User: user, Pass: password}.AsMechanism()
-	case mechanism == "SCRAM-SHA-256":
-		c.KafkaSASL = scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
-	case mechanism == "SCRAM-SHA-512":
-		c.KafkaSASL = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
-	default:
-		return &configError{"SECKILL_KAFKA_SASL", mechanism, "want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"}
-	}
-	if creds := get("SECKILL_NATS_CREDS"); creds != "" {
-		if _, err := os.Stat(creds); err != nil {
-			return &configError{"SECKILL_NATS_CREDS", creds, "cannot read the credentials file: " + err.Error()}
-		}
-		c.NATSCredentials = creds
-	}
-	return nil
-}
-
 // DefaultCodesPerPhone is SECKILL_CODES_PER_PHONE's default: with five
 // tries a code, 25 judged guesses a phone in 15 minutes, whoever asks.
 const DefaultCodesPerPhone = 5
-
-func intVar(lookup func(string) (string, bool), name string, def, lo, hi int) (int, error) {
-	v, ok := lookup(name)
-	if !ok || strings.TrimSpace(v) == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < lo || n > hi {
-		return 0, &configError{name, v, fmt.Sprintf("want an integer from %d to %d", lo, hi)}
-	}
-	return n, nil
-}
 
 // DefaultRequestTimeout is the contract's default deadline of a request.
 const DefaultRequestTimeout = 2 * time.Second
@@ -721,44 +431,6 @@ const DefaultAnswerMemo = 200 * time.Millisecond
 // DefaultOutboxCap is SECKILL_OUTBOX_CAP's default: about 20 MB of
 // Redis at the outbox's entry size, minutes of a busy sale's orders.
 const DefaultOutboxCap = 100_000
-
-// brokerURLVar reads an outside broker's URL: empty, or a URL of one of
-// the schemes with a host (example shows one in the error).
-func brokerURLVar(lookup func(string) (string, bool), name, example string, schemes ...string) (string, error) {
-	v, _ := lookup(name)
-	if v == "" {
-		return "", nil
-	}
-	u, err := url.Parse(v)
-	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-		return "", &configError{name, redactURL(v), "want a URL such as " + example}
-	}
-	return v, nil
-}
-
-func durationVar(lookup func(string) (string, bool), name string, def time.Duration) (time.Duration, error) {
-	v, ok := lookup(name)
-	if !ok || strings.TrimSpace(v) == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil || d <= 0 {
-		return 0, &configError{name, v, "want a positive Go duration, e.g. 30s or 1m"}
-	}
-	return d, nil
-}
-
-func boolVar(lookup func(string) (string, bool), name string, def bool) (bool, error) {
-	v, ok := lookup(name)
-	if !ok || strings.TrimSpace(v) == "" {
-		return def, nil
-	}
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		return false, &configError{name, v, "want 1 or 0 (true or false)"}
-	}
-	return b, nil
-}
 
 // credentialsInURL is the userinfo of each URL in a text: user:password@
 // or a lone token@ (NATS takes nats://token@host), in a URL of any scheme,

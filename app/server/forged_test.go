@@ -40,7 +40,7 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 	defer cancel()
 	switch h.cfg.Queue {
 	case natsqueue.Name:
-		nc, err := nats.Connect(h.cfg.NATSURL)
+		nc, err := nats.Connect(h.cfg.Value(natsURLVar))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 			t.Fatalf("publish to NATS: %v", err)
 		}
 	case kafkaqueue.Name:
-		cl, err := kgo.NewClient(kgo.SeedBrokers(h.cfg.KafkaBrokers...))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(settingOf[[]string](h.cfg, kafkaBrokersVar)...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 			t.Fatalf("produce to Kafka: %v", err)
 		}
 	case amqpqueue.Name:
-		conn, err := amqp.Dial(h.cfg.AMQPURL)
+		conn, err := amqp.Dial(h.cfg.Value(amqpURLVar))
 		if err != nil {
 			t.Fatal(err)
 		}

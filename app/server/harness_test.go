@@ -123,7 +123,7 @@ func useRealServers(t testing.TB, cfg *Config) {
 		t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
 	}
 	cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
-	cfg.NATSURL = os.Getenv(testenv.NATSURLEnv)
+	*cfg = cfg.MustWith(natsURLVar, os.Getenv(testenv.NATSURLEnv))
 }
 
 func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {

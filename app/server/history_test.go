@@ -95,7 +95,8 @@ func checkHistory(t *testing.T, backend string) {
 		}
 	}
 	if backend == "list-reliable" {
-		cfg.Queue, cfg.ListReliable = "list", true
+		cfg.Queue = "list"
+		cfg = cfg.MustWith(listReliableVar, "1")
 	} else {
 		cfg.Queue = backend
 	}

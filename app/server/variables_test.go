@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -62,7 +64,7 @@ func TestEveryVariableReadIsDeclared(t *testing.T) {
 			t.Errorf("LoadConfig reads %s, which app/server/variables_table.go does not declare", name)
 		}
 	}
-	for _, v := range variables {
+	for _, v := range Variables() {
 		if !read[v.Name] {
 			t.Errorf("%s is declared but never read", v.Name)
 		}
@@ -92,12 +94,67 @@ func TestAnUnknownVariableIsNamedWithTheNearest(t *testing.T) {
 func TestServeHelpListsEveryVariableWithItsDefault(t *testing.T) {
 	var b bytes.Buffer
 	PrintVariables(&b)
-	for _, v := range variables {
+	for _, v := range Variables() {
 		if !strings.Contains(b.String(), v.Name+" ") || !strings.Contains(b.String(), "default: "+plainText(v.Default)) {
 			t.Errorf("seckill serve -h lacks %s or its default", v.Name)
 		}
 	}
 	if strings.Contains(b.String(), "`") {
 		t.Error("seckill serve -h shows markdown")
+	}
+}
+
+// TestTheEnvironmentOfAConfigServesTheSameConfig: the environment a
+// configuration writes for another process (Config.Environment, what the
+// lab starts its servers with) loads back into the same configuration —
+// every variable, the server's own and each backend's, defaults and what
+// was derived at start (secrets the stand-ins made up, the sandbox on the
+// stand-ins, dev codes forced) alike.
+func TestTheEnvironmentOfAConfigServesTheSameConfig(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"stand-ins": nil,
+		"real servers": realServers(map[string]string{"SECKILL_QUEUE": "kafka", "SECKILL_KAFKA_BROKERS": "127.0.0.1:9092, 127.0.0.1:9093",
+			"SECKILL_DEV_CODES": "force", "SECKILL_TRUSTED_PROXIES": "10.0.0.1,192.168.0.0/16", "SECKILL_PHONE_REGIONS": "cn,hk",
+			"SECKILL_CONSUMER_LINGER": "20ms", "SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": "a-pay-secret-0123456789",
+			"SECKILL_LIST_RELIABLE": "true", "SECKILL_MEMORY_CAPACITY": "7", "SECKILL_NATS_URL": "nats://u:p@127.0.0.1:4222"}),
+		"sync": realServers(map[string]string{"SECKILL_QUEUE": "sync", "SECKILL_PAY_PROVIDER": "", "SECKILL_ORDER_BODY": "json"}),
+	} {
+		first, err := LoadConfig(env(vars))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		again, err := LoadConfig(env(first.Environment()))
+		if err != nil {
+			t.Fatalf("%s: its environment does not load: %v", name, err)
+		}
+		if !maps.Equal(first.Environment(), again.Environment()) {
+			t.Errorf("%s: the environment changed on the way:\n%v\n%v", name, first.Environment(), again.Environment())
+		}
+		first.lookup, again.lookup, first.given, again.given = nil, nil, nil, nil
+		first.GeneratedAdminToken = false // the second start was given it
+		if !reflect.DeepEqual(first, again) {
+			t.Errorf("%s: the configuration changed on the way:\n%+v\n%+v", name, first, again)
+		}
+	}
+}
+
+// TestTheEnvTemplateHasEveryVariable: `seckill env` writes every variable
+// of the table, commented out, with its default, and nothing a shell
+// would read as a setting.
+func TestTheEnvTemplateHasEveryVariable(t *testing.T) {
+	var b bytes.Buffer
+	PrintEnvTemplate(&b)
+	for _, v := range Variables() {
+		if !strings.Contains(b.String(), "\n#"+v.Name+"=\n") {
+			t.Errorf("the env template lacks %s", v.Name)
+		}
+	}
+	for line := range strings.Lines(b.String()) {
+		if line != "\n" && !strings.HasPrefix(line, "#") {
+			t.Errorf("the env template sets something: %q", line)
+		}
+	}
+	if len(Variables()) < 50 || !declared("SECKILL_NATS_URL") || !declared("SECKILL_ADDR") {
+		t.Fatalf("%d variables: the table lost the backends' or the server's", len(Variables()))
 	}
 }
