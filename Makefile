@@ -4,7 +4,7 @@ GO      ?= go
 RACE    := $(shell command -v gcc >/dev/null 2>&1 && [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 PKGS    := ./...
 
-.PHONY: run build test lint fmt vet staticcheck fuzz compare bench redis-instructions clean
+.PHONY: run build image test lint fmt vet staticcheck fuzz compare bench redis-instructions clean
 
 ## run: serve the API on embedded stand-ins (or the servers the SECKILL_* variables name)
 run:
@@ -13,6 +13,26 @@ run:
 ## build: the binary, bin/seckill
 build:
 	$(GO) build -o bin/seckill ./app
+
+## image: the server's image (deploy/Containerfile), FROM scratch: nothing is pulled. Built
+## with podman (in docker's format, which keeps the HEALTHCHECK), or docker where its daemon
+## answers; IMAGE names it. The version and commit are the binary's (seckill version) and the
+## image's labels.
+IMAGE     ?= seckill:latest
+CONTAINER ?= $(shell if command -v podman >/dev/null 2>&1; then echo podman; elif docker info >/dev/null 2>&1; then echo docker; fi)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+image:
+	@test -n "$(CONTAINER)" || { echo "make image: needs podman, or docker with a daemon (Debian: apt-get install -y podman runc)"; exit 1; }
+	rm -rf bin/image && mkdir -p bin/image
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=true -tags timetzdata -ldflags="-s -w" -o bin/image/seckill ./app
+	cp /etc/ssl/certs/ca-certificates.crt bin/image/
+	printf 'root:x:0:0:root:/:/sbin/nologin\nseckill:x:65532:65532:seckill:/:/sbin/nologin\n' > bin/image/passwd
+	printf 'root:x:0:\nseckill:x:65532:\n' > bin/image/group
+	$(CONTAINER) build -f deploy/Containerfile -t $(IMAGE) $(if $(filter podman,$(CONTAINER)),--format docker) \
+		--label org.opencontainers.image.title=seckill \
+		--label org.opencontainers.image.revision=$(COMMIT) \
+		--label org.opencontainers.image.version="$$(bin/image/seckill version)" \
+		bin/image
 
 ## test: every test, against embedded stand-ins, plus real Redis and MySQL
 ## when SECKILL_TEST_REDIS_URL and SECKILL_TEST_MYSQL_DSN are set

@@ -3,6 +3,7 @@
 //
 //	seckill [serve]   serve (the default); configured by SECKILL_* variables
 //	seckill env       an environment file of every variable, with its default
+//	seckill health    0 when the server at SECKILL_ADDR answers /readyz 200
 //	seckill help      this list; seckill version: the build
 //
 // The labs (compare, lifecycle, bench) are a program of their own,
@@ -11,8 +12,12 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/seckill-lab/seckill/app/internal/cmdline"
 	"github.com/seckill-lab/seckill/app/server"
@@ -28,8 +33,52 @@ var program = cmdline.Program{
 	Intro: "With SECKILL_REDIS_URL and SECKILL_MYSQL_DSN unset, the server runs on embedded stand-ins (miniredis, SQLite).",
 	Commands: []cmdline.Command{
 		{Name: "serve", Summary: "serve the API (the default); configured by SECKILL_* environment variables (seckill serve -h lists them)", Run: serve, Help: server.PrintVariables},
+		{Name: "health", Summary: "ask the server at SECKILL_ADDR whether it is ready (GET /readyz): exit 0 if so, 1 if not; an image's HEALTHCHECK", Run: health},
 		{Name: "env", Summary: "print an environment file of every setting, commented out with its default: the start of a deployment's configuration", Run: printEnv},
 	},
+}
+
+// health asks the server this environment configures whether it is
+// ready: a container's health check, run inside the container beside the
+// server (an image from scratch has no curl). It reads SECKILL_ADDR alone,
+// so it answers even where the rest of the configuration would not load.
+func health(args []string) int {
+	if len(args) > 0 {
+		fmt.Fprintf(os.Stderr, "seckill health: takes no arguments (got %q)\n", strings.Join(args, " "))
+		return 2
+	}
+	if err := checkReady(os.Getenv("SECKILL_ADDR"), 3*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill health:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	return 0
+}
+
+// checkReady GETs /readyz on the API's listen address (":8080" when
+// empty; a host left out is this machine) and wants 200.
+func checkReady(addr string, timeout time.Duration) error {
+	if addr == "" {
+		addr = ":8080"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("SECKILL_ADDR=%q: want host:port", addr)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }
 
 // printEnv writes the env template to stdout.

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/app/internal/cmdline"
 	"github.com/seckill-lab/seckill/app/server"
@@ -65,5 +71,40 @@ func TestTheServerBinaryLinksNoLabTool(t *testing.T) {
 				t.Errorf("the server binary links %s", pkg)
 			}
 		}
+	}
+}
+
+// TestTheHealthCommandAsksReadyz: `seckill health` is ready exactly when
+// /readyz answers 200, on the address SECKILL_ADDR names (a host left out
+// or a wildcard is this machine), and says why when it is not.
+func TestTheHealthCommandAsksReadyz(t *testing.T) {
+	var status atomic.Int32
+	status.Store(http.StatusServiceUnavailable)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(int(status.Load()))
+		fmt.Fprint(w, `{"status":"draining"}`)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	for _, addr := range []string{"127.0.0.1:" + port, ":" + port, "0.0.0.0:" + port} {
+		status.Store(http.StatusServiceUnavailable)
+		if err := checkReady(addr, time.Second); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "draining") {
+			t.Errorf("%s answering 503: %v, want not ready with the answer", addr, err)
+		}
+		status.Store(http.StatusOK)
+		if err := checkReady(addr, time.Second); err != nil {
+			t.Errorf("%s answering 200: %v, want ready", addr, err)
+		}
+	}
+	srv.Close()
+	if err := checkReady("127.0.0.1:"+port, time.Second); err == nil {
+		t.Error("nothing listening: ready")
+	}
+	if err := checkReady("no-port", time.Second); err == nil {
+		t.Error("an address without a port: ready")
 	}
 }
