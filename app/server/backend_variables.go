@@ -42,7 +42,7 @@ var memoryVariables = []Variable{
 	{Name: memoryCapacityVar, Default: "`10000`",
 		Summary: "memory backend: the channel's capacity",
 		Meaning: "memory: the channel's capacity",
-		Parse:   func(v string) (any, error) { return parseInt(v, 10000, 1, 10_000_000) }},
+		Parse:   intSetting(10000, 1, 10_000_000)},
 }
 
 // checkMemory refuses a memory queue without a consumer in the process:
@@ -59,7 +59,7 @@ var listVariables = []Variable{
 	{Name: listReliableVar, Default: "`0`",
 		Summary: "list backend: 1 for processing lists and the reaper",
 		Meaning: "list: `1` for processing lists, heartbeats and the reaper",
-		Parse:   func(v string) (any, error) { return parseBool(v, false) }},
+		Parse:   boolSetting(false)},
 }
 
 var natsVariables = []Variable{
@@ -97,7 +97,7 @@ var kafkaVariables = []Variable{
 	{Name: kafkaTLSVar, Default: "`0`",
 		Summary: "kafka backend: 1 for TLS to the brokers (the system's roots)",
 		Meaning: "`kafka`: `1` connects to the brokers over TLS, verified against the system's roots (TLS 1.2 at least)",
-		Parse:   func(v string) (any, error) { return parseBool(v, false) }},
+		Parse:   boolSetting(false)},
 	{Name: kafkaTLSCAVar, Default: "unset",
 		Summary: "kafka backend: a PEM file of the CA the brokers' certificates chain to (implies TLS)",
 		Meaning: "`kafka`: a PEM file of the certificate authorities the brokers' certificates are verified against, instead of the system's (implies TLS); unreadable, or no certificate in it: the start stops",

@@ -222,13 +222,18 @@ func (c Config) Setting(name string) any { return c.settings[name] }
 // process serve c carries it (Environment); "" when unset.
 func (c Config) Value(name string) string {
 	v, ok := variable(name)
-	switch {
-	case !ok:
+	if !ok {
 		return ""
-	case v.field.env != nil:
+	}
+	return c.valueOf(v)
+}
+
+// valueOf is v's value as the environment carries it.
+func (c Config) valueOf(v Variable) string {
+	if v.field.env != nil {
 		return v.field.env(c)
 	}
-	return c.given[name]
+	return c.given[v.Name]
 }
 
 // settingOf is a backend variable's setting as the type its Parse makes.
@@ -270,7 +275,7 @@ func (c Config) MustWith(name, value string) Config {
 func (c Config) Environment() map[string]string {
 	env := map[string]string{}
 	for _, v := range Variables() {
-		env[v.Name] = c.Value(v.Name)
+		env[v.Name] = c.valueOf(v)
 	}
 	return env
 }

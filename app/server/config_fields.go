@@ -59,42 +59,36 @@ var outboxCapField = field{
 
 // lingerField is SECKILL_CONSUMER_LINGER: unset is -1, chosen by the
 // shard count.
-var lingerField = field{
-	load: func(c *Config, v string) error {
-		c.ConsumerLinger = -1
-		if v == "" {
-			return nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > time.Second {
-			return errors.New("want a Go duration from 0 to 1s, e.g. 20ms")
-		}
-		c.ConsumerLinger = d
-		return nil
-	},
-	env: func(c Config) string {
-		if c.ConsumerLinger < 0 {
-			return ""
-		}
-		return c.ConsumerLinger.String()
-	},
-}
+var lingerField = cappedDurationField(func(c *Config) *time.Duration { return &c.ConsumerLinger }, -1, time.Second,
+	"want a Go duration from 0 to 1s, e.g. 20ms")
 
 // answerMemoField is SECKILL_ANSWER_MEMO: 0 (off) to 10s.
-var answerMemoField = field{
-	load: func(c *Config, v string) error {
-		c.AnswerMemo = DefaultAnswerMemo
-		if v == "" {
+var answerMemoField = cappedDurationField(func(c *Config) *time.Duration { return &c.AnswerMemo }, DefaultAnswerMemo, 10*time.Second,
+	"want a Go duration from 0 (off) to 10s, e.g. 200ms")
+
+// cappedDurationField is a duration from 0 (a setting of its own) to most,
+// def when unset; a negative def is written back unset.
+func cappedDurationField(at func(*Config) *time.Duration, def, most time.Duration, why string) field {
+	return field{
+		load: func(c *Config, v string) error {
+			*at(c) = def
+			if v == "" {
+				return nil
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 || d > most {
+				return errors.New(why)
+			}
+			*at(c) = d
 			return nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > 10*time.Second {
-			return errors.New("want a Go duration from 0 (off) to 10s, e.g. 200ms")
-		}
-		c.AnswerMemo = d
-		return nil
-	},
-	env: func(c Config) string { return c.AnswerMemo.String() },
+		},
+		env: func(c Config) string {
+			if d := *at(&c); d >= 0 {
+				return d.String()
+			}
+			return ""
+		},
+	}
 }
 
 // devCodesField is SECKILL_DEV_CODES: 1, 0 or force; unset is decided

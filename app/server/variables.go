@@ -124,6 +124,16 @@ func boolField(at func(*Config) *bool, def bool) field {
 	}
 }
 
+// boolSetting and intSetting parse a backend's boolean and integer
+// variables (Variable.Parse).
+func boolSetting(def bool) func(string) (any, error) {
+	return func(v string) (any, error) { return parseBool(v, def) }
+}
+
+func intSetting(def, lo, hi int) func(string) (any, error) {
+	return func(v string) (any, error) { return parseInt(v, def, lo, hi) }
+}
+
 func parseBool(v string, def bool) (bool, error) {
 	if v == "" {
 		return def, nil
@@ -222,11 +232,12 @@ func Variables() []Variable {
 
 // variable is the declared variable of that name.
 func variable(name string) (Variable, bool) {
-	i := slices.IndexFunc(Variables(), func(v Variable) bool { return v.Name == name })
+	all := Variables()
+	i := slices.IndexFunc(all, func(v Variable) bool { return v.Name == name })
 	if i < 0 {
 		return Variable{}, false
 	}
-	return Variables()[i], true
+	return all[i], true
 }
 
 // declared reports whether name is a variable of the table.
