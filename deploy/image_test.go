@@ -21,10 +21,14 @@ import (
 	"github.com/seckill-lab/seckill/app/server"
 )
 
-// TestTheImageRunsAndSells: `make image` builds the image with podman from
-// nothing pulled; run as this machine can (runc, the host's network) on the
-// real Redis and MariaDB, it becomes ready, its health command says so, it
-// sells a voucher through its own API and persists the order, and a stop
+// TestTheImageRunsAndSells: docs/production.md's commands for the image,
+// run as written but for the names a test needs of its own (the image's
+// tag, the container's name, the servers' addresses and a key prefix, the
+// secrets, a free port: each must be in the guide, or the test fails):
+// `make image` builds the image with podman from nothing pulled; run as
+// this machine can (runc, the host's network) on the real Redis and
+// MariaDB, it becomes ready and its health command says so; it sells a
+// voucher through its own API and persists the order; and the guide's stop
 // (SIGTERM) ends it with status 0 within the 10 s it is given.
 func TestTheImageRunsAndSells(t *testing.T) {
 	if testing.Short() {
@@ -36,32 +40,84 @@ func TestTheImageRunsAndSells(t *testing.T) {
 	if !ok || !ok2 {
 		t.Skip("the image runs against the real servers; they are not set here")
 	}
-	image := "localhost/seckill-test:" + testenv.RandomSuffix()
-	run(t, "make", "-C", "..", "image", "IMAGE="+image, "CONTAINER="+podman)
+	image, name := "seckill-test-"+testenv.RandomSuffix()+":latest", "seckill-test-"+testenv.RandomSuffix()
 	t.Cleanup(func() { exec.Command(podman, "rmi", "-f", image).Run() })
-
+	t.Cleanup(func() { exec.Command(podman, "rm", "-f", name).Run() })
 	addr := freeAddr(t)
 	const jwt, admin = "image-test-jwt-0123456789abcdef", "image-test-admin-0123456789"
-	name := "seckill-test-" + testenv.RandomSuffix()
-	run(t, podman, "--runtime", "runc", "run", "-d", "--name", name, "--network", "host",
-		"-e", "SECKILL_ADDR="+addr, "-e", "SECKILL_REDIS_URL="+os.Getenv(testenv.RedisURLEnv), "-e", "SECKILL_MYSQL_DSN="+dsn,
-		"-e", "SECKILL_KEY_PREFIX="+redis.Prefix, "-e", "SECKILL_JWT_SECRET="+jwt, "-e", "SECKILL_ADMIN_TOKEN="+admin, image)
-	t.Cleanup(func() { exec.Command(podman, "rm", "-f", name).Run() })
+	steps := guideSteps(t, [][2]string{
+		{"make image", "make -C .. image CONTAINER=podman IMAGE=" + image},
+		{" seckill:latest", " " + image},
+		{"--name seckill ", "--name " + name + " "},
+		{"exec seckill ", "exec " + name + " "},
+		{"stop -t 10 seckill", "stop -t 10 " + name},
+		{"--network host", "--network host -e SECKILL_ADDR=" + addr + " -e SECKILL_KEY_PREFIX=" + redis.Prefix},
+		{"redis://127.0.0.1:6379/0", os.Getenv(testenv.RedisURLEnv)},
+		{"root@tcp(127.0.0.1:3306)/test", dsn},
+		{`"$(openssl rand -hex 32)"`, jwt},
+		{`"$(openssl rand -hex 24)"`, admin},
+	})
+	stop := steps[len(steps)-1]
+	if !strings.HasPrefix(stop, "podman stop") {
+		t.Fatalf("the guide's image commands end with %q, not the stop", stop)
+	}
+	shell(t, strings.Join(steps[:len(steps)-1], "\n"), 3*time.Minute)
 	base := "http://" + addr
 	waitReady(t, podman, name, base)
-	if out := run(t, podman, "exec", name, "/seckill", "health"); !strings.Contains(out, "ready") {
-		t.Errorf("seckill health in the container: %q", out)
-	}
 	if out := run(t, podman, "exec", name, "/seckill", "version"); !strings.Contains(out, "commit") {
 		t.Errorf("seckill version in the image names no commit: %q", out)
 	}
 	buyThrough(t, base, jwt, admin)
 
 	start := time.Now()
-	run(t, podman, "stop", "-t", "10", name)
+	shell(t, stop, 20*time.Second)
 	status := strings.TrimSpace(run(t, podman, "inspect", "--format", "{{.State.ExitCode}}", name))
 	if took := time.Since(start); status != "0" || took > 10*time.Second {
 		t.Fatalf("stopped with status %s after %v; want 0 within 10s\n%s", status, took, logs(podman, name))
+	}
+}
+
+// guideSteps are the commands of the first sh block under docs/
+// production.md's "The image", continuation lines joined, with each of
+// the replacements made; one the guide no longer holds fails the test.
+func guideSteps(t *testing.T, replacements [][2]string) []string {
+	t.Helper()
+	guide, err := os.ReadFile("../docs/production.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(guide), "\n## The image\n")
+	_, block, _ := strings.Cut(section, "```sh\n")
+	block, _, found := strings.Cut(block, "```")
+	if !found {
+		t.Fatal(`docs/production.md: no sh block under "## The image"`)
+	}
+	block = strings.ReplaceAll(block, "\\\n", " ")
+	for _, r := range replacements {
+		if !strings.Contains(block, r[0]) {
+			t.Fatalf("the guide's image commands no longer hold %q:\n%s", r[0], block)
+		}
+		block = strings.ReplaceAll(block, r[0], r[1])
+	}
+	var steps []string
+	for _, line := range strings.Split(block, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			steps = append(steps, line)
+		}
+	}
+	return steps
+}
+
+// shell runs script with sh -e, in this folder, within limit.
+func shell(t *testing.T, script string, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-ec", script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out.String())
 	}
 }
 
