@@ -40,8 +40,9 @@ type Capabilities struct {
 	// Holding tells whether a queue without a Lister holds any order at
 	// all, for a rebuild after the live store's loss (see HoldingProbe).
 	Holding HoldingProbe
-	// DeadLetters reads the dead letters back.
-	DeadLetters DeadLetterReader
+	// DeadLetters are the places the queue keeps its dead letters (a
+	// sharded queue's and a relayed one's are all their parts').
+	DeadLetters []DeadLetterSource
 	// Shards is how many queues of one backend this one joins
 	// (ShardQueues), each needing a consumer in every process; 0 or 1 for
 	// a queue that is not sharded.

@@ -26,6 +26,9 @@ type DeadLetter struct {
 	Consumer string
 	// At is when, to the millisecond.
 	At time.Time
+	// Position is the record's place in its source (DeadLetterSource),
+	// set when it is read back: a stream entry's id, a broker's sequence.
+	Position string
 }
 
 // The field names of the encoded record. "order" is the name the order

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -192,9 +193,41 @@ type HoldingProbe interface {
 	Holding(ctx context.Context) (string, error)
 }
 
-// DeadLetterReader reads a queue's dead letters back, oldest first
-// (Capabilities.DeadLetters; every built-in queue has one). The records
-// are DeadLetter, the same for every backend.
+// DeadLetterSource is one place a queue keeps dead letters (a Redis stream,
+// a broker's stream, topic or queue, a process's list), read back in the
+// order they were written (Capabilities.DeadLetters; every built-in queue
+// has at least one). The records are DeadLetter, the same for every
+// backend; the operator's register collects them from each source.
+type DeadLetterSource struct {
+	// Name is the place's name, the same in every process and across
+	// restarts for one that outlives a process: the register keeps how far
+	// it has read under it.
+	Name   string
+	Reader DeadLetterReader
+}
+
+// DeadLetterReader reads a source's dead letters from a position on.
 type DeadLetterReader interface {
-	DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error)
+	// DeadLettersAfter returns up to max records written after the one
+	// at position after ("" from the first), oldest first, each with its
+	// Position.
+	DeadLettersAfter(ctx context.Context, after string, max int64) ([]DeadLetter, error)
+}
+
+// ReadDeadLetters reads up to max records from each source, from the
+// first, oldest first over all of them (the first max).
+func ReadDeadLetters(ctx context.Context, sources []DeadLetterSource, max int64) ([]DeadLetter, error) {
+	var all []DeadLetter
+	for _, s := range sources {
+		ds, err := s.Reader.DeadLettersAfter(ctx, "", max)
+		if err != nil {
+			return nil, fmt.Errorf("dead letters of %s: %w", s.Name, err)
+		}
+		all = append(all, ds...)
+	}
+	slices.SortStableFunc(all, func(a, b DeadLetter) int { return a.At.Compare(b.At) })
+	if int64(len(all)) > max {
+		all = all[:max]
+	}
+	return all, nil
 }

@@ -180,9 +180,7 @@ func (r *relayed) Capabilities() Capabilities {
 	} else if r.bc.Holding != nil {
 		c.Holding = holdingFunc(r.holding)
 	}
-	if r.bc.DeadLetters != nil {
-		c.DeadLetters = deadLettersFunc(r.deadLetters)
-	}
+	c.DeadLetters = append(slices.Clone(r.bc.DeadLetters), r.oc.DeadLetters...)
 	return c
 }
 
@@ -446,23 +444,3 @@ type holdingFunc func(ctx context.Context) (string, error)
 
 func (f holdingFunc) Holding(ctx context.Context) (string, error) { return f(ctx) }
 
-// deadLetters are the broker's and the outbox's (an outbox entry that did
-// not decode), oldest first.
-func (r *relayed) deadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
-	all, err := r.bc.DeadLetters.DeadLetters(ctx, max)
-	if err != nil {
-		return nil, err
-	}
-	if r.oc.DeadLetters != nil {
-		more, err := r.oc.DeadLetters.DeadLetters(ctx, max)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, more...)
-	}
-	slices.SortStableFunc(all, func(a, b DeadLetter) int { return a.At.Compare(b.At) })
-	if int64(len(all)) > max {
-		all = all[:max]
-	}
-	return all, nil
-}

@@ -107,19 +107,17 @@ func (s *sharded) Capabilities() Capabilities {
 	h := *s.caps[0].Handoff
 	h.Key = func(voucherID int64) string { return s.caps[s.shards.Of(voucherID)].Handoff.Key(voucherID) }
 	c := Capabilities{Name: s.caps[0].Name, Guarantees: s.caps[0].Guarantees, Handoff: &h, Shards: len(s.queues)}
-	stats, lists, reads := true, true, true
+	stats, lists := true, true
 	for _, sc := range s.caps {
 		c.Duties = append(c.Duties, sc.Duties...)
-		stats, lists, reads = stats && sc.Stats != nil, lists && sc.Lister != nil, reads && sc.DeadLetters != nil
+		c.DeadLetters = append(c.DeadLetters, sc.DeadLetters...)
+		stats, lists = stats && sc.Stats != nil, lists && sc.Lister != nil
 	}
 	if stats {
 		c.Stats = statsFunc(s.stats)
 	}
 	if lists {
 		c.Lister, c.BucketLister = heldBucketsFunc(s.heldOrders), heldBucketsFunc(s.heldOrders)
-	}
-	if reads {
-		c.DeadLetters = deadLettersFunc(s.deadLetters)
 	}
 	return c
 }
@@ -190,31 +188,10 @@ func (s *sharded) heldOrders(ctx context.Context, voucherID int64, buckets int) 
 	return all, nil
 }
 
-// deadLetters takes up to max from each shard and keeps the oldest max.
-func (s *sharded) deadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
-	var all []DeadLetter
-	for _, c := range s.caps {
-		ds, err := c.DeadLetters.DeadLetters(ctx, max)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, ds...)
-	}
-	slices.SortStableFunc(all, func(a, b DeadLetter) int { return a.At.Compare(b.At) })
-	if int64(len(all)) > max {
-		all = all[:max]
-	}
-	return all, nil
-}
-
 // The join's capabilities are its own methods, as the interfaces
 // Capabilities holds (http.HandlerFunc's way).
 type (
-	statsFunc       func(ctx context.Context) (QueueStats, error)
-	deadLettersFunc func(ctx context.Context, max int64) ([]DeadLetter, error)
+	statsFunc func(ctx context.Context) (QueueStats, error)
 )
 
 func (f statsFunc) Stats(ctx context.Context) (QueueStats, error) { return f(ctx) }
-func (f deadLettersFunc) DeadLetters(ctx context.Context, max int64) ([]DeadLetter, error) {
-	return f(ctx, max)
-}

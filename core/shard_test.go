@@ -35,7 +35,8 @@ func (q *shardFake) handoff() *core.Handoff {
 // Capabilities are every one a fed queue can have.
 func (q *shardFake) Capabilities() core.Capabilities {
 	c := q.fakeQueue.Capabilities()
-	c.Handoff, c.Stats, c.Lister, c.DeadLetters = q.handoff(), q, q, q
+	c.Handoff, c.Stats, c.Lister = q.handoff(), q, q
+	c.DeadLetters = []core.DeadLetterSource{{Name: "dead " + q.key, Reader: q}}
 	c.Duties = []core.Duty{{Name: "tick " + q.key, Every: time.Hour, Do: func(context.Context) error { return nil }}}
 	return c
 }
@@ -53,8 +54,12 @@ func (q *shardFake) HeldOrders(_ context.Context, voucherID int64) ([]core.Order
 	return q.held[voucherID], nil
 }
 
-func (q *shardFake) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
-	return q.dead[:min(int64(len(q.dead)), max)], nil
+func (q *shardFake) DeadLettersAfter(_ context.Context, after string, max int64) ([]core.DeadLetter, error) {
+	from := 0
+	if after != "" {
+		from = slices.IndexFunc(q.dead, func(d core.DeadLetter) bool { return d.Position == after }) + 1
+	}
+	return q.dead[from:min(from+int(max), len(q.dead))], nil
 }
 
 func threeShards(t *testing.T) (core.Shards, []*shardFake, core.Queue) {
@@ -131,12 +136,19 @@ func TestShardedQueueAddsUpAndRoutes(t *testing.T) {
 	at := time.Unix(1000, 0)
 	fakes[0].dead = []core.DeadLetter{{SourceID: "a1", At: at.Add(3 * time.Second)}}
 	fakes[2].dead = []core.DeadLetter{{SourceID: "c1", At: at.Add(time.Second)}, {SourceID: "c2", At: at.Add(5 * time.Second)}}
-	dead, err := caps.DeadLetters.DeadLetters(context.Background(), 2)
+	dead, err := core.ReadDeadLetters(context.Background(), caps.DeadLetters, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := []string{dead[0].SourceID, dead[1].SourceID}; len(dead) != 2 || !slices.Equal(got, []string{"c1", "a1"}) {
 		t.Fatalf("dead letters %v, want the oldest two of all shards: c1, a1", dead)
+	}
+	var names []string
+	for _, s := range caps.DeadLetters {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"dead q{a}", "dead q{b}", "dead q{c}"}) {
+		t.Fatalf("dead-letter sources %v, want each shard's", names)
 	}
 	if n := len(caps.Duties); n != 3 {
 		t.Fatalf("%d duties, want each shard's one", n)
@@ -154,8 +166,8 @@ func TestShardedQueueDeclaresOnlyWhatEveryShardDoes(t *testing.T) {
 	if caps.Lister != nil {
 		t.Error("a sharded queue claims to hold orders although shard 1 cannot tell")
 	}
-	if caps.DeadLetters != nil {
-		t.Error("a sharded queue claims to read dead letters although shard 1 cannot")
+	if len(caps.DeadLetters) != 1 || caps.DeadLetters[0].Name != "dead q{a}" {
+		t.Errorf("dead-letter sources %+v, want shard 0's only: shard 1 keeps none", caps.DeadLetters)
 	}
 	if caps.Stats == nil || caps.Shards != 2 {
 		t.Errorf("stats %v, shards %d: want what both shards have, and 2", caps.Stats, caps.Shards)

@@ -11,9 +11,13 @@ package amqpqueue
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -221,7 +225,8 @@ func (q *Queue) Capabilities() core.Capabilities {
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
 		},
-		Forwarder: q, Stats: q, DeadLetters: q, Holding: q,
+		Forwarder: q, Stats: q, Holding: q,
+		DeadLetters: []core.DeadLetterSource{{Name: "rabbitmq:" + q.cfg.DeadQueue, Reader: q}},
 	}
 }
 
@@ -624,10 +629,13 @@ func (q *Queue) inspect(names ...string) ([]amqp.Queue, error) {
 	return out, nil
 }
 
-// DeadLetters reads the dead-letter queue without taking anything from
-// it: each message is fetched and then returned (nack with requeue) on a
-// channel of its own, so the list is the queue's order, oldest first.
-func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
+// DeadLettersAfter reads the dead-letter queue without taking anything
+// from it: each message is fetched and then returned (nack with requeue) on
+// a channel of its own, so the list is the queue's order, oldest first. A
+// queue has no offsets: a record's position is a digest of the message,
+// and a read after one starts past it, or from the head if the queue no
+// longer holds it (the register keeps each record once).
+func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) ([]core.DeadLetter, error) {
 	conn, err := q.connection()
 	if err != nil {
 		return nil, err
@@ -638,8 +646,8 @@ func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, er
 	}
 	// Closing the channel returns every message it got, unacked, in order.
 	defer ch.Close()
-	var out []core.DeadLetter
-	for int64(len(out)) < max {
+	var all []core.DeadLetter
+	for {
 		m, ok, err := ch.Get(q.cfg.DeadQueue, false)
 		if err != nil {
 			return nil, fmt.Errorf("rabbitmq: read %s: %w", q.cfg.DeadQueue, err)
@@ -663,9 +671,25 @@ func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, er
 		if err != nil {
 			return nil, fmt.Errorf("rabbitmq: dead letter: %w", err)
 		}
-		out = append(out, d)
+		d.Position = digest(m.Body, h, m.MessageId)
+		all = append(all, d)
 	}
-	return out, nil
+	from := 0
+	if i := slices.IndexFunc(all, func(d core.DeadLetter) bool { return d.Position == after }); i >= 0 {
+		from = i + 1
+	}
+	return all[from:min(int64(from)+limit, int64(len(all)))], nil
+}
+
+// digest names a dead message by its body, headers and id.
+func digest(body []byte, headers map[string]string, id string) string {
+	h := sha256.New()
+	h.Write(body)
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		fmt.Fprintf(h, "\x00%s=%s", k, headers[k])
+	}
+	fmt.Fprintf(h, "\x00%s", id)
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 var (

@@ -9,13 +9,16 @@
 package kafkaqueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,7 +251,8 @@ func (q *Queue) Capabilities() core.Capabilities {
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
 		},
-		Forwarder: q, Stats: q, Lister: q, DeadLetters: q,
+		Forwarder: q, Stats: q, Lister: q,
+		DeadLetters: []core.DeadLetterSource{{Name: "kafka:" + q.cfg.DeadTopic, Reader: q}},
 	}
 }
 
@@ -684,7 +688,7 @@ func (q *Queue) topicSize(ctx context.Context, topic string) (int64, error) {
 // a held one, some already stored: a rebuild counts an order once, by
 // id). It reads every partition from its committed offset to its end.
 func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
-	records, err := q.read(ctx, q.cfg.Topic, true)
+	records, err := q.read(ctx, q.cfg.Topic, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -695,9 +699,10 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
-// read returns the records of topic from the group's committed offsets
-// (or the start) to the end offsets listed now.
-func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool) ([]*kgo.Record, error) {
+// read returns the records of topic from the group's committed offsets,
+// or from the start past the offsets after (by partition), to the end
+// offsets listed now.
+func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool, after map[int32]int64) ([]*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ends, err := q.admin.ListEndOffsets(ctx, topic)
@@ -715,6 +720,9 @@ func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool) ([]*
 			return nil, fmt.Errorf("kafka: start offsets: %w", err)
 		}
 		starts.Each(func(o kadm.ListedOffset) { from[o.Partition] = o.Offset })
+		for p, o := range after {
+			from[p] = max(from[p], o+1)
+		}
 	}
 	want := map[int32]kgo.Offset{}
 	until := map[int32]int64{}
@@ -752,15 +760,24 @@ func (q *Queue) read(ctx context.Context, topic string, fromCommitted bool) ([]*
 	return out, nil
 }
 
-// DeadLetters reads the dead-letter topic, oldest first within each
-// partition, in time order over them.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	records, err := q.read(ctx, q.cfg.DeadTopic, false)
+// DeadLettersAfter reads the dead-letter topic past the offsets of the
+// position after, oldest first within each partition, partition by
+// partition. A position is each partition's last offset read,
+// "partition:offset" joined by commas.
+func (q *Queue) DeadLettersAfter(ctx context.Context, after string, limit int64) ([]core.DeadLetter, error) {
+	read, err := parseOffsets(after)
 	if err != nil {
 		return nil, err
 	}
+	records, err := q.read(ctx, q.cfg.DeadTopic, false, read)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(records, func(a, b *kgo.Record) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
 	var out []core.DeadLetter
-	for _, r := range records {
+	for _, r := range records[:min(int64(len(records)), limit)] {
 		h := map[string]string{}
 		for _, kv := range r.Headers {
 			h[kv.Key] = string(kv.Value)
@@ -769,13 +786,37 @@ func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, 
 		if err != nil {
 			return nil, fmt.Errorf("kafka: dead letter %d/%d: %w", r.Partition, r.Offset, err)
 		}
+		read[r.Partition] = r.Offset
+		d.Position = formatOffsets(read)
 		out = append(out, d)
 	}
-	slices.SortStableFunc(out, func(a, b core.DeadLetter) int { return a.At.Compare(b.At) })
-	if int64(len(out)) > max {
-		out = out[:max]
-	}
 	return out, nil
+}
+
+// parseOffsets reads a dead-letter position ("" for none read yet).
+func parseOffsets(position string) (map[int32]int64, error) {
+	read := map[int32]int64{}
+	for part := range strings.SplitSeq(position, ",") {
+		if part == "" {
+			continue
+		}
+		p, o, ok := strings.Cut(part, ":")
+		pn, err1 := strconv.ParseInt(p, 10, 32)
+		on, err2 := strconv.ParseInt(o, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("kafka: dead-letter position %q: want partition:offset,…", position)
+		}
+		read[int32(pn)] = on
+	}
+	return read, nil
+}
+
+func formatOffsets(read map[int32]int64) string {
+	parts := make([]string, 0, len(read))
+	for _, p := range slices.Sorted(maps.Keys(read)) {
+		parts = append(parts, fmt.Sprintf("%d:%d", p, read[p]))
+	}
+	return strings.Join(parts, ",")
 }
 
 var (

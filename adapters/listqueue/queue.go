@@ -119,7 +119,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Command: []string{"LPUSH", core.HandoffKey, core.HandoffBody},
 			Key:     func(int64) string { return q.cfg.Key },
 		},
-		Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
+		Duties: q.duties(), Stats: q, Lister: q, DeadLetters: []core.DeadLetterSource{deadstream.Source(q.rdb, q.cfg.DeadLetterStream)},
 	}
 }
 
@@ -627,9 +627,4 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 		bodies = append(bodies, b...)
 	}
 	return core.OrdersOfVoucher(voucherID, bodies), nil
-}
-
-// DeadLetters reads the dead-letter stream, oldest first.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }

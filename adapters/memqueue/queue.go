@@ -51,6 +51,8 @@ type Queue struct {
 	// dead holds encoded core.DeadLetter records, the same fields every
 	// Redis backend writes to its dead-letter stream.
 	dead []map[string]string
+	// deadCount counts every record ever kept: the last one's position.
+	deadCount int64
 }
 
 func New(cfg Config, log *slog.Logger) *Queue {
@@ -75,7 +77,8 @@ func New(cfg Config, log *slog.Logger) *Queue {
 // a crash loses them.
 func (q *Queue) Capabilities() core.Capabilities {
 	return core.Capabilities{Name: Name, Guarantees: core.Guarantees{RetainsWithoutConsumer: true},
-		Publisher: q, Drains: true, Stats: q, DeadLetters: q}
+		Publisher: q, Drains: true, Stats: q,
+		DeadLetters: []core.DeadLetterSource{{Name: "memory:" + q.process, Reader: q}}}
 }
 
 // ErrClosed: the queue was closed.
@@ -99,16 +102,27 @@ func (q *Queue) Publish(_ context.Context, body []byte) error {
 // Depth is the number of messages waiting.
 func (q *Queue) Depth() int { return len(q.ch) }
 
-// DeadLetters returns the dead-lettered messages kept.
-func (q *Queue) DeadLetters(_ context.Context, max int64) ([]core.DeadLetter, error) {
+// DeadLettersAfter returns the dead-lettered messages kept after the one
+// at position after (their count since the queue was made, from 1).
+func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) ([]core.DeadLetter, error) {
+	from := int64(0)
+	if after != "" {
+		n, err := strconv.ParseInt(after, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("memqueue: dead-letter position %q: %w", after, err)
+		}
+		from = n
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]core.DeadLetter, 0, min(int64(len(q.dead)), max))
-	for _, fields := range q.dead[:min(int64(len(q.dead)), max)] {
-		d, err := core.DecodeDeadLetter(fields)
+	first := q.deadCount - int64(len(q.dead)) + 1 // the position of q.dead[0]
+	var out []core.DeadLetter
+	for i := max(from+1-first, 0); i < int64(len(q.dead)) && int64(len(out)) < limit; i++ {
+		d, err := core.DecodeDeadLetter(q.dead[i])
 		if err != nil {
 			return nil, fmt.Errorf("memqueue: dead letter: %w", err)
 		}
+		d.Position = strconv.FormatInt(first+i, 10)
 		out = append(out, d)
 	}
 	return out, nil
@@ -154,6 +168,7 @@ func (c *consumer) DeadLetter(_ context.Context, d core.Delivery, reason string)
 		q.dead = q.dead[1:]
 	}
 	q.dead = append(q.dead, core.DeadLetterOf(Name, c.name, d, reason).FieldMap())
+	q.deadCount++
 	q.log.Error("in-process dead letter (kept in memory only)", "body", string(d.Body), "reason", reason)
 	return nil
 }

@@ -247,8 +247,9 @@ func (q *Queue) Capabilities() core.Capabilities {
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
 		},
-		Forwarder: q, Stats: q, Lister: q, DeadLetters: q,
-		Duties: []core.Duty{{Name: "keep-held", Every: q.cfg.AckWait / 3, Do: q.keepHeld}},
+		Forwarder: q, Stats: q, Lister: q,
+		DeadLetters: []core.DeadLetterSource{{Name: "nats:" + q.cfg.DeadStream, Reader: q}},
+		Duties:      []core.Duty{{Name: "keep-held", Every: q.cfg.AckWait / 3, Do: q.keepHeld}},
 	}
 }
 
@@ -527,8 +528,17 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 	return core.OrdersOfVoucher(voucherID, bodies), nil
 }
 
-// DeadLetters reads the dead-letter stream, oldest first.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
+// DeadLettersAfter reads the dead-letter stream after the sequence after,
+// oldest first; a record's position is its sequence.
+func (q *Queue) DeadLettersAfter(ctx context.Context, after string, limit int64) ([]core.DeadLetter, error) {
+	var from uint64
+	if after != "" {
+		n, err := strconv.ParseUint(after, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("nats: dead-letter position %q: %w", after, err)
+		}
+		from = n
+	}
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	stream, err := q.js.Stream(ctx, q.cfg.DeadStream)
@@ -540,7 +550,7 @@ func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, 
 		return nil, fmt.Errorf("nats: dead letters: %w", err)
 	}
 	var out []core.DeadLetter
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && int64(len(out)) < max && info.State.Msgs > 0; seq++ {
+	for seq := max(info.State.FirstSeq, from+1); seq <= info.State.LastSeq && int64(len(out)) < limit && info.State.Msgs > 0; seq++ {
 		raw, err := stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -556,6 +566,7 @@ func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, 
 		if err != nil {
 			return nil, fmt.Errorf("nats: dead letter %d: %w", seq, err)
 		}
+		d.Position = strconv.FormatUint(seq, 10)
 		out = append(out, d)
 	}
 	return out, nil

@@ -106,7 +106,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Key:             func(int64) string { return q.cfg.Channel },
 			CountsReceivers: true,
 		},
-		Stats: q, DeadLetters: q,
+		Stats: q, DeadLetters: []core.DeadLetterSource{deadstream.Source(q.rdb, q.cfg.DeadLetterStream)},
 	}
 }
 
@@ -179,9 +179,4 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	}
 	s.DeadLetters = n
 	return s, nil
-}
-
-// DeadLetters reads the dead-letter stream, oldest first.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }

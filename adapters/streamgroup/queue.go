@@ -177,7 +177,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
 		},
-		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
+		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: []core.DeadLetterSource{deadstream.Source(q.rdb, q.cfg.DeadLetterStream)},
 	}
 }
 
@@ -482,9 +482,4 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 // isMissing: the stream (no such key) or its group (NOGROUP) is gone.
 func isMissing(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "no such key") || strings.HasPrefix(err.Error(), "NOGROUP"))
-}
-
-// DeadLetters reads the dead-letter stream, oldest first.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }

@@ -130,7 +130,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Replayable:                 true,
 			RetainsWithoutConsumer:     true,
 		},
-		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: q,
+		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: []core.DeadLetterSource{deadstream.Source(q.rdb, q.cfg.DeadLetterStream)},
 	}
 }
 
@@ -334,9 +334,4 @@ func (q *Queue) HeldOrders(ctx context.Context, voucherID int64) ([]core.Order, 
 		bodies = append(bodies, streamentry.Body(m))
 	}
 	return core.OrdersOfVoucher(voucherID, bodies), nil
-}
-
-// DeadLetters reads the dead-letter stream, oldest first.
-func (q *Queue) DeadLetters(ctx context.Context, max int64) ([]core.DeadLetter, error) {
-	return deadstream.Read(ctx, q.rdb, q.cfg.DeadLetterStream, max)
 }

@@ -574,7 +574,7 @@ func TestARefusedSecondOrdersUnitComesBackOnce(t *testing.T) {
 			t.Fatalf("a third buy: %d %v, want already_purchased", status, body)
 		}
 		// The dead letter says the unit went back; a second return gives nothing.
-		dl, err := core.CapabilitiesOf(h.srv.queue).DeadLetters.DeadLetters(ctx, 10)
+		dl, err := core.ReadDeadLetters(ctx, core.CapabilitiesOf(h.srv.queue).DeadLetters, 10)
 		if err != nil || len(dl) != 1 || !strings.Contains(dl[0].Reason, "went back on sale, returned once") {
 			t.Fatalf("the dead letter: %+v, %v; want it to say its unit went back", dl, err)
 		}

@@ -577,34 +577,87 @@ func deadLettered(t *testing.T, b scope) {
 	if err := c.DeadLetter(context.Background(), ds[0], "poison: test"); err != nil {
 		t.Fatal(err)
 	}
-	if r := core.CapabilitiesOf(q).DeadLetters; r != nil {
-		checkDeadLetterRecord(t, core.CapabilitiesOf(q).Name, r, ds[0])
+	source := checkDeadLetterRecord(t, core.CapabilitiesOf(q), ds[0])
+	publishRange(t, b, q, 2, 3)
+	var more []core.Delivery
+	for len(more) < 2 {
+		more = append(more, fetchSomeDeliveries(t, c, 10)...)
 	}
+	for _, d := range more {
+		if err := c.DeadLetter(context.Background(), d, "poison: test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkDeadLettersResume(t, source, 3)
 	closeQueue(t, q)
 	again := b.open(t)
 	defer closeQueue(t, again)
 	s := newTally()
 	consume(t, again, 1, s, 0, 300*time.Millisecond+2*b.RedeliveryWait, 5*time.Second)
 	if _, total, _ := s.snapshot(); total != 0 {
-		t.Fatalf("%d deliveries after the only message was dead-lettered, want 0", total)
+		t.Fatalf("%d deliveries after every message was dead-lettered, want 0", total)
 	}
 }
 
-// checkDeadLetterRecord: the dead letter reads back, through the one
-// decoder every backend's records go through, as the record of d.
-func checkDeadLetterRecord(t *testing.T, queue string, r core.DeadLetterReader, d core.Delivery) {
+// checkDeadLetterRecord: the dead letter reads back from one of the
+// queue's sources, through the one decoder every backend's records go
+// through, as the record of d, with a position past which that source has
+// nothing left.
+func checkDeadLetterRecord(t *testing.T, caps core.Capabilities, d core.Delivery) core.DeadLetterSource {
 	t.Helper()
-	records, err := r.DeadLetters(context.Background(), 100)
-	if err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	var records []core.DeadLetter
+	var source core.DeadLetterSource
+	for _, s := range caps.DeadLetters {
+		if s.Name == "" {
+			t.Fatalf("a dead-letter source of %s has no name", caps.Name)
+		}
+		got, err := s.Reader.DeadLettersAfter(ctx, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 0 {
+			records, source = append(records, got...), s
+		}
 	}
 	if len(records) != 1 {
-		t.Fatalf("%d dead-letter records, want 1", len(records))
+		t.Fatalf("%d dead-letter records in %d sources, want 1", len(records), len(caps.DeadLetters))
 	}
 	got := records[0]
-	if string(got.Body) != string(d.Body) || got.Reason != "poison: test" || got.Queue != queue ||
+	if string(got.Body) != string(d.Body) || got.Reason != "poison: test" || got.Queue != caps.Name ||
 		got.SourceID != d.ID || got.Attempt != d.Attempt || got.Consumer == "" || time.Since(got.At) > time.Minute {
-		t.Fatalf("dead-letter record %+v, want the delivery %+v of %s, reason \"poison: test\", its consumer, now", got, d, queue)
+		t.Fatalf("dead-letter record %+v, want the delivery %+v of %s, reason \"poison: test\", its consumer, now", got, d, caps.Name)
+	}
+	if got.Position == "" {
+		t.Fatal("the dead-letter record has no position in its source")
+	}
+	if rest, err := source.Reader.DeadLettersAfter(ctx, got.Position, 100); err != nil || len(rest) != 0 {
+		t.Fatalf("after the only record's position %q in %s: %d records, %v; want none", got.Position, source.Name, len(rest), err)
+	}
+	return source
+}
+
+// checkDeadLettersResume: reading source one record at a time, each read
+// after the last one's position, gives its n records once each, then none.
+func checkDeadLettersResume(t *testing.T, source core.DeadLetterSource, n int) {
+	t.Helper()
+	seen := map[string]bool{}
+	after := ""
+	for range n + 1 {
+		got, err := source.Reader.DeadLettersAfter(context.Background(), after, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		if seen[string(got[0].Body)] || got[0].Position == after {
+			t.Fatalf("after %q in %s: %q again", after, source.Name, got[0].Body)
+		}
+		seen[string(got[0].Body)], after = true, got[0].Position
+	}
+	if len(seen) != n {
+		t.Fatalf("%s read one at a time: %d records, want %d", source.Name, len(seen), n)
 	}
 }
 

@@ -17,11 +17,26 @@ func Add(ctx context.Context, c redis.Cmdable, stream string, d core.DeadLetter)
 	return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: d.Fields()})
 }
 
-// Read returns up to max records of stream, oldest first.
-func Read(ctx context.Context, c redis.Cmdable, stream string, max int64) ([]core.DeadLetter, error) {
-	msgs, err := c.XRangeN(ctx, stream, "-", "+", max).Result()
+// Source is stream on c as a dead-letter source, named redis:<stream>;
+// a record's position is its entry id.
+func Source(c redis.Cmdable, stream string) core.DeadLetterSource {
+	return core.DeadLetterSource{Name: "redis:" + stream, Reader: reader{c: c, stream: stream}}
+}
+
+type reader struct {
+	c      redis.Cmdable
+	stream string
+}
+
+// DeadLettersAfter returns up to max records after the entry id after.
+func (r reader) DeadLettersAfter(ctx context.Context, after string, max int64) ([]core.DeadLetter, error) {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	msgs, err := r.c.XRangeN(ctx, r.stream, start, "+", max).Result()
 	if err != nil {
-		return nil, fmt.Errorf("dead letters of %s: %w", stream, err)
+		return nil, fmt.Errorf("dead letters of %s: %w", r.stream, err)
 	}
 	out := make([]core.DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
@@ -32,8 +47,9 @@ func Read(ctx context.Context, c redis.Cmdable, stream string, max int64) ([]cor
 		}
 		d, err := core.DecodeDeadLetter(fields)
 		if err != nil {
-			return nil, fmt.Errorf("dead letter %s of %s: %w", m.ID, stream, err)
+			return nil, fmt.Errorf("dead letter %s of %s: %w", m.ID, r.stream, err)
 		}
+		d.Position = m.ID
 		out = append(out, d)
 	}
 	return out, nil
