@@ -443,4 +443,3 @@ func (r *relayed) holding(ctx context.Context) (string, error) {
 type holdingFunc func(ctx context.Context) (string, error)
 
 func (f holdingFunc) Holding(ctx context.Context) (string, error) { return f(ctx) }
-
