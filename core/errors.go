@@ -24,7 +24,9 @@ const (
 	CodeSoldOut          Code = "sold_out"
 	CodeAlreadyPurchased Code = "already_purchased"
 	CodeOrderNotFound    Code = "order_not_found"
-	CodeBusy             Code = "busy"
+	// CodeDeadLetterNotFound: no dead letter has that id.
+	CodeDeadLetterNotFound Code = "dead_letter_not_found"
+	CodeBusy               Code = "busy"
 	// CodeUnconfirmed: reserved, but the replicas did not confirm it in
 	// time (the replica-confirmed mode); the error carries the order id.
 	CodeUnconfirmed Code = "unconfirmed"
@@ -53,7 +55,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
-	CodePhoneNotAllowed,
+	CodePhoneNotAllowed, CodeDeadLetterNotFound,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

@@ -69,11 +69,7 @@ func (s *Payments) StartPayment(ctx context.Context, p core.Payment, owner int64
 // FindPayment returns a recorded payment attempt (the sandbox's page reads
 // it); ErrPaymentUnknown when there is none.
 func (s *Payments) FindPayment(ctx context.Context, id string) (core.Payment, error) {
-	var row paymentRow
-	err := s.db.NewSelect().Model(&row).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Payment{}, core.ErrPaymentUnknown
-	}
+	row, err := findOne[paymentRow](ctx, s.db, "id", id, core.ErrPaymentUnknown)
 	if err != nil {
 		return core.Payment{}, fmt.Errorf("mysqlstore: find payment: %w", err)
 	}

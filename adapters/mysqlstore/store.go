@@ -613,3 +613,13 @@ func nullTime(t time.Time) bun.NullTime {
 	}
 	return bun.NullTime{Time: t.UTC()}
 }
+
+// findOne is the row of T's table whose column is value, or notFound.
+func findOne[T any](ctx context.Context, db bun.IDB, column string, value any, notFound error) (T, error) {
+	var row T
+	err := db.NewSelect().Model(&row).Where("? = ?", bun.Ident(column), value).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row, notFound
+	}
+	return row, err
+}

@@ -25,16 +25,19 @@ import (
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/docs"
 )
 
 // api holds what the handlers need; it is built by wire.
 type api struct {
-	log       *slog.Logger
-	seckill   *core.Seckill
-	lifecycle *core.Lifecycle
-	payments  *core.Payments
+	log *slog.Logger
+	// deadLetters is the operator's register of dead letters.
+	deadLetters deadletters.Register
+	seckill     *core.Seckill
+	lifecycle   *core.Lifecycle
+	payments    *core.Payments
 	// paymentsDB finds recorded payments (the sandbox's page); sandbox is
 	// the provider when it is the built-in sandbox (nil otherwise).
 	paymentsDB interface {
@@ -161,6 +164,8 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
 	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
+	app.Get("/api/admin/deadletters", requireAdmin(a.admin), a.listDeadLetters)
+	app.Get("/api/admin/deadletters/:id", requireAdmin(a.admin), a.showDeadLetter)
 	app.Get("/", pageHeaders, pageFile("index.html"))
 	app.Get("/assets/:file", pageHeaders, asset)
 	app.Get("/dashboard", pageHeaders, pageFile("dashboard.html"))
@@ -226,7 +231,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusUnauthorized
 	case core.CodeNotStarted, core.CodeEnded:
 		return fiber.StatusForbidden
-	case core.CodeVoucherNotFound, core.CodeOrderNotFound:
+	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound
 	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable,
 		core.CodeNotPayable, core.CodePaymentsDisabled:

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
 )
 
@@ -257,4 +258,31 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.depth, float64(s.Outbox.Depth), s.Outbox.Depth >= 0)
 	gauge(c.pending, float64(s.Outbox.Pending), s.Outbox.Pending >= 0)
 	gauge(c.lag, s.Outbox.Lag.Seconds(), s.Outbox.Lag >= 0)
+}
+
+// deadLetterCollector reports the dead-letter register at each scrape: the
+// letters still open, across every instance (the register is the
+// database's).
+type deadLetterCollector struct {
+	register deadletters.Register
+	onError  func(error)
+	open     *prometheus.Desc
+}
+
+func newDeadLetterCollector(queue string, r deadletters.Register, onError func(error)) *deadLetterCollector {
+	return &deadLetterCollector{register: r, onError: onError, open: prometheus.NewDesc("seckill_dead_letters_open",
+		"Dead letters not yet re-driven or discarded (the register's, every instance's).", nil, prometheus.Labels{"queue": queue})}
+}
+
+func (c *deadLetterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.open }
+
+func (c *deadLetterCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.register.Open(ctx)
+	if err != nil {
+		c.onError(err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(n))
 }

@@ -51,6 +51,7 @@ func exportedSeries(t *testing.T) map[string][]string {
 		m.registry.Describe(descs)
 		newQueueCollector("streamgroup", nil, nil).Describe(descs)
 		newRelayCollector("nats", nil, nil).Describe(descs)
+		newDeadLetterCollector("streamgroup", nil, nil).Describe(descs)
 		close(descs)
 	}()
 	shape := regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)

@@ -29,7 +29,8 @@ const httpDrain = 3 * time.Second
 //     memos of stock that came back on another;
 //  3. pipeline — the consumers, with the queue's own duties;
 //  4. order lifecycle — the sweep that expires unpaid orders and re-drives
-//     interrupted releases of their units;
+//     interrupted releases of their units, and the dead-letter register's
+//     collector;
 //  5. http — the API, on ln.
 //
 // They stop in the reverse order: the API stops taking requests and
@@ -63,7 +64,11 @@ func (s *Server) services(ln net.Listener) core.Services {
 		}))
 	}
 	// Every instance sweeps: the database arbitrates between them.
-	ss = append(ss, core.DutiesService("order lifecycle", s.lifecycle.Duties(), func(d core.Duty, err error) {
+	duties := s.lifecycle.Duties()
+	if s.deadLetters != nil { // and collects: the register keeps each record once
+		duties = append(duties, s.deadLetters.Duty())
+	}
+	ss = append(ss, core.DutiesService("order lifecycle", duties, func(d core.Duty, err error) {
 		s.log.Warn("order lifecycle", "duty", d.Name, "err", err)
 	}))
 	ss = append(ss, core.NewService("http", func(ctx context.Context) error {

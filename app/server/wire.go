@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/userlock"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
 )
 
@@ -68,8 +69,11 @@ type Server struct {
 	pipeline   *core.Pipeline
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
-	http      *fiber.App
-	metrics   *metrics
+	// deadLetters collects the queue's dead letters into the register (nil
+	// for a queue that keeps none).
+	deadLetters *deadletters.Collector
+	http        *fiber.App
+	metrics     *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -192,13 +196,19 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.pipeline = s.newPipeline(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
 		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+	if sources := sale.caps.DeadLetters; len(sources) > 0 {
+		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
+	}
 	return seckill
 }
 
-// registerQueueMetrics registers the queue's and its relay's collectors,
-// for the backends that report them.
+// registerQueueMetrics registers the dead-letter register's collector, and
+// the queue's and its relay's, for the backends that report them.
 func (s *Server) registerQueueMetrics() {
 	cfg, log := s.cfg, s.log
+	s.metrics.registry.MustRegister(newDeadLetterCollector(cfg.Queue, s.store.DeadLetters(), func(err error) {
+		log.Warn("dead-letter register unavailable", "err", err)
+	}))
 	if r := queueStats(s.queue); r != nil {
 		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
@@ -280,6 +290,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		ready:        s.ready,
 		recovery:     s.recovery,
 		ledger:       s.store.Ledger(),
+		deadLetters:  s.store.DeadLetters(),
 		backend:      cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,

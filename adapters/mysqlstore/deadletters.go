@@ -1,0 +1,196 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
+)
+
+// DeadLetters is the operator's register of dead letters
+// (deadletters.Register): tb_dead_letter, and how far each source was read
+// (tb_dead_letter_source).
+type DeadLetters struct{ db *bun.DB }
+
+// DeadLetters is the store's register of dead letters.
+func (s *Store) DeadLetters() *DeadLetters { return &DeadLetters{db: s.db} }
+
+type deadLetterRow struct {
+	bun.BaseModel `bun:"table:tb_dead_letter"`
+	ID            int64          `bun:"id,pk,autoincrement"`
+	Source        string         `bun:"source"`
+	Position      string         `bun:"position"`
+	Backend       string         `bun:"backend"`
+	Reason        string         `bun:"reason"`
+	Error         string         `bun:"error"`
+	OrderID       sql.NullInt64  `bun:"order_id"`
+	UserID        sql.NullInt64  `bun:"user_id"`
+	VoucherID     sql.NullInt64  `bun:"voucher_id"`
+	Body          []byte         `bun:"body"`
+	Deliveries    int            `bun:"deliveries"`
+	Consumer      string         `bun:"consumer"`
+	FirstFailed   time.Time      `bun:"first_failed"`
+	LastFailed    time.Time      `bun:"last_failed"`
+	Redriven      int            `bun:"redriven"`
+	Resolved      sql.NullString `bun:"resolved"`
+	ResolvedTime  bun.NullTime   `bun:"resolved_time"`
+	Note          sql.NullString `bun:"note"`
+}
+
+type deadLetterSourceRow struct {
+	bun.BaseModel `bun:"table:tb_dead_letter_source"`
+	Source        string    `bun:"source,pk"`
+	Position      string    `bun:"position"`
+	ReadTime      time.Time `bun:"read_time"`
+}
+
+func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id != 0} }
+
+func deadLetterRowOf(l deadletters.Letter) deadLetterRow {
+	return deadLetterRow{Source: l.Source, Position: l.Position, Backend: l.Backend, Reason: string(l.Reason),
+		Error: l.Error, OrderID: nullID(l.Order.ID), UserID: nullID(l.Order.UserID), VoucherID: nullID(l.Order.VoucherID),
+		Body: l.Body, Deliveries: l.Deliveries, Consumer: l.Consumer, FirstFailed: l.FirstFailed.UTC(),
+		LastFailed: l.LastFailed.UTC()}
+}
+
+func (r deadLetterRow) letter() deadletters.Letter {
+	l := deadletters.Letter{ID: r.ID, Source: r.Source, Position: r.Position, Backend: r.Backend,
+		Reason: core.DeadLetterReason(r.Reason), Error: r.Error, Body: r.Body, Deliveries: r.Deliveries,
+		Consumer: r.Consumer, FirstFailed: r.FirstFailed.UTC(), LastFailed: r.LastFailed.UTC(), Redriven: r.Redriven,
+		Resolved: deadletters.Resolution(r.Resolved.String), Note: r.Note.String,
+		Order: core.Order{ID: r.OrderID.Int64, UserID: r.UserID.Int64, VoucherID: r.VoucherID.Int64}}
+	if !r.ResolvedTime.IsZero() {
+		l.ResolvedAt = r.ResolvedTime.UTC()
+	}
+	return l
+}
+
+// Cursor implements deadletters.Register.
+func (s *DeadLetters) Cursor(ctx context.Context, source string) (string, error) {
+	var row deadLetterSourceRow
+	err := s.db.NewSelect().Model(&row).Where("source = ?", source).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("mysqlstore: dead-letter cursor of %s: %w", source, err)
+	}
+	return row.Position, nil
+}
+
+// Collect implements deadletters.Register: the cursor moves from from to
+// to (inserted for a source read for the first time), or nothing happens;
+// the letters are inserted in the same transaction, each at most once.
+func (s *DeadLetters) Collect(ctx context.Context, source, from, to string, letters []deadletters.Letter) error {
+	err := retryConflicts(ctx, func() error {
+		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			now := time.Now().UTC()
+			var res sql.Result
+			var err error
+			if from == "" {
+				row := deadLetterSourceRow{Source: source, Position: to, ReadTime: now}
+				res, err = tx.NewInsert().Model(&row).Ignore().Exec(ctx)
+			} else {
+				res, err = tx.NewUpdate().Model((*deadLetterSourceRow)(nil)).Set("position = ?", to).Set("read_time = ?", now).
+					Where("source = ?", source).Where("position = ?", from).Exec(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("move the cursor: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return err // another process moved it: it keeps these
+			}
+			if len(letters) == 0 {
+				return nil
+			}
+			rows := make([]deadLetterRow, len(letters))
+			for i, l := range letters {
+				rows[i] = deadLetterRowOf(l)
+			}
+			if _, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx); err != nil {
+				return fmt.Errorf("keep %d dead letters: %w", len(rows), err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("mysqlstore: dead letters of %s: %w", source, err)
+	}
+	return nil
+}
+
+// filtered narrows q to the letters f selects, open or resolved.
+func filtered(q *bun.SelectQuery, f deadletters.Filter, resolved bool) *bun.SelectQuery {
+	if resolved {
+		q = q.Where("resolved_time IS NOT NULL")
+	} else {
+		q = q.Where("resolved_time IS NULL")
+	}
+	if f.Reason != "" {
+		q = q.Where("reason = ?", string(f.Reason))
+	}
+	if f.VoucherID != 0 {
+		q = q.Where("voucher_id = ?", f.VoucherID)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("first_failed >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("first_failed < ?", f.Until.UTC())
+	}
+	if len(f.IDs) > 0 {
+		q = q.Where("id IN (?)", bun.In(f.IDs))
+	}
+	return q
+}
+
+// List implements deadletters.Register.
+func (s *DeadLetters) List(ctx context.Context, f deadletters.Filter, after int64, limit int) (deadletters.Page, error) {
+	var rows []deadLetterRow
+	err := filtered(s.db.NewSelect().Model(&rows), f, f.Resolved).Where("id > ?", after).
+		Order("id").Limit(int64(limit) + 1).Scan(ctx)
+	if err != nil {
+		return deadletters.Page{}, fmt.Errorf("mysqlstore: dead letters: %w", err)
+	}
+	var page deadletters.Page
+	if len(rows) > limit {
+		rows = rows[:limit]
+		page.Next = rows[limit-1].ID
+	}
+	page.Letters = make([]deadletters.Letter, len(rows))
+	for i, r := range rows {
+		page.Letters[i] = r.letter()
+	}
+	open, err := filtered(s.db.NewSelect().Model((*deadLetterRow)(nil)), f, false).Count(ctx)
+	if err != nil {
+		return deadletters.Page{}, fmt.Errorf("mysqlstore: open dead letters: %w", err)
+	}
+	page.Open = int64(open)
+	return page, nil
+}
+
+// Letter implements deadletters.Register.
+func (s *DeadLetters) Letter(ctx context.Context, id int64) (deadletters.Letter, error) {
+	row, err := findOne[deadLetterRow](ctx, s.db, "id", id, deadletters.ErrNotFound)
+	if err != nil {
+		return deadletters.Letter{}, fmt.Errorf("mysqlstore: dead letter %d: %w", id, err)
+	}
+	return row.letter(), nil
+}
+
+// Open implements deadletters.Register.
+func (s *DeadLetters) Open(ctx context.Context) (int64, error) {
+	n, err := s.db.NewSelect().Model((*deadLetterRow)(nil)).Where("resolved_time IS NULL").Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mysqlstore: open dead letters: %w", err)
+	}
+	return int64(n), nil
+}
+
+var _ deadletters.Register = (*DeadLetters)(nil)

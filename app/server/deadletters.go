@@ -1,0 +1,138 @@
+package server
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
+)
+
+// The dead-letter register's pages: a default and a most per request (the
+// list has no cap: the cursor goes on).
+const (
+	deadLetterPage    = 100
+	deadLetterMaxPage = 1000
+)
+
+// deadLetterFilter reads the filter of a list or of a bulk action:
+// reason, voucher, since and until (RFC 3339).
+func deadLetterFilter(reason, voucher, since, until string) (deadletters.Filter, error) {
+	var f deadletters.Filter
+	if reason != "" {
+		f.Reason = core.DeadLetterReason(reason)
+		if !slices.Contains(deadletters.Reasons, f.Reason) {
+			return f, badRequest("reason must be one of %v", deadletters.Reasons)
+		}
+	}
+	if voucher != "" {
+		id, err := strconv.ParseInt(voucher, 10, 64)
+		if err != nil || id <= 0 {
+			return f, badRequest("voucher must be a positive integer")
+		}
+		f.VoucherID = id
+	}
+	for _, t := range []struct {
+		name, value string
+		into        *time.Time
+	}{{"since", since, &f.Since}, {"until", until, &f.Until}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, t.value)
+		if err != nil {
+			return f, badRequest("%s must be an RFC 3339 time, such as 2026-12-06T10:00:00Z", t.name)
+		}
+		*t.into = at
+	}
+	return f, nil
+}
+
+// listDeadLetters: GET /api/admin/deadletters, filtered on the server,
+// a page at a time (cursor, limit); state=resolved lists the resolved ones.
+func (a *api) listDeadLetters(c *fiber.Ctx) error {
+	f, err := deadLetterFilter(c.Query("reason"), c.Query("voucher"), c.Query("since"), c.Query("until"))
+	if err != nil {
+		return err
+	}
+	switch c.Query("state") {
+	case "", "open":
+	case "resolved":
+		f.Resolved = true
+	default:
+		return badRequest("state must be open or resolved")
+	}
+	after := int64(0)
+	if v := c.Query("cursor"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return badRequest("cursor must be a nextCursor of an earlier page")
+		}
+	}
+	limit := deadLetterPage
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > deadLetterMaxPage {
+			return badRequest("limit must be between 1 and %d", deadLetterMaxPage)
+		}
+	}
+	page, err := a.deadLetters.List(c.UserContext(), f, after, limit)
+	if err != nil {
+		return core.Wrap("list dead letters", core.CodeUnavailable, err)
+	}
+	items := make([]fiber.Map, len(page.Letters))
+	for i, l := range page.Letters {
+		items[i] = deadLetterJSON(l)
+	}
+	var next any
+	if page.Next != 0 {
+		next = strconv.FormatInt(page.Next, 10)
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next, "open": page.Open})
+}
+
+// showDeadLetter: GET /api/admin/deadletters/:id, with the message as
+// delivered (as text when it is UTF-8, else base64 with bodyEncoding).
+func (a *api) showDeadLetter(c *fiber.Ctx) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	l, err := a.deadLetters.Letter(c.UserContext(), id)
+	if errors.Is(err, deadletters.ErrNotFound) {
+		return core.E(core.CodeDeadLetterNotFound, "no dead letter has that id")
+	}
+	if err != nil {
+		return core.Wrap("show a dead letter", core.CodeUnavailable, err)
+	}
+	item := deadLetterJSON(l)
+	item["source"], item["position"], item["consumer"] = l.Source, l.Position, l.Consumer
+	if utf8.Valid(l.Body) {
+		item["body"] = string(l.Body)
+	} else {
+		item["body"], item["bodyEncoding"] = l.Body, "base64" // []byte marshals as base64
+	}
+	return c.JSON(item)
+}
+
+// deadLetterJSON is a letter as the list shows it (ids as strings; an id
+// the body did not carry is null).
+func deadLetterJSON(l deadletters.Letter) fiber.Map {
+	id := func(v int64) any {
+		if v == 0 {
+			return nil
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	m := fiber.Map{"id": strconv.FormatInt(l.ID, 10), "orderId": id(l.Order.ID), "userId": id(l.Order.UserID),
+		"voucherId": id(l.Order.VoucherID), "reason": l.Reason, "error": l.Error, "deliveries": l.Deliveries,
+		"firstFailedAt": l.FirstFailed.UTC().Format(time.RFC3339Nano), "lastFailedAt": l.LastFailed.UTC().Format(time.RFC3339Nano),
+		"redriven": l.Redriven, "backend": l.Backend}
+	if l.Resolved != "" {
+		m["resolved"], m["resolvedAt"], m["note"] = l.Resolved, l.ResolvedAt.UTC().Format(time.RFC3339Nano), l.Note
+	}
+	return m
+}
