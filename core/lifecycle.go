@@ -27,12 +27,13 @@ type LifecycleStore interface {
 	// deadline at now. ErrOrderNotFound: no such order in the database;
 	// ErrNotCancellable: paid, cancelled already, or not yet due.
 	CancelOrder(ctx context.Context, orderID, owner int64, reason CancelReason, now time.Time) (Order, error)
-	// ExpireQueued expires an order the database does not have yet (still
-	// queued past its deadline, o.PayBy): its cancelled row is inserted —
-	// the insert is the arbiter, and the consumer's later insert of the
-	// same id does nothing — with a pending release, in one transaction.
-	// false: a row with the id exists (persisted meanwhile): cancel it.
-	ExpireQueued(ctx context.Context, o Order, now time.Time) (bool, error)
+	// CancelQueued cancels an order the database does not have (still
+	// queued past its deadline, o.PayBy, or dead-lettered and discarded):
+	// its cancelled row is inserted, for reason — the insert is the
+	// arbiter, and the consumer's later insert of the same id does nothing
+	// — with a pending release, in one transaction. false: a row with the
+	// id exists (persisted, or cancelled, meanwhile).
+	CancelQueued(ctx context.Context, o Order, reason CancelReason, now time.Time) (bool, error)
 	// DueOrders lists unpaid orders whose deadline is at or before now,
 	// the earliest first.
 	DueOrders(ctx context.Context, now time.Time, limit int) ([]int64, error)
@@ -255,7 +256,7 @@ func (l *Lifecycle) expire(ctx context.Context, o Order, now time.Time) error {
 	if l.cfg.PayWindow > 0 {
 		o.CreatedAt = o.PayBy.Add(-l.cfg.PayWindow)
 	}
-	won, err := l.store.ExpireQueued(ctx, o, now)
+	won, err := l.store.CancelQueued(ctx, o, CancelExpired, now)
 	if err != nil {
 		return Wrap("expire a queued order", CodeUnavailable, err)
 	}
@@ -270,6 +271,23 @@ func (l *Lifecycle) expire(ctx context.Context, o Order, now time.Time) error {
 	o.Status, o.CancelReason = StatusCancelled, CancelExpired
 	l.release(context.WithoutCancel(ctx), o)
 	return nil
+}
+
+// Withdraw gives up an order a queue dead-lettered and the operator
+// discarded: if the database does not have it, its cancelled row goes in
+// (CancelDiscarded) with a pending release, and its unit back to the live
+// store, once — the path every cancellation's unit takes. false: the
+// database has a row with its id already (persisted, or cancelled before):
+// nothing changed.
+func (l *Lifecycle) Withdraw(ctx context.Context, o Order) (bool, error) {
+	won, err := l.store.CancelQueued(ctx, o, CancelDiscarded, l.now())
+	if err != nil || !won {
+		return false, err
+	}
+	l.obs.Cancelled(CancelDiscarded)
+	o.Status, o.CancelReason = StatusCancelled, CancelDiscarded
+	l.release(context.WithoutCancel(ctx), o)
+	return true, nil
 }
 
 // Duties is the sweep, to run on every instance (the database arbitrates

@@ -34,13 +34,13 @@ func (s *fakeLifecycleStore) CancelOrder(_ context.Context, id, owner int64, rea
 	s.pending[id] = *o
 	return *o, nil
 }
-func (s *fakeLifecycleStore) ExpireQueued(_ context.Context, o core.Order, _ time.Time) (bool, error) {
+func (s *fakeLifecycleStore) CancelQueued(_ context.Context, o core.Order, reason core.CancelReason, _ time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.orders[o.ID]; ok {
 		return false, nil
 	}
-	o.Status, o.CancelReason = core.StatusCancelled, core.CancelExpired
+	o.Status, o.CancelReason = core.StatusCancelled, reason
 	s.orders[o.ID] = &o
 	s.pending[o.ID] = o
 	return true, nil

@@ -60,6 +60,9 @@ const (
 	CancelExpired CancelReason = "expired"
 	// CancelShopper: the shopper cancelled it.
 	CancelShopper CancelReason = "shopper"
+	// CancelDiscarded: its dead letter was discarded by an operator: it
+	// never reached the database, and its unit went back on sale.
+	CancelDiscarded CancelReason = "discarded"
 )
 
 // orderMessage is the wire form of an Order on every queue. The order id is a

@@ -193,4 +193,47 @@ func (s *DeadLetters) Open(ctx context.Context) (int64, error) {
 	return int64(n), nil
 }
 
+// Resolve implements deadletters.Register.
+func (s *DeadLetters) Resolve(ctx context.Context, ids []int64, how deadletters.Resolution, note string, at time.Time) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	q := s.db.NewUpdate().Model((*deadLetterRow)(nil)).Set("resolved = ?", string(how)).Set("resolved_time = ?", at.UTC()).
+		Set("note = ?", note).Where("id IN (?)", bun.In(ids)).Where("resolved_time IS NULL")
+	if how == deadletters.Redriven {
+		q = q.Set("redriven = redriven + 1")
+	}
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mysqlstore: resolve %d dead letters: %w", len(ids), err)
+	}
+	return res.RowsAffected()
+}
+
+// Failed implements deadletters.Register.
+func (s *DeadLetters) Failed(ctx context.Context, id int64, detail string, at time.Time) error {
+	_, err := s.db.NewUpdate().Model((*deadLetterRow)(nil)).Set("redriven = redriven + 1").Set("last_failed = ?", at.UTC()).
+		Set("error = ?", detail).Where("id = ?", id).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mysqlstore: dead letter %d: %w", id, err)
+	}
+	return nil
+}
+
+// PersistedOrders implements deadletters.Register.
+func (s *DeadLetters) PersistedOrders(ctx context.Context, orderIDs []int64) (map[int64]bool, error) {
+	found := map[int64]bool{}
+	if len(orderIDs) == 0 {
+		return found, nil
+	}
+	var ids []int64
+	if err := s.db.NewSelect().Table("tb_voucher_order").Column("id").Where("id IN (?)", bun.In(orderIDs)).Scan(ctx, &ids); err != nil {
+		return nil, fmt.Errorf("mysqlstore: orders persisted: %w", err)
+	}
+	for _, id := range ids {
+		found[id] = true
+	}
+	return found, nil
+}
+
 var _ deadletters.Register = (*DeadLetters)(nil)

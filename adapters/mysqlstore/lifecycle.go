@@ -96,11 +96,12 @@ func recordRelease(ctx context.Context, tx bun.Tx, o core.Order, now time.Time) 
 	return nil
 }
 
-// ExpireQueued implements core.LifecycleStore: the cancelled row of an
-// order still queued, inserted unless the id is taken (persisted
+// CancelQueued implements core.LifecycleStore: the cancelled row of an
+// order the database does not have (queued past its deadline, or
+// dead-lettered and discarded), inserted unless the id is taken (persisted
 // meanwhile). It takes nothing from the stock column, which the order
 // never took; the pending release gives Redis the unit.
-func (s *Lifecycle) ExpireQueued(ctx context.Context, o core.Order, now time.Time) (bool, error) {
+func (s *Lifecycle) CancelQueued(ctx context.Context, o core.Order, reason core.CancelReason, now time.Time) (bool, error) {
 	var won bool
 	err := retryConflicts(ctx, func() error {
 		return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -109,7 +110,7 @@ func (s *Lifecycle) ExpireQueued(ctx context.Context, o core.Order, now time.Tim
 				created = now
 			}
 			row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCancelled,
-				PayBy: nullTime(o.PayBy), CancelReason: sql.NullString{String: string(core.CancelExpired), Valid: true},
+				PayBy: nullTime(o.PayBy), CancelReason: sql.NullString{String: string(reason), Valid: true},
 				CreateTime: created.UTC(), UpdateTime: now.UTC()}
 			r, err := tx.NewInsert().Model(&row).Ignore().Exec(ctx)
 			if err != nil {

@@ -29,6 +29,7 @@ type Config struct {
 	Shards       int           // SECKILL_SHARDS
 	BatchSize    int           // SECKILL_BATCH_SIZE
 	MaxDeliver   int           // SECKILL_MAX_DELIVERIES
+	RedriveLimit int           // SECKILL_REDRIVE_LIMIT
 	ClaimMinIdle time.Duration // SECKILL_CLAIM_MIN_IDLE
 	// WaitReplicas > 0: a reservation is answered only once WAIT confirms
 	// it on this many replicas within WaitTimeout; else 503 unconfirmed.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -135,4 +136,129 @@ func deadLetterJSON(l deadletters.Letter) fiber.Map {
 		m["resolved"], m["resolvedAt"], m["note"] = l.Resolved, l.ResolvedAt.UTC().Format(time.RFC3339Nano), l.Note
 	}
 	return m
+}
+
+// deadLetterAction is the body of a re-drive or a discard: a filter as the
+// list's, or ids (strings or numbers), and a dry run that only counts.
+type deadLetterAction struct {
+	Reason  string `json:"reason"`
+	Voucher any    `json:"voucher"`
+	Since   string `json:"since"`
+	Until   string `json:"until"`
+	IDs     []any  `json:"ids"`
+	DryRun  bool   `json:"dryRun"`
+	Note    string `json:"note"`
+	// All says a discard means every open letter (a discard with no
+	// filter and no ids is refused otherwise).
+	All bool `json:"all"`
+}
+
+// idOf reads an id given as a decimal string or a JSON number.
+func idOf(v any, what string) (int64, error) {
+	var id int64
+	var err error
+	switch v := v.(type) {
+	case string:
+		id, err = strconv.ParseInt(v, 10, 64)
+	case float64:
+		id = int64(v)
+		if float64(id) != v {
+			err = errors.New("not an integer")
+		}
+	default:
+		err = errors.New("not an id")
+	}
+	if err != nil || id <= 0 {
+		return 0, badRequest("%s must be a positive integer, as a string or a number", what)
+	}
+	return id, nil
+}
+
+// filter is the action's filter.
+func (b deadLetterAction) filter() (deadletters.Filter, error) {
+	voucher := ""
+	if b.Voucher != nil {
+		id, err := idOf(b.Voucher, "voucher")
+		if err != nil {
+			return deadletters.Filter{}, err
+		}
+		voucher = strconv.FormatInt(id, 10)
+	}
+	f, err := deadLetterFilter(b.Reason, voucher, b.Since, b.Until)
+	if err != nil {
+		return f, err
+	}
+	for _, v := range b.IDs {
+		id, err := idOf(v, "each of ids")
+		if err != nil {
+			return f, err
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	return f, nil
+}
+
+// readDeadLetterAction decodes a re-drive's or a discard's body.
+func readDeadLetterAction(c *fiber.Ctx) (deadLetterAction, deadletters.Filter, error) {
+	var b deadLetterAction
+	if err := decodeStrict(c, &b); err != nil {
+		return b, deadletters.Filter{}, err
+	}
+	if b.IDs != nil && len(b.IDs) == 0 {
+		return b, deadletters.Filter{}, badRequest("ids is empty: leave it out to take the filter's letters")
+	}
+	f, err := b.filter()
+	return b, f, err
+}
+
+// redriveDeadLetters: POST /api/admin/deadletters/redrive.
+func (a *api) redriveDeadLetters(c *fiber.Ctx) error {
+	return a.actOnDeadLetters(c, func(b deadLetterAction, _ deadletters.Filter) error {
+		if b.Note != "" || b.All {
+			return badRequest("note and all are a discard's")
+		}
+		return nil
+	}, func(ctx context.Context, f deadletters.Filter, _ deadLetterAction) (fiber.Map, error) {
+		out, err := a.desk.Redrive(ctx, f)
+		return fiber.Map{"redriven": out.Redriven, "skipped": out.Skipped}, err
+	})
+}
+
+// discardDeadLetters: POST /api/admin/deadletters/discard.
+func (a *api) discardDeadLetters(c *fiber.Ctx) error {
+	return a.actOnDeadLetters(c, func(b deadLetterAction, f deadletters.Filter) error {
+		if !b.All && f.Reason == "" && f.VoucherID == 0 && f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0 {
+			return badRequest(`a discard needs a filter or ids; to discard every open letter, say "all": true`)
+		}
+		return nil
+	}, func(ctx context.Context, f deadletters.Filter, b deadLetterAction) (fiber.Map, error) {
+		out, err := a.desk.Discard(ctx, f, b.Note)
+		return fiber.Map{"discarded": out.Discarded}, err
+	})
+}
+
+// actOnDeadLetters reads a re-drive's or a discard's body, checks it,
+// and answers a dry run's count, or what act did.
+func (a *api) actOnDeadLetters(c *fiber.Ctx, check func(deadLetterAction, deadletters.Filter) error,
+	act func(context.Context, deadletters.Filter, deadLetterAction) (fiber.Map, error)) error {
+	b, f, err := readDeadLetterAction(c)
+	if err != nil {
+		return err
+	}
+	if err := check(b, f); err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	if b.DryRun {
+		n, err := a.desk.Count(ctx, f)
+		if err != nil {
+			return core.Wrap("count dead letters", core.CodeUnavailable, err)
+		}
+		return c.JSON(fiber.Map{"matched": n})
+	}
+	out, err := act(ctx, f, b)
+	if err != nil {
+		return core.Wrap("act on dead letters", core.CodeUnavailable, err)
+	}
+	return c.JSON(out)
 }

@@ -33,8 +33,10 @@ import (
 // api holds what the handlers need; it is built by wire.
 type api struct {
 	log *slog.Logger
-	// deadLetters is the operator's register of dead letters.
+	// deadLetters is the operator's register of dead letters; desk
+	// re-drives and discards them.
 	deadLetters deadletters.Register
+	desk        *deadletters.Desk
 	seckill     *core.Seckill
 	lifecycle   *core.Lifecycle
 	payments    *core.Payments
@@ -166,6 +168,8 @@ func (a *api) newServer() *fiber.App {
 	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
 	app.Get("/api/admin/deadletters", requireAdmin(a.admin), a.listDeadLetters)
 	app.Get("/api/admin/deadletters/:id", requireAdmin(a.admin), a.showDeadLetter)
+	app.Post("/api/admin/deadletters/redrive", requireAdmin(a.admin), a.redriveDeadLetters)
+	app.Post("/api/admin/deadletters/discard", requireAdmin(a.admin), a.discardDeadLetters)
 	app.Get("/", pageHeaders, pageFile("index.html"))
 	app.Get("/assets/:file", pageHeaders, asset)
 	app.Get("/dashboard", pageHeaders, pageFile("dashboard.html"))

@@ -48,6 +48,9 @@ type metrics struct {
 	// not counted: nothing was returned twice).
 	cancelled     *prometheus.CounterVec
 	unitsReturned prometheus.Counter
+	// deadLettersResolved counts the dead letters this process resolved,
+	// by how (deadletters.Resolution).
+	deadLettersResolved *prometheus.CounterVec
 }
 
 // handler serves the series in Prometheus's text format.
@@ -123,6 +126,9 @@ func newMetrics(queue string) *metrics {
 	m.unitsReturned = f(prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_units_returned_total", Help: "Units of cancelled orders given back to Redis's stock.", ConstLabels: labels,
 	})).(prometheus.Counter)
+	m.deadLettersResolved = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_dead_letters_resolved_total", Help: "Dead letters this process resolved, by how: redriven, persisted (the order was in the database already), discarded.", ConstLabels: labels,
+	}, []string{"how"})).(*prometheus.CounterVec)
 	return m
 }
 
@@ -131,6 +137,11 @@ func (m *metrics) Cancelled(reason core.CancelReason) {
 	m.cancelled.WithLabelValues(string(reason)).Inc()
 }
 func (m *metrics) UnitReturned() { m.unitsReturned.Inc() }
+
+// DeadLettersResolved implements deadletters.Observer.
+func (m *metrics) DeadLettersResolved(how deadletters.Resolution, n int) {
+	m.deadLettersResolved.WithLabelValues(string(how)).Add(float64(n))
+}
 
 // Recovery's events, as recovery.Observer.
 

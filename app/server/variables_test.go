@@ -182,7 +182,7 @@ func TestTheDeployEnvTemplateIsTheTable(t *testing.T) {
 
 // notYetBuilt are the contract's variables of features still to come, by
 // the issue that brings them (and a name it shows as a typo).
-var notYetBuilt = map[string]string{"SECKILL_REDRIVE_LIMIT": "issue 49, dead letters",
+var notYetBuilt = map[string]string{
 	"SECKILL_QEUE": "not one: the contract's example of a typo the start warns of"}
 
 // TestEveryVariableTheContractNamesIsInTheTable: the external contract's

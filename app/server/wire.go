@@ -223,6 +223,15 @@ func (s *Server) registerQueueMetrics() {
 	}
 }
 
+// ordersStore is where consumers persist orders: the consumers' own pool
+// (MySQL), else the store.
+func (s *Server) ordersStore() core.OrderStore {
+	if s.orderStore != nil {
+		return s.orderStore
+	}
+	return s.store
+}
+
 // newPipeline builds the consumers' pipeline (nil for a backend without a
 // queue).
 func (s *Server) newPipeline(sale sale) *core.Pipeline {
@@ -230,10 +239,7 @@ func (s *Server) newPipeline(sale sale) *core.Pipeline {
 	if s.queue == nil {
 		return nil
 	}
-	var orders core.OrderStore = s.store
-	if s.orderStore != nil {
-		orders = s.orderStore
-	}
+	orders := s.ordersStore()
 	if cfg.UserLock {
 		orders = userlock.New(orders, s.rdb, cfg.KeyPrefix)
 	}
@@ -291,7 +297,9 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		recovery:     s.recovery,
 		ledger:       s.store.Ledger(),
 		deadLetters:  s.store.DeadLetters(),
-		backend:      cfg.Queue,
+		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.ordersStore(),
+			Orders: s.store, Withdrawer: s.lifecycle, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
+		backend: cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,
 		metricsElsewhere: cfg.MetricsAddr != "",

@@ -104,6 +104,14 @@ type Register interface {
 	Letter(ctx context.Context, id int64) (Letter, error)
 	// Open counts the letters not resolved.
 	Open(ctx context.Context) (int64, error)
+	// Resolve resolves the open letters among ids as how, at, with note
+	// (a re-drive that persisted counts as one more re-drive); it returns
+	// how many it resolved (one resolved meanwhile is not counted).
+	Resolve(ctx context.Context, ids []int64, how Resolution, note string, at time.Time) (int64, error)
+	// Failed records a re-drive of letter id that failed for detail, at.
+	Failed(ctx context.Context, id int64, detail string, at time.Time) error
+	// PersistedOrders says which of the orders have a row in the database.
+	PersistedOrders(ctx context.Context, orderIDs []int64) (map[int64]bool, error)
 }
 
 // LetterOf is the record d of source as the register keeps it: its kind

@@ -1,0 +1,262 @@
+package deadletters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Withdrawer gives up an order the database does not have: its cancelled
+// row with a pending release, and its unit back on sale, once
+// (core.Lifecycle.Withdraw). false: the database has a row with its id.
+type Withdrawer interface {
+	Withdraw(ctx context.Context, o core.Order) (bool, error)
+}
+
+// OrderFinder finds a persisted order (core.OrderReader's FindOrder).
+type OrderFinder interface {
+	FindOrder(ctx context.Context, orderID int64) (core.Order, error)
+}
+
+// Observer is told how many letters each action resolved, and how.
+type Observer interface {
+	DeadLettersResolved(how Resolution, n int)
+}
+
+// DeskConfig is what the operator's desk works with.
+type DeskConfig struct {
+	Register Register
+	// Store persists a re-driven order the way the consumers do; Orders
+	// finds an order a discard found in the database.
+	Store  core.OrderStore
+	Orders OrderFinder
+	// Withdrawer discards (the lifecycle).
+	Withdrawer Withdrawer
+	// PayWindow is the pipeline's: a re-driven order's deadline is its
+	// reservation's time plus it, as if persisted on time.
+	PayWindow time.Duration
+	// Limit is how many re-drives a letter gets (SECKILL_REDRIVE_LIMIT;
+	// default 3): past it, a re-drive skips the letter.
+	Limit int
+	// Batch is how many letters one step takes (default 500).
+	Batch    int
+	Observer Observer
+	Now      func() time.Time
+}
+
+// Desk re-drives and discards dead letters: what an operator does with
+// them. Each action takes every open letter a filter matches, a batch at a
+// time, however many there are.
+type Desk struct{ cfg DeskConfig }
+
+// NewDesk makes a desk over cfg.
+func NewDesk(cfg DeskConfig) *Desk {
+	if cfg.Limit <= 0 {
+		cfg.Limit = 3
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return &Desk{cfg: cfg}
+}
+
+// Outcome is what an action did: how many letters it re-drove (persisted,
+// or found persisted), skipped (no order to persist, past the limit, or
+// refused again: they stay open), or discarded.
+type Outcome struct {
+	Redriven, Skipped, Discarded int
+}
+
+// Count is how many open letters f matches: a dry run's answer.
+func (d *Desk) Count(ctx context.Context, f Filter) (int64, error) {
+	f.Resolved = false
+	page, err := d.cfg.Register.List(ctx, f, 0, 1)
+	return page.Open, err
+}
+
+// each calls step with every open letter f matches, a batch at a time.
+func (d *Desk) each(ctx context.Context, f Filter, step func([]Letter) error) error {
+	f.Resolved = false
+	for after := int64(0); ; {
+		page, err := d.cfg.Register.List(ctx, f, after, d.cfg.Batch)
+		if err != nil {
+			return err
+		}
+		if err := step(page.Letters); err != nil {
+			return err
+		}
+		if after = page.Next; after == 0 {
+			return nil
+		}
+	}
+}
+
+// Redrive puts every open letter f matches through the consumers'
+// persistence again: an order already in the database is resolved
+// without a second row (persisted); one the database takes is resolved
+// (redriven); one it refuses again stays open with the new reason and
+// one more re-drive counted. A letter with no order of ours (poison, an
+// unauthenticated message) or past the limit is skipped.
+func (d *Desk) Redrive(ctx context.Context, f Filter) (Outcome, error) {
+	var out Outcome
+	err := d.each(ctx, f, func(letters []Letter) error {
+		return d.redrive(ctx, letters, &out)
+	})
+	return out, err
+}
+
+func (d *Desk) redrive(ctx context.Context, letters []Letter, out *Outcome) error {
+	byOrder := map[int64][]int64{} // letter ids by order id
+	var orders []core.Order
+	for _, l := range letters {
+		o, err := core.DecodeOrder(l.Body)
+		if err != nil || l.Reason == core.DeadLetterUnauthenticated || l.Redriven >= d.cfg.Limit {
+			out.Skipped++
+			continue
+		}
+		if _, seen := byOrder[o.ID]; !seen {
+			o.PayBy = o.CreatedAt.Add(d.cfg.PayWindow)
+			orders = append(orders, o)
+		}
+		byOrder[o.ID] = append(byOrder[o.ID], l.ID)
+	}
+	if len(orders) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
+	}
+	persisted, err := d.cfg.Register.PersistedOrders(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var found, fresh []core.Order
+	for _, o := range orders {
+		if persisted[o.ID] {
+			found = append(found, o)
+		} else {
+			fresh = append(fresh, o)
+		}
+	}
+	if err := d.resolve(ctx, lettersOf(found, byOrder), Persisted, "", &out.Redriven); err != nil {
+		return err
+	}
+	return d.persist(ctx, fresh, byOrder, out)
+}
+
+// persist saves the orders not in the database yet, and resolves their
+// letters, or records what refused them.
+func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int64][]int64, out *Outcome) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	res, err := d.cfg.Store.SaveOrders(ctx, orders)
+	if err != nil {
+		return core.Wrap("re-drive: persist", core.CodeUnavailable, err)
+	}
+	refused := map[int64]bool{}
+	for _, rej := range res.Rejected {
+		refused[rej.Order.ID] = true
+		kind := rej.Kind
+		if kind == "" {
+			kind = core.DeadLetterStockAnomaly
+		}
+		for _, id := range byOrder[rej.Order.ID] {
+			if err := d.cfg.Register.Failed(ctx, id, fmt.Sprintf("re-drive refused (%s): %s", kind, rej.Reason), d.cfg.Now()); err != nil {
+				return err
+			}
+			out.Skipped++
+		}
+	}
+	var taken []core.Order
+	for _, o := range orders {
+		if !refused[o.ID] {
+			taken = append(taken, o)
+		}
+	}
+	return d.resolve(ctx, lettersOf(taken, byOrder), Redriven, "", &out.Redriven)
+}
+
+// Discard resolves every open letter f matches without persisting it:
+// an order of ours that the database does not have is withdrawn (its
+// cancelled row, and its unit back on sale once: see Withdrawer); one it
+// has already is resolved as persisted, nothing changed. A letter with no
+// order to withdraw (poison, unauthenticated, or an id another order
+// holds: reconcile that voucher) is resolved as it is.
+func (d *Desk) Discard(ctx context.Context, f Filter, note string) (Outcome, error) {
+	var out Outcome
+	err := d.each(ctx, f, func(letters []Letter) error {
+		for _, l := range letters {
+			how, err := d.discard(ctx, l)
+			if err != nil {
+				return err
+			}
+			if err := d.resolve(ctx, []int64{l.ID}, how, note, &out.Discarded); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// discard withdraws l's order if it is one to withdraw, and says how l
+// is resolved.
+func (d *Desk) discard(ctx context.Context, l Letter) (Resolution, error) {
+	o, err := core.DecodeOrder(l.Body)
+	switch {
+	case err != nil, l.Reason == core.DeadLetterUnauthenticated, l.Reason == core.DeadLetterIDCollision:
+		return Discarded, nil
+	}
+	withdrawn, err := d.cfg.Withdrawer.Withdraw(ctx, o)
+	if err != nil {
+		return "", core.Wrap("discard: withdraw the order", core.CodeUnavailable, err)
+	}
+	if withdrawn {
+		return Discarded, nil
+	}
+	found, err := d.cfg.Orders.FindOrder(ctx, o.ID)
+	if err != nil && !errors.Is(err, core.ErrOrderNotFound) {
+		return "", core.Wrap("discard: find the order", core.CodeUnavailable, err)
+	}
+	if found.Status == core.StatusCancelled {
+		return Discarded, nil // withdrawn before (a discard cut short), or expired: its unit came back then
+	}
+	return Persisted, nil
+}
+
+// resolve resolves ids as how and adds what it resolved to count.
+func (d *Desk) resolve(ctx context.Context, ids []int64, how Resolution, note string, count *int) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	n, err := d.cfg.Register.Resolve(ctx, ids, how, note, d.cfg.Now())
+	if err != nil {
+		return err
+	}
+	*count += int(n)
+	d.cfg.Observer.DeadLettersResolved(how, int(n))
+	return nil
+}
+
+func lettersOf(orders []core.Order, byOrder map[int64][]int64) []int64 {
+	var ids []int64
+	for _, o := range orders {
+		ids = append(ids, byOrder[o.ID]...)
+	}
+	return ids
+}
+
+type nopObserver struct{}
+
+func (nopObserver) DeadLettersResolved(Resolution, int) {}
