@@ -4,6 +4,7 @@
 //	seckill [serve]   serve (the default); configured by SECKILL_* variables
 //	seckill env       an environment file of every variable, with its default
 //	seckill health    0 when the server at SECKILL_ADDR answers /readyz 200
+//	seckill deadletters list|show|redrive|discard   an instance's dead letters
 //	seckill help      this list; seckill version: the build
 //
 // The labs (compare, lifecycle, bench) are a program of their own,
@@ -35,6 +36,7 @@ var program = cmdline.Program{
 		{Name: "serve", Summary: "serve the API (the default); configured by SECKILL_* environment variables (seckill serve -h lists them)", Run: serve, Help: server.PrintVariables},
 		{Name: "health", Summary: "ask the server at SECKILL_ADDR whether it is ready (GET /readyz): exit 0 if so, 1 if not; an image's HEALTHCHECK", Run: health},
 		{Name: "env", Summary: "print an environment file of every setting, commented out with its default: the start of a deployment's configuration", Run: printEnv},
+		{Name: "deadletters", Summary: "list, show, re-drive or discard a running instance's dead letters (seckill deadletters -h)", Run: deadLetters},
 	},
 }
 

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/app/server"
+)
+
+// TestTheDeadLettersCommandWorksARunningInstance: against a server on the
+// embedded stand-ins holding two dead letters (orders its database
+// refused), `seckill deadletters` lists them (every page, one letter a
+// page), shows one, counts a dry run, re-drives one once the cause is
+// fixed and discards the other; it refuses a discard with no filter, and
+// runs without a token or with a bad -addr refuse with status 2.
+func TestTheDeadLettersCommandWorksARunningInstance(t *testing.T) {
+	const admin, jwt = "cli-test-admin-0123456789", "cli-test-jwt-0123456789abcdef"
+	cfg, err := server.LoadConfig(func(name string) (string, bool) {
+		v, ok := map[string]string{"SECKILL_ADDR": "127.0.0.1:0", "SECKILL_ADMIN_TOKEN": admin, "SECKILL_JWT_SECRET": jwt,
+			"SECKILL_DEMO_SALE": "0"}[name]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { stop(); <-done; srv.Close() })
+	addr := ln.Addr().String()
+	voucher := refusedOrders(t, srv, "http://"+addr, admin, jwt, 2)
+
+	env := func(name string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": admin, "SECKILL_ADDR": addr}[name]
+	}
+	run := func(want int, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if status := runDeadLetters(args, env, &stdout, &stderr); status != want {
+			t.Fatalf("seckill deadletters %v: status %d, want %d\n%s%s", args, status, want, stdout.String(), stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	var listed string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if listed = run(0, "list", "-all", "-limit", "1", "-voucher", voucher); strings.Contains(listed, "2 open") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if strings.Count(listed, "stock_anomaly") != 2 || !strings.Contains(listed, "2 open") {
+		t.Fatalf("list, a letter a page, every page:\n%s", listed)
+	}
+	if out := run(0, "show", "1"); !strings.Contains(out, `"body"`) || !strings.Contains(out, `"position"`) {
+		t.Fatalf("show 1:\n%s", out)
+	}
+	if out := run(0, "redrive", "-voucher", voucher, "-dry-run"); !strings.Contains(out, "2 match") {
+		t.Fatalf("redrive -dry-run:\n%s", out)
+	}
+	if _, err := srv.Store().DB().NewUpdate().Table("tb_seckill_voucher").Set("stock = 5").Where("voucher_id = ?", voucher).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(0, "redrive", "-ids", "1"); !strings.Contains(out, "1 re-driven, 0 skipped") {
+		t.Fatalf("redrive -ids 1:\n%s", out)
+	}
+	if out := run(1, "discard"); !strings.Contains(out, "a discard needs a filter or ids") {
+		t.Fatalf("discard with no filter:\n%s", out)
+	}
+	if out := run(0, "discard", "-voucher", voucher, "-note", "refunded"); !strings.Contains(out, "1 discarded") {
+		t.Fatalf("discard:\n%s", out)
+	}
+	if out := run(0, "list", "-resolved", "-voucher", voucher); strings.Count(out, "stock_anomaly") != 2 {
+		t.Fatalf("list -resolved:\n%s", out)
+	}
+	run(2, "list", "-addr", "nowhere")
+	var stderr bytes.Buffer
+	if status := runDeadLetters([]string{"list"}, func(string) string { return "" }, io.Discard, &stderr); status != 2 ||
+		!strings.Contains(stderr.String(), "SECKILL_ADMIN_TOKEN") {
+		t.Fatalf("without a token: %d %s", status, stderr.String())
+	}
+}
+
+// refusedOrders opens a voucher whose stock column is then emptied, so
+// the database refuses its orders, and has n shoppers buy it; it returns
+// the voucher's id.
+func refusedOrders(t *testing.T, srv *server.Server, base, admin, jwt string, n int) string {
+	t.Helper()
+	now := time.Now().UTC()
+	var voucher struct {
+		ID json.Number `json:"id"`
+	}
+	post(t, base+"/api/admin/vouchers", admin, map[string]any{"title": "cli", "payValue": 1, "actualValue": 2, "stock": 5,
+		"beginTime": now.Add(-time.Minute), "endTime": now.Add(time.Hour)}, &voucher)
+	if _, err := srv.Store().DB().NewUpdate().Table("tb_seckill_voucher").Set("stock = 0").
+		Where("voucher_id = ?", voucher.ID.String()).Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for user := range n {
+		token, _ := server.NewTokens([]byte(jwt), 0).Issue(int64(user+1), now)
+		var order map[string]any
+		post(t, base+"/api/vouchers/"+voucher.ID.String()+"/seckill", token, nil, &order)
+	}
+	return voucher.ID.String()
+}
+
+func post(t *testing.T, url, token string, body, out any) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, got)
+	}
+	if err := json.Unmarshal(got, out); err != nil {
+		t.Fatalf("POST %s: %v: %s", url, err, got)
+	}
+}
