@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rod/rod"
+
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -231,5 +233,64 @@ func checkSaleAfterResolution(t *testing.T, h *harness, voucher, stock int64, or
 	}
 	if m := h.metricsText(); !strings.Contains(m, fmt.Sprintf(`seckill_dead_letters_resolved_total{how="discarded",queue=%q} 2`, h.cfg.Queue)) {
 		t.Fatalf("/metrics:\n%s", grepLines(m, "dead_letters"))
+	}
+}
+
+// TestTheDashboardWorksDeadLettersInABrowser: in Chromium, the dashboard's
+// dead-letter panel lists a voucher's refused orders (filtered by voucher
+// and kind on the server), shows one letter's message, and re-drives and
+// discards only after a confirmation that shows the dry run's count;
+// cancelling changes nothing. The page logs no error. Screenshots saved.
+func TestTheDashboardWorksDeadLettersInABrowser(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	b := newBrowser(t)
+	voucher := h.openVoucher(5)
+	vid := idString(voucher)
+	setStockColumn(t, h, voucher, 0)
+	for user := int64(1); user <= 3; user++ {
+		if status, body := h.do("POST", "/api/vouchers/"+vid+"/seckill", h.shopper(user), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+	}
+	letters := waitForLetters(t, h, "voucher="+vid, 3)
+	p := b.page()
+	b.open(p, "open /dashboard", h.base+"/dashboard")
+	b.input(p, "#admin-token", h.cfg.AdminToken)
+	b.waitJS(p, "the figures are shown", `document.getElementById('voucher-table').dataset.loaded === '1'`)
+	b.input(p, "#dead-voucher", vid)
+	must(t, p.MustElement("#dead-reason").Select([]string{"stock_anomaly"}, true, rod.SelectorTypeText))
+	b.click(p, "#dead-show")
+	b.waitJS(p, "the letters are listed", `document.querySelectorAll('#dead-table tbody tr').length === 3`)
+	if got := b.text(p, "#dead-open"); got != "3 open match the filter" {
+		t.Fatalf("the open count: %q", got)
+	}
+	first := letters[0].(map[string]any)
+	b.click(p, `#dead-table tr[data-letter="`+first["id"].(string)+`"]`)
+	b.waitJS(p, "the letter is shown", `document.getElementById('dead-detail').textContent.includes('"body"')`)
+	b.screenshot(p, "dashboard-deadletters", 1280, 1600, false)
+
+	b.click(p, "#dead-discard")
+	b.waitJS(p, "the discard asks first", `!document.getElementById('dead-confirm').hidden`)
+	if got := b.text(p, "#dead-confirm-text"); !strings.HasPrefix(got, "Discard 3 open letters?") {
+		t.Fatalf("the confirmation says %q", got)
+	}
+	b.click(p, "#dead-confirm-no")
+	setStockColumn(t, h, voucher, 5)
+	b.click(p, "#dead-redrive")
+	b.waitJS(p, "the re-drive asks first", `document.getElementById('dead-confirm-text').textContent.startsWith('Re-drive 3 open letters?')`)
+	b.screenshot(p, "dashboard-deadletters-confirm", 1280, 1600, false)
+	b.click(p, "#dead-confirm-yes")
+	b.waitJS(p, "the re-drive is done", `document.getElementById('dead-detail').textContent.includes('"redriven": 3')`)
+	b.waitJS(p, "none left open", `document.getElementById('dead-open').textContent === '0 open match the filter'`)
+	if n := h.waitForRows(voucher, 3, 5*time.Second); n != 3 {
+		t.Fatalf("%d rows after the re-drive, want 3", n)
+	}
+	b.clean()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -186,6 +186,88 @@ function voucherPath(action) {
   return "/api/admin/vouchers/" + encodeURIComponent(id) + "/" + action;
 }
 
+// The dead letters: the register's list, a page at a time, filtered on
+// the server; a row shows its letter; re-drive and discard first count
+// what matches (a dry run) and act only once that count is confirmed.
+const dead = { cursor: null, pending: null };
+
+function deadFilter() {
+  const f = {};
+  for (const [key, id] of [["reason", "dead-reason"], ["voucher", "dead-voucher"], ["since", "dead-since"], ["until", "dead-until"]]) {
+    const v = $(id).value.trim();
+    if (v) f[key] = v;
+  }
+  return f;
+}
+
+async function loadDead(more) {
+  const q = new URLSearchParams(deadFilter());
+  q.set("limit", "50");
+  if (more && dead.cursor) q.set("cursor", dead.cursor);
+  const token = $("admin-token").value.trim();
+  const resp = await fetch("/api/admin/deadletters?" + q, { headers: { "Authorization": "Bearer " + token } });
+  const d = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    $("dead-open").textContent = (d.error && d.error.message) || "status " + resp.status;
+    return;
+  }
+  const rows = d.items.map((l) => {
+    const tr = document.createElement("tr");
+    tr.dataset.letter = l.id;
+    for (const c of [l.id, l.reason, l.orderId || "—", l.userId || "—", l.voucherId || "—", l.deliveries, l.redriven,
+      l.firstFailedAt.replace("T", " ").slice(0, 19), l.backend, l.error]) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    tr.addEventListener("click", () => admin("GET", "/api/admin/deadletters/" + encodeURIComponent(l.id)).then((r) => {
+      $("dead-detail").textContent = JSON.stringify(r.data, null, 2);
+    }));
+    return tr;
+  });
+  const body = $("dead-table").querySelector("tbody");
+  if (more) body.append(...rows); else body.replaceChildren(...rows);
+  dead.cursor = d.nextCursor;
+  $("dead-more").hidden = !d.nextCursor;
+  $("dead-open").textContent = d.open + " open match the filter";
+  $("dead-table").dataset.loaded = "1";
+}
+
+async function askDead(action) {
+  const body = Object.assign(deadFilter(), { dryRun: true });
+  if (action === "discard" && Object.keys(body).length === 1) body.all = true;
+  const r = await admin("POST", "/api/admin/deadletters/" + action, body);
+  if (r.status !== 200) return;
+  dead.pending = action;
+  const verb = action === "redrive" ? "Re-drive" : "Discard";
+  $("dead-confirm-text").textContent = verb + " " + r.data.matched + " open letter" + (r.data.matched === 1 ? "" : "s") +
+    (action === "discard" ? "? Their orders are cancelled and their units go back on sale." : "? Each order goes through persistence again.");
+  $("dead-confirm").hidden = false;
+}
+
+async function confirmDead() {
+  const action = dead.pending;
+  $("dead-confirm").hidden = true;
+  dead.pending = null;
+  const body = deadFilter();
+  if (action === "discard") {
+    body.note = $("dead-note").value;
+    if (Object.keys(body).length === 1) body.all = true;
+  }
+  const r = await admin("POST", "/api/admin/deadletters/" + action, body);
+  $("dead-detail").textContent = r.status + "\n" + JSON.stringify(r.data, null, 2);
+  await loadDead(false);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("dead-show").addEventListener("click", () => loadDead(false));
+  $("dead-more").addEventListener("click", () => loadDead(true));
+  $("dead-redrive").addEventListener("click", () => askDead("redrive"));
+  $("dead-discard").addEventListener("click", () => askDead("discard"));
+  $("dead-confirm-yes").addEventListener("click", confirmDead);
+  $("dead-confirm-no").addEventListener("click", () => { $("dead-confirm").hidden = true; dead.pending = null; });
+});
+
 document.addEventListener("DOMContentLoaded", () => {
   $("admin-token").value = sessionStorage.getItem(adminKey) || "";
   $("admin-token").addEventListener("change", () => {
