@@ -145,7 +145,7 @@ func filtered(q *bun.SelectQuery, f deadletters.Filter, resolved bool) *bun.Sele
 		q = q.Where("first_failed < ?", f.Until.UTC())
 	}
 	if len(f.IDs) > 0 {
-		q = q.Where("id IN (?)", bun.In(f.IDs))
+		q = q.Where("id IN (?)", bun.List(f.IDs))
 	}
 	return q
 }
@@ -199,7 +199,7 @@ func (s *DeadLetters) Resolve(ctx context.Context, ids []int64, how deadletters.
 		return 0, nil
 	}
 	q := s.db.NewUpdate().Model((*deadLetterRow)(nil)).Set("resolved = ?", string(how)).Set("resolved_time = ?", at.UTC()).
-		Set("note = ?", note).Where("id IN (?)", bun.In(ids)).Where("resolved_time IS NULL")
+		Set("note = ?", note).Where("id IN (?)", bun.List(ids)).Where("resolved_time IS NULL")
 	if how == deadletters.Redriven {
 		q = q.Set("redriven = redriven + 1")
 	}
@@ -227,7 +227,7 @@ func (s *DeadLetters) PersistedOrders(ctx context.Context, orderIDs []int64) (ma
 		return found, nil
 	}
 	var ids []int64
-	if err := s.db.NewSelect().Table("tb_voucher_order").Column("id").Where("id IN (?)", bun.In(orderIDs)).Scan(ctx, &ids); err != nil {
+	if err := s.db.NewSelect().Table("tb_voucher_order").Column("id").Where("id IN (?)", bun.List(orderIDs)).Scan(ctx, &ids); err != nil {
 		return nil, fmt.Errorf("mysqlstore: orders persisted: %w", err)
 	}
 	for _, id := range ids {

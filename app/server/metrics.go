@@ -51,6 +51,9 @@ type metrics struct {
 	// deadLettersResolved counts the dead letters this process resolved,
 	// by how (deadletters.Resolution).
 	deadLettersResolved *prometheus.CounterVec
+	// unitsUnheld and unheldVouchers are the drift audit's: units the live
+	// stock lacks that nothing accounts for, and on how many vouchers.
+	unitsUnheld, unheldVouchers prometheus.Gauge
 }
 
 // handler serves the series in Prometheus's text format.
@@ -129,6 +132,12 @@ func newMetrics(queue string) *metrics {
 	m.deadLettersResolved = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_dead_letters_resolved_total", Help: "Dead letters this process resolved, by how: redriven, persisted (the order was in the database already), discarded.", ConstLabels: labels,
 	}, []string{"how"})).(*prometheus.CounterVec)
+	m.unitsUnheld = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_units_unheld", Help: "Units the live stock lacks that neither the database nor the queue accounts for (reserved for orders nobody holds, e.g. dead letters), found by the drift audit twice running on the vouchers on sale.", ConstLabels: labels,
+	})).(prometheus.Gauge)
+	m.unheldVouchers = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_units_unheld_vouchers", Help: "Vouchers on sale with units nobody holds (seckill_units_unheld).", ConstLabels: labels,
+	})).(prometheus.Gauge)
 	return m
 }
 
@@ -137,6 +146,12 @@ func (m *metrics) Cancelled(reason core.CancelReason) {
 	m.cancelled.WithLabelValues(string(reason)).Inc()
 }
 func (m *metrics) UnitReturned() { m.unitsReturned.Inc() }
+
+// UnitsUnheld is the drift audit's report (recovery.DriftWatch).
+func (m *metrics) UnitsUnheld(units int64, vouchers int) {
+	m.unitsUnheld.Set(float64(units))
+	m.unheldVouchers.Set(float64(vouchers))
+}
 
 // DeadLettersResolved implements deadletters.Observer.
 func (m *metrics) DeadLettersResolved(how deadletters.Resolution, n int) {

@@ -98,6 +98,9 @@ func (s *Server) watcherDuties() []core.Duty {
 	if !s.cfg.EmbeddedRedis() {
 		duties = append(duties, s.evictionDuty())
 	}
+	if s.drift != nil {
+		duties = append(duties, s.drift.Duty())
+	}
 	return append(duties, s.saleDuties...)
 }
 

@@ -72,8 +72,11 @@ type Server struct {
 	// deadLetters collects the queue's dead letters into the register (nil
 	// for a queue that keeps none).
 	deadLetters *deadletters.Collector
-	http        *fiber.App
-	metrics     *metrics
+	// drift audits a few vouchers on sale at a time for units nobody holds
+	// (with a Redis reservation).
+	drift   *recovery.DriftWatch
+	http    *fiber.App
+	metrics *metrics
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -196,6 +199,17 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.pipeline = s.newPipeline(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
 		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+	if s.recovery != nil {
+		s.drift = &recovery.DriftWatch{Guard: s.recovery, Report: s.metrics.UnitsUnheld,
+			Vouchers: func(ctx context.Context) ([]int64, error) {
+				vs, err := s.store.CurrentVouchers(ctx, time.Now(), driftVouchers)
+				ids := make([]int64, len(vs))
+				for i, v := range vs {
+					ids[i] = v.ID
+				}
+				return ids, err
+			}}
+	}
 	if sources := sale.caps.DeadLetters; len(sources) > 0 {
 		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
 	}
@@ -386,6 +400,9 @@ func (s *Server) openPayProvider() (core.PaymentProvider, error) {
 // then waits behind; a restart leaves at most one block unused, of the
 // 2^32 ids a day allows.
 const idBlockSize = 1000
+
+// driftVouchers bounds the vouchers on sale the drift audit goes round.
+const driftVouchers = 1000
 
 // replyAllowance is the time a reservation script leaves its reply before
 // the request's deadline: a tenth of the timeout, at most 200 ms (a reply
