@@ -585,5 +585,22 @@ func TestARefusedSecondOrdersUnitComesBackOnce(t *testing.T) {
 		if live, _ := h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64(); live != stock-1 {
 			t.Fatalf("Redis stock %d after a second return, want %d", live, stock-1)
 		}
+		// The operator discards the letter: the refused order is cancelled,
+		// the held one stays, and its unit, back already, is not returned
+		// again.
+		waitForLetters(t, h, "reason=buyer_holds_another&voucher="+idString(voucher), 1)
+		if status, out := h.do("POST", "/api/admin/deadletters/discard", h.cfg.AdminToken,
+			map[string]any{"voucher": idString(voucher)}); status != 200 || out["discarded"] != float64(1) {
+			t.Fatalf("discard: %d %v", status, out)
+		}
+		if o, err := h.srv.store.FindOrder(ctx, id); err != nil || o.Status != core.StatusCancelled || o.CancelReason != core.CancelDiscarded {
+			t.Fatalf("the refused order after the discard: %+v %v, want cancelled, discarded", o, err)
+		}
+		if live, _ := h.srv.rdb.Get(ctx, keys.Stock(voucher)).Int64(); live != stock-1 {
+			t.Fatalf("Redis stock %d after the discard, want %d: the unit came back twice", live, stock-1)
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(7), nil); status != 200 || body["orderId"] != first || body["status"] != "created" {
+			t.Fatalf("the shopper's order after the discard: %d %v, want %s created", status, body, first)
+		}
 	})
 }
