@@ -259,17 +259,32 @@ func actOnLetters(c deadLetterClient, cmd string, f *deadLetterFlags, stdout io.
 	if cmd == "discard" {
 		body["note"], body["all"] = f.note, f.everything
 	}
-	var out map[string]any
-	if err := c.do("POST", "/api/admin/deadletters/"+cmd, body, &out); err != nil {
-		return err
+	// A call goes on for a few seconds and says if there is more: the
+	// totals are the calls'.
+	total := map[string]float64{}
+	for {
+		var out struct {
+			Matched, Redriven, Skipped, Discarded float64
+			More                                  bool
+		}
+		if err := c.do("POST", "/api/admin/deadletters/"+cmd, body, &out); err != nil {
+			return err
+		}
+		total["matched"] += out.Matched
+		total["redriven"] += out.Redriven
+		total["skipped"] += out.Skipped
+		total["discarded"] += out.Discarded
+		if !out.More {
+			break
+		}
 	}
 	switch {
 	case f.dryRun:
-		fmt.Fprintf(stdout, "%v match (dry run: nothing done)\n", out["matched"])
+		fmt.Fprintf(stdout, "%v match (dry run: nothing done)\n", total["matched"])
 	case cmd == "redrive":
-		fmt.Fprintf(stdout, "%v re-driven, %v skipped\n", out["redriven"], out["skipped"])
+		fmt.Fprintf(stdout, "%v re-driven, %v skipped\n", total["redriven"], total["skipped"])
 	default:
-		fmt.Fprintf(stdout, "%v discarded\n", out["discarded"])
+		fmt.Fprintf(stdout, "%v discarded\n", total["discarded"])
 	}
 	return nil
 }

@@ -121,6 +121,17 @@ type Queue struct {
 	consumerMu sync.Mutex
 	consumers  map[*consumer]struct{}
 	moves      atomic.Int64
+
+	// deadRead is how many messages the dead-letter queue held when a read
+	// last reached its end, and the last one's position: the queue only
+	// grows (nothing consumes it), so the same count after that position
+	// means nothing new, and the register's collector, asking every
+	// second, reads the whole queue only when something was added.
+	deadMu   sync.Mutex
+	deadRead struct {
+		count int
+		last  string
+	}
 	forwarding atomic.Int64
 	// failing: the last forward was not confirmed; its relay still holds
 	// the batch and will forward it again.
@@ -646,6 +657,16 @@ func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) (
 	}
 	// Closing the channel returns every message it got, unacked, in order.
 	defer ch.Close()
+	held, err := ch.QueueDeclarePassive(q.cfg.DeadQueue, true, false, false, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: %s: %w", q.cfg.DeadQueue, err)
+	}
+	q.deadMu.Lock()
+	unchanged := after != "" && q.deadRead.last == after && q.deadRead.count == held.Messages
+	q.deadMu.Unlock()
+	if unchanged {
+		return nil, nil
+	}
 	var all []core.DeadLetter
 	for {
 		m, ok, err := ch.Get(q.cfg.DeadQueue, false)
@@ -678,7 +699,13 @@ func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) (
 	if i := slices.IndexFunc(all, func(d core.DeadLetter) bool { return d.Position == after }); i >= 0 {
 		from = i + 1
 	}
-	return all[from:min(int64(from)+limit, int64(len(all)))], nil
+	out := all[from:min(int64(from)+limit, int64(len(all)))]
+	if len(out) > 0 && out[len(out)-1].Position == all[len(all)-1].Position {
+		q.deadMu.Lock()
+		q.deadRead.count, q.deadRead.last = len(all), out[len(out)-1].Position
+		q.deadMu.Unlock()
+	}
+	return out, nil
 }
 
 // digest names a dead message by its body, headers and id.

@@ -52,7 +52,7 @@ func BenchmarkDeadLetters100k(b *testing.B) {
 		listTook := time.Since(start)
 		desk := deadletters.NewDesk(deadletters.DeskConfig{Register: reg, Store: s, Orders: s, PayWindow: time.Minute, Batch: 1000})
 		start = time.Now()
-		out, err := desk.Redrive(ctx, deadletters.Filter{})
+		out, err := desk.Redrive(ctx, deadletters.Filter{}, time.Time{})
 		redriveTook := time.Since(start)
 		b.StopTimer()
 		if err != nil || listed != n || out.Redriven != n || out.Skipped != 0 {

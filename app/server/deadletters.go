@@ -21,6 +21,15 @@ const (
 	deadLetterMaxPage = 1000
 )
 
+// A re-drive or a discard starts no new batch (letter) past bulkBudget,
+// and answers "more" if letters are left: one call stays well inside the
+// server's 10 s write timeout whatever the database's pace. bulkWorkLimit
+// bounds the work a call has under way.
+const (
+	bulkBudget    = 4 * time.Second
+	bulkWorkLimit = 30 * time.Second
+)
+
 // deadLetterFilter reads the filter of a list or of a bulk action:
 // reason, voucher, since and until (RFC 3339).
 func deadLetterFilter(reason, voucher, since, until string) (deadletters.Filter, error) {
@@ -219,8 +228,8 @@ func (a *api) redriveDeadLetters(c *fiber.Ctx) error {
 		}
 		return nil
 	}, func(ctx context.Context, f deadletters.Filter, _ deadLetterAction) (fiber.Map, error) {
-		out, err := a.desk.Redrive(ctx, f)
-		return fiber.Map{"redriven": out.Redriven, "skipped": out.Skipped}, err
+		out, err := a.desk.Redrive(ctx, f, time.Now().Add(bulkBudget))
+		return fiber.Map{"redriven": out.Redriven, "skipped": out.Skipped, "more": out.More}, err
 	})
 }
 
@@ -232,8 +241,8 @@ func (a *api) discardDeadLetters(c *fiber.Ctx) error {
 		}
 		return nil
 	}, func(ctx context.Context, f deadletters.Filter, b deadLetterAction) (fiber.Map, error) {
-		out, err := a.desk.Discard(ctx, f, b.Note)
-		return fiber.Map{"discarded": out.Discarded}, err
+		out, err := a.desk.Discard(ctx, f, b.Note, time.Now().Add(bulkBudget))
+		return fiber.Map{"discarded": out.Discarded, "more": out.More}, err
 	})
 }
 
@@ -248,7 +257,11 @@ func (a *api) actOnDeadLetters(c *fiber.Ctx, check func(deadLetterAction, deadle
 	if err := check(b, f); err != nil {
 		return err
 	}
-	ctx := c.UserContext()
+	// Not the shopper's request deadline: an action goes on for its
+	// budget, then answers "more" for the caller to ask again; the work in
+	// flight is bounded on its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), bulkWorkLimit)
+	defer cancel()
 	if b.DryRun {
 		n, err := a.desk.Count(ctx, f)
 		if err != nil {

@@ -330,3 +330,54 @@ func TestTheDriftAuditSeesUnitsHeldByNobody(t *testing.T) {
 	}
 	unheld("0")
 }
+
+// TestPoisonIsListedSkippedAndDiscardedOnEveryBackend: on every backend a
+// message that is not an order, fed where the reservation feeds the
+// queue (a Redis queue's key, an outside broker's outbox, the in-process
+// channel), is dead-lettered as poison and listed with no order; a
+// re-drive skips it (nothing to persist), a discard resolves it and
+// returns nothing: the sale's stock is untouched.
+func TestPoisonIsListedSkippedAndDiscardedOnEveryBackend(t *testing.T) {
+	forEachBackendAndStack(t, func(t *testing.T, h *harness) {
+		if h.srv.queue == nil {
+			t.Skip("sync has no queue: nothing is dead-lettered")
+		}
+		caps := core.CapabilitiesOf(h.srv.queue)
+		ctx := context.Background()
+		voucher := h.openVoucher(5)
+		body := "poison " + idString(voucher)
+		if caps.Handoff != nil {
+			var args []any
+			for _, a := range caps.Handoff.Command {
+				switch a {
+				case core.HandoffKey:
+					args = append(args, caps.Handoff.Key(voucher))
+				case core.HandoffBody:
+					args = append(args, body)
+				default:
+					args = append(args, a)
+				}
+			}
+			if err := h.srv.rdb.Do(ctx, args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := caps.Publisher.Publish(ctx, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		letters := waitForLetters(t, h, "reason=poison", 1)
+		if l := letters[0].(map[string]any); l["orderId"] != nil || l["voucherId"] != nil {
+			t.Fatalf("the poison letter %v names an order", l)
+		}
+		if status, out := h.do("POST", "/api/admin/deadletters/redrive", h.cfg.AdminToken, map[string]any{"reason": "poison"}); status != 200 ||
+			out["redriven"] != float64(0) || out["skipped"] != float64(1) {
+			t.Fatalf("re-drive: %d %v, want it skipped", status, out)
+		}
+		if status, out := h.do("POST", "/api/admin/deadletters/discard", h.cfg.AdminToken, map[string]any{"reason": "poison"}); status != 200 ||
+			out["discarded"] != float64(1) {
+			t.Fatalf("discard: %d %v", status, out)
+		}
+		if _, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); v["stock"] != float64(5) {
+			t.Fatalf("the voucher's stock after the poison was discarded: %v, want 5", v["stock"])
+		}
+	})
+}

@@ -71,9 +71,11 @@ func NewDesk(cfg DeskConfig) *Desk {
 
 // Outcome is what an action did: how many letters it re-drove (persisted,
 // or found persisted), skipped (no order to persist, past the limit, or
-// refused again: they stay open), or discarded.
+// refused again: they stay open), or discarded; More: it stopped at its
+// budget with letters left, for the next call to take on.
 type Outcome struct {
 	Redriven, Skipped, Discarded int
+	More                         bool
 }
 
 // Count is how many open letters f matches: a dry run's answer.
@@ -83,19 +85,24 @@ func (d *Desk) Count(ctx context.Context, f Filter) (int64, error) {
 	return page.Open, err
 }
 
-// each calls step with every open letter f matches, a batch at a time.
-func (d *Desk) each(ctx context.Context, f Filter, step func([]Letter) error) error {
+// each calls step with every open letter f matches, a batch at a time,
+// until the letters run out (false) or budget passes with some left
+// (true). A zero budget is none.
+func (d *Desk) each(ctx context.Context, f Filter, budget time.Time, step func([]Letter) error) (bool, error) {
 	f.Resolved = false
 	for after := int64(0); ; {
 		page, err := d.cfg.Register.List(ctx, f, after, d.cfg.Batch)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := step(page.Letters); err != nil {
-			return err
+			return false, err
 		}
 		if after = page.Next; after == 0 {
-			return nil
+			return false, nil
+		}
+		if !budget.IsZero() && d.cfg.Now().After(budget) {
+			return true, nil
 		}
 	}
 }
@@ -106,9 +113,12 @@ func (d *Desk) each(ctx context.Context, f Filter, step func([]Letter) error) er
 // (redriven); one it refuses again stays open with the new reason and
 // one more re-drive counted. A letter with no order of ours (poison, an
 // unauthenticated message) or past the limit is skipped.
-func (d *Desk) Redrive(ctx context.Context, f Filter) (Outcome, error) {
+//
+// Past budget (if not zero) it stops between two batches: Outcome.More.
+func (d *Desk) Redrive(ctx context.Context, f Filter, budget time.Time) (Outcome, error) {
 	var out Outcome
-	err := d.each(ctx, f, func(letters []Letter) error {
+	var err error
+	out.More, err = d.each(ctx, f, budget, func(letters []Letter) error {
 		return d.redrive(ctx, letters, &out)
 	})
 	return out, err
@@ -193,10 +203,16 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 // has already is resolved as persisted, nothing changed. A letter with no
 // order to withdraw (poison, unauthenticated, or an id another order
 // holds: reconcile that voucher) is resolved as it is.
-func (d *Desk) Discard(ctx context.Context, f Filter, note string) (Outcome, error) {
+//
+// Past budget (if not zero) it stops between two letters: Outcome.More.
+func (d *Desk) Discard(ctx context.Context, f Filter, note string, budget time.Time) (Outcome, error) {
 	var out Outcome
-	err := d.each(ctx, f, func(letters []Letter) error {
-		for _, l := range letters {
+	stopped := errors.New("budget spent")
+	more, err := d.each(ctx, f, budget, func(letters []Letter) error {
+		for i, l := range letters {
+			if i > 0 && !budget.IsZero() && d.cfg.Now().After(budget) {
+				return stopped // past the budget, after one letter at least
+			}
 			how, err := d.discard(ctx, l)
 			if err != nil {
 				return err
@@ -207,6 +223,10 @@ func (d *Desk) Discard(ctx context.Context, f Filter, note string) (Outcome, err
 		}
 		return nil
 	})
+	if errors.Is(err, stopped) {
+		return Outcome{Discarded: out.Discarded, More: true}, nil
+	}
+	out.More = more
 	return out, err
 }
 

@@ -165,7 +165,7 @@ func TestARedriveTakesWhatItCanAndSkipsTheRest(t *testing.T) {
 	if n, err := desk.Count(ctx, deadletters.Filter{}); err != nil || n != 6 {
 		t.Fatalf("count %d %v, want 6", n, err)
 	}
-	out, err := desk.Redrive(ctx, deadletters.Filter{})
+	out, err := desk.Redrive(ctx, deadletters.Filter{}, time.Time{})
 	if err != nil || out != (deadletters.Outcome{Redriven: 3, Skipped: 3}) {
 		t.Fatalf("re-drive: %+v %v; want 3 re-driven (two letters of order 1, order 2 found), 3 skipped", out, err)
 	}
@@ -182,7 +182,7 @@ func TestARedriveTakesWhatItCanAndSkipsTheRest(t *testing.T) {
 		t.Error("an unauthenticated message's order was persisted")
 	}
 	for range 3 {
-		desk.Redrive(ctx, deadletters.Filter{IDs: []int64{refused}})
+		desk.Redrive(ctx, deadletters.Filter{IDs: []int64{refused}}, time.Time{})
 	}
 	if l := r.letters[refused-1]; l.Redriven != 2 || l.Resolved != "" || l.Error == "" {
 		t.Errorf("the refused letter: re-driven %d times, resolved %q, error %q; want the limit of 2, open, the refusal", l.Redriven, l.Resolved, l.Error)
@@ -208,7 +208,7 @@ func TestADiscardWithdrawsOnlyOrdersOfOurs(t *testing.T) {
 	r.add(core.DeadLetterUnauthenticated, o(5), nil)
 	r.rows[6] = core.Order{ID: 6, UserID: 99, Status: core.StatusCreated}
 	r.add(core.DeadLetterIDCollision, o(6), nil)
-	out, err := newDesk(r).Discard(context.Background(), deadletters.Filter{}, "by hand")
+	out, err := newDesk(r).Discard(context.Background(), deadletters.Filter{}, "by hand", time.Time{})
 	if err != nil || out.Discarded != 6 {
 		t.Fatalf("discard: %+v %v, want all 6 resolved", out, err)
 	}
@@ -222,5 +222,41 @@ func TestADiscardWithdrawsOnlyOrdersOfOurs(t *testing.T) {
 		if l := r.letters[id-1]; l.Resolved != want || l.Note != "by hand" {
 			t.Errorf("letter %d resolved %q (%q), want %q with the note", id, l.Resolved, l.Note, want)
 		}
+	}
+}
+
+// TestAnActionPastItsBudgetStopsAndTheNextGoesOn: a re-drive and a
+// discard whose budget is spent stop after a batch (a letter) and say
+// there is more; calls again take the rest, each letter once.
+func TestAnActionPastItsBudgetStopsAndTheNextGoesOn(t *testing.T) {
+	r := &memRegister{rows: map[int64]core.Order{}}
+	for id := int64(1); id <= 5; id++ {
+		r.add(core.DeadLetterTooManyTries, core.Order{ID: id, UserID: id, VoucherID: 1, CreatedAt: time.Unix(1000, 0)}, nil)
+	}
+	desk := newDesk(r) // batches of 2
+	ctx := context.Background()
+	spent := time.Unix(1, 0)
+	var calls, redriven int
+	for more := true; more; calls++ {
+		out, err := desk.Redrive(ctx, deadletters.Filter{IDs: []int64{1, 2, 3}}, spent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redriven, more = redriven+out.Redriven, out.More
+	}
+	if calls != 2 || redriven != 3 {
+		t.Fatalf("%d calls re-drove %d, want 2 calls (a batch of 2, then 1) for 3", calls, redriven)
+	}
+	calls = 0
+	discarded := 0
+	for more := true; more; calls++ {
+		out, err := desk.Discard(ctx, deadletters.Filter{}, "", spent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		discarded, more = discarded+out.Discarded, out.More
+	}
+	if calls != 2 || discarded != 2 {
+		t.Fatalf("%d calls discarded %d, want 2 calls (a letter each) for the 2 open", calls, discarded)
 	}
 }

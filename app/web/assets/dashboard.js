@@ -254,8 +254,12 @@ async function confirmDead() {
     body.note = $("dead-note").value;
     if (Object.keys(body).length === 1) body.all = true;
   }
-  const r = await admin("POST", "/api/admin/deadletters/" + action, body);
-  $("dead-detail").textContent = r.status + "\n" + JSON.stringify(r.data, null, 2);
+  // A call goes on for a few seconds and says if there is more.
+  let r;
+  do {
+    r = await admin("POST", "/api/admin/deadletters/" + action, body);
+    $("dead-detail").textContent = r.status + "\n" + JSON.stringify(r.data, null, 2);
+  } while (r.status === 200 && r.data.more);
   await loadDead(false);
 }
 
