@@ -68,8 +68,8 @@ func (c deadLetterClient) do(method, path string, body, out any) error {
 	return json.Unmarshal(raw, out)
 }
 
-// baseURL reads -addr: a URL, or host:port (a missing host is this
-// machine).
+// baseURL reads an instance's address: a URL, or host:port (":8080" when
+// empty; a missing or unspecified host is this machine).
 func baseURL(addr string) (string, error) {
 	if addr == "" {
 		addr = ":8080"

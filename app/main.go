@@ -14,7 +14,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -60,18 +59,15 @@ func health(args []string) int {
 // checkReady GETs /readyz on the API's listen address (":8080" when
 // empty; a host left out is this machine) and wants 200.
 func checkReady(addr string, timeout time.Duration) error {
-	if addr == "" {
-		addr = ":8080"
+	if strings.Contains(addr, "://") {
+		return fmt.Errorf("SECKILL_ADDR=%q: want host:port", addr)
 	}
-	host, port, err := net.SplitHostPort(addr)
+	base, err := baseURL(addr)
 	if err != nil {
 		return fmt.Errorf("SECKILL_ADDR=%q: want host:port", addr)
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
 	client := &http.Client{Timeout: timeout}
-	resp, err := client.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	resp, err := client.Get(base + "/readyz")
 	if err != nil {
 		return err
 	}
