@@ -185,17 +185,14 @@ func idOf(v any, what string) (int64, error) {
 
 // filter is the action's filter.
 func (b deadLetterAction) filter() (deadletters.Filter, error) {
-	voucher := ""
-	if b.Voucher != nil {
-		id, err := idOf(b.Voucher, "voucher")
-		if err != nil {
-			return deadletters.Filter{}, err
-		}
-		voucher = strconv.FormatInt(id, 10)
-	}
-	f, err := deadLetterFilter(b.Reason, voucher, b.Since, b.Until)
+	f, err := deadLetterFilter(b.Reason, "", b.Since, b.Until)
 	if err != nil {
 		return f, err
+	}
+	if b.Voucher != nil {
+		if f.VoucherID, err = idOf(b.Voucher, "voucher"); err != nil {
+			return f, err
+		}
 	}
 	for _, v := range b.IDs {
 		id, err := idOf(v, "each of ids")

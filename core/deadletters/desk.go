@@ -87,25 +87,29 @@ func (d *Desk) Count(ctx context.Context, f Filter) (int64, error) {
 
 // each calls step with every open letter f matches, a batch at a time,
 // until the letters run out (false) or budget passes with some left
-// (true). A zero budget is none.
-func (d *Desk) each(ctx context.Context, f Filter, budget time.Time, step func([]Letter) error) (bool, error) {
+// (true): between two batches, or within one when step says it stopped
+// there (a zero budget is none).
+func (d *Desk) each(ctx context.Context, f Filter, budget time.Time, step func([]Letter) (stopped bool, err error)) (bool, error) {
 	f.Resolved = false
 	for after := int64(0); ; {
 		page, err := d.cfg.Register.List(ctx, f, after, d.cfg.Batch)
 		if err != nil {
 			return false, err
 		}
-		if err := step(page.Letters); err != nil {
-			return false, err
+		if stopped, err := step(page.Letters); stopped || err != nil {
+			return stopped, err
 		}
 		if after = page.Next; after == 0 {
 			return false, nil
 		}
-		if !budget.IsZero() && d.cfg.Now().After(budget) {
+		if d.spent(budget) {
 			return true, nil
 		}
 	}
 }
+
+// spent says budget (if not zero) has passed.
+func (d *Desk) spent(budget time.Time) bool { return !budget.IsZero() && d.cfg.Now().After(budget) }
 
 // Redrive puts every open letter f matches through the consumers'
 // persistence again: an order already in the database is resolved
@@ -118,8 +122,8 @@ func (d *Desk) each(ctx context.Context, f Filter, budget time.Time, step func([
 func (d *Desk) Redrive(ctx context.Context, f Filter, budget time.Time) (Outcome, error) {
 	var out Outcome
 	var err error
-	out.More, err = d.each(ctx, f, budget, func(letters []Letter) error {
-		return d.redrive(ctx, letters, &out)
+	out.More, err = d.each(ctx, f, budget, func(letters []Letter) (bool, error) {
+		return false, d.redrive(ctx, letters, &out)
 	})
 	return out, err
 }
@@ -207,26 +211,22 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 // Past budget (if not zero) it stops between two letters: Outcome.More.
 func (d *Desk) Discard(ctx context.Context, f Filter, note string, budget time.Time) (Outcome, error) {
 	var out Outcome
-	stopped := errors.New("budget spent")
-	more, err := d.each(ctx, f, budget, func(letters []Letter) error {
+	var err error
+	out.More, err = d.each(ctx, f, budget, func(letters []Letter) (bool, error) {
 		for i, l := range letters {
-			if i > 0 && !budget.IsZero() && d.cfg.Now().After(budget) {
-				return stopped // past the budget, after one letter at least
+			if i > 0 && d.spent(budget) {
+				return true, nil // past the budget, after one letter at least
 			}
 			how, err := d.discard(ctx, l)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if err := d.resolve(ctx, []int64{l.ID}, how, note, &out.Discarded); err != nil {
-				return err
+				return false, err
 			}
 		}
-		return nil
+		return false, nil
 	})
-	if errors.Is(err, stopped) {
-		return Outcome{Discarded: out.Discarded, More: true}, nil
-	}
-	out.More = more
 	return out, err
 }
 
