@@ -471,10 +471,9 @@ func skippedAnomalies(ctx context.Context, tx bun.Tx, rows []orderRow, lockingRe
 
 // FindOrder implements core.OrderReader.
 func (s *Store) FindOrder(ctx context.Context, orderID int64) (core.Order, error) {
-	var row orderRow
-	err := s.db.NewSelect().Model(&row).Where("id = ?", orderID).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Order{}, core.ErrOrderNotFound
+	row, err := findOne[orderRow](ctx, s.db, "id", orderID, core.ErrOrderNotFound)
+	if errors.Is(err, core.ErrOrderNotFound) {
+		return core.Order{}, err
 	}
 	if err != nil {
 		return core.Order{}, fmt.Errorf("mysqlstore: find order: %w", err)
