@@ -25,6 +25,12 @@ type Guarantees struct {
 	// RetainsWithoutConsumer: a message published while no consumer runs is
 	// kept until one does.
 	RetainsWithoutConsumer bool
+	// CountsDeliveries: a message delivered again says how often
+	// (Delivery.Attempt), so one that keeps coming back unpersisted ends
+	// as a max_deliveries dead letter (PipelineConfig.MaxDeliveries)
+	// instead of being tried for ever. Without it every delivery is the
+	// first.
+	CountsDeliveries bool
 }
 
 // Delivery is one message as a consumer received it.

@@ -235,6 +235,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Replayable:                 false,
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
+			CountsDeliveries:           true, // the quorum queue's x-delivery-count
 		},
 		Forwarder: q, Stats: q, Holding: q,
 		DeadLetters: []core.DeadLetterSource{{Name: "rabbitmq:" + q.cfg.DeadQueue, Reader: q}},

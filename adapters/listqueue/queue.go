@@ -114,6 +114,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Acknowledged:               q.cfg.Reliable,
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
+			CountsDeliveries:           q.cfg.Reliable, // a count beside the processing list
 		},
 		Handoff: &core.Handoff{
 			Command: []string{"LPUSH", core.HandoffKey, core.HandoffBody},

@@ -246,6 +246,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Replayable:                 true,
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
+			CountsDeliveries:           true, // JetStream's NumDelivered
 		},
 		Forwarder: q, Stats: q, Lister: q,
 		DeadLetters: []core.DeadLetterSource{{Name: "nats:" + q.cfg.DeadStream, Reader: q}},

@@ -176,6 +176,7 @@ func (q *Queue) Capabilities() core.Capabilities {
 			Replayable:                 true,
 			CompetingConsumers:         true,
 			RetainsWithoutConsumer:     true,
+			CountsDeliveries:           true, // the pending entry's delivery count
 		},
 		Handoff: &h, Duties: q.duties(), Stats: q, Lister: q, DeadLetters: []core.DeadLetterSource{deadstream.Source(q.rdb, q.cfg.DeadLetterStream)},
 	}

@@ -215,7 +215,8 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 	if a.guarantees != nil {
 		g := *a.guarantees
 		s.Guarantees = map[string]bool{"durableAcrossConsumerCrash": g.DurableAcrossConsumerCrash, "acknowledged": g.Acknowledged,
-			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer}
+			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer,
+			"countsDeliveries": g.CountsDeliveries}
 	}
 	var ok, refused float64
 	for code, n := range cur.results {

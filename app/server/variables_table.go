@@ -106,7 +106,7 @@ var variables = []Variable{
 		field:   intField(func(c *Config) *int { return &c.BatchSize }, 500, 1, 10000)},
 	{Name: "SECKILL_MAX_DELIVERIES", Default: "`5`",
 		Summary: "deliveries of a message before it is dead-lettered",
-		Meaning: "a message delivered more often goes to the dead-letter stream",
+		Meaning: "a message delivered more often goes to the dead letters as max_deliveries (on the backends that count deliveries: streamgroup, reliable list, nats, rabbitmq)",
 		field:   intField(func(c *Config) *int { return &c.MaxDeliver }, 5, 1, 1000)},
 	{Name: "SECKILL_REDRIVE_LIMIT", Default: "`3`",
 		Summary: "re-drives of a dead letter before a re-drive skips it",

@@ -140,14 +140,16 @@ func closeQueue(t *testing.T, q core.Queue) {
 	}
 }
 
-// tally counts deliveries per order id.
+// tally counts deliveries per order id, and keeps the highest attempt
+// each was delivered as.
 type tally struct {
-	mu     sync.Mutex
-	counts map[int64]int
-	total  int
+	mu       sync.Mutex
+	counts   map[int64]int
+	attempts map[int64]int
+	total    int
 }
 
-func newTally() *tally { return &tally{counts: map[int64]int{}} }
+func newTally() *tally { return &tally{counts: map[int64]int{}, attempts: map[int64]int{}} }
 
 func (s *tally) add(t *testing.T, ds []core.Delivery) {
 	s.mu.Lock()
@@ -159,6 +161,7 @@ func (s *tally) add(t *testing.T, ds []core.Delivery) {
 			continue
 		}
 		s.counts[o.ID]++
+		s.attempts[o.ID] = max(s.attempts[o.ID], d.Attempt)
 		s.total++
 	}
 }
@@ -390,6 +393,7 @@ func killedMidBatch(t *testing.T, b scope) {
 			t.Fatalf("after the crash %d of %d messages were delivered, %d of the %d the dead consumer held: the backend declares them durable",
 				distinct, n, heldBack, len(held))
 		}
+		checkAttempts(t, core.CapabilitiesOf(survivor), s, held)
 		return
 	}
 	if heldBack != 0 {
@@ -397,6 +401,27 @@ func killedMidBatch(t *testing.T, b scope) {
 	}
 	t.Logf("%s: lost %d of %d messages to the crash, %d of them held by the dead consumer (not durable, as declared)",
 		core.CapabilitiesOf(survivor).Name, n-distinct, n, len(held))
+}
+
+// checkAttempts: on a backend that counts deliveries, each message the
+// dead consumer held came back as a later attempt; on one that does not,
+// every delivery said it was the first (the pipeline's delivery limit
+// then never applies, which the backend's declaration tells the
+// operator).
+func checkAttempts(t *testing.T, caps core.Capabilities, s *tally, held []int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range held {
+		if caps.Guarantees.CountsDeliveries && s.attempts[id] < 2 {
+			t.Fatalf("order %d, held by the consumer that died, came back as attempt %d: the backend declares it counts deliveries", id, s.attempts[id])
+		}
+	}
+	for id, a := range s.attempts {
+		if !caps.Guarantees.CountsDeliveries && a != 1 {
+			t.Fatalf("order %d was delivered as attempt %d: the backend declares it counts no deliveries", id, a)
+		}
+	}
 }
 
 // ackedAndOwed: a consumer acks half of a batch and stops cleanly. On a

@@ -11,6 +11,7 @@ const guaranteeNames = {
   replayable: "replayable",
   competingConsumers: "competing consumers across processes",
   retainsWithoutConsumer: "keeps messages while no consumer runs",
+  countsDeliveries: "counts deliveries (SECKILL_MAX_DELIVERIES applies)",
 };
 
 function figures(dl, pairs) {
