@@ -25,6 +25,11 @@ type Order struct {
 	PayBy        time.Time
 	CancelReason CancelReason
 
+	// Trace is the W3C traceparent of the request that reserved the
+	// order, carried in its message so its persistence joins that trace
+	// (Tracing); "" without tracing, and from producers before it.
+	Trace string
+
 	// LimitCounted: the shopper's limit counted this request already
 	// (ShopperLimit.Admit, before a look-up): the reservation does not
 	// count it again. The request's, never encoded.
@@ -72,6 +77,8 @@ type orderMessage struct {
 	UserID    int64  `json:"userId"`
 	VoucherID int64  `json:"voucherId"`
 	CreatedAt int64  `json:"createdAt"` // unix milliseconds
+	// Traceparent is Order.Trace, left out when empty.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // EncodeOrder is the message body handed to a queue: the JSON of
@@ -91,6 +98,11 @@ func appendOrder(b []byte, o Order) []byte {
 	b = strconv.AppendInt(b, o.VoucherID, 10)
 	b = append(b, `,"createdAt":`...)
 	b = strconv.AppendInt(b, o.CreatedAt.UnixMilli(), 10)
+	if o.Trace != "" {
+		b = append(b, `,"traceparent":"`...)
+		b = append(b, o.Trace...)
+		b = append(b, '"')
+	}
 	return append(b, '}')
 }
 
@@ -136,7 +148,8 @@ const compactVersion = "2:"
 
 // EncodeOrderCompact is the version 2 body: "2:" and the order id, user
 // id, voucher id and creation time (unix milliseconds), in decimal,
-// separated by ':' — "2:665485816507662337:1001:7:1795941009284".
+// separated by ':' — "2:665485816507662337:1001:7:1795941009284" — and,
+// when the order has one, its traceparent as a fifth field.
 func EncodeOrderCompact(o Order) []byte { return appendOrderCompact(make([]byte, 0, 64), o) }
 
 // appendOrderCompact appends EncodeOrderCompact's body to b.
@@ -148,7 +161,12 @@ func appendOrderCompact(b []byte, o Order) []byte {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, o.VoucherID, 10)
 	b = append(b, ':')
-	return strconv.AppendInt(b, o.CreatedAt.UnixMilli(), 10)
+	b = strconv.AppendInt(b, o.CreatedAt.UnixMilli(), 10)
+	if o.Trace != "" {
+		b = append(b, ':')
+		b = append(b, o.Trace...)
+	}
+	return b
 }
 
 // DecodeOrder parses a message body, JSON (version 1) or compact (version
@@ -166,9 +184,11 @@ func DecodeOrder(body []byte) (Order, error) {
 }
 
 // decodeCompact reads a compact body after its version: four positive
-// decimal integers separated by ':', nothing else.
+// decimal integers separated by ':', then at most a traceparent (a fifth
+// field of another form is an error: the compact body is only ever ours).
 func decodeCompact(b []byte) (Order, error) {
 	var fields [4]int64
+	trace := ""
 	for i := range fields {
 		v, rest, ok := positiveInt(b)
 		if !ok {
@@ -179,12 +199,30 @@ func decodeCompact(b []byte) (Order, error) {
 			if rest, ok = bytes.CutPrefix(rest, []byte(":")); !ok {
 				return Order{}, fmt.Errorf("decode compact order message: want 4 fields separated by ':'")
 			}
+		} else if tp, ok := bytes.CutPrefix(rest, []byte(":")); ok && validTraceparent(string(tp)) != "" {
+			trace = string(tp)
 		} else if len(rest) > 0 {
 			return Order{}, fmt.Errorf("decode compact order message: trailing data")
 		}
 		b = rest
 	}
-	return Order{ID: fields[0], UserID: fields[1], VoucherID: fields[2], CreatedAt: time.UnixMilli(fields[3]).UTC()}, nil
+	return Order{ID: fields[0], UserID: fields[1], VoucherID: fields[2], CreatedAt: time.UnixMilli(fields[3]).UTC(), Trace: trace}, nil
+}
+
+// validTraceparent is tp if it has the W3C traceparent's form (version
+// 00: "00-" 32 hex digits "-" 16 hex digits "-" 2 hex digits, lower case),
+// else "": a trace context that cannot be read is dropped, as the W3C
+// recommendation says, and never costs the order.
+func validTraceparent(tp string) string {
+	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	for i := 3; i < len(tp); i++ {
+		if c := tp[i]; i != 35 && i != 52 && !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return tp
 }
 
 // decodeCanonical reads exactly what EncodeOrder writes, and nothing else:
@@ -217,11 +255,17 @@ func decodeCanonical(b []byte) (Order, bool) {
 		return o, false
 	}
 	var ms int64
-	if ms, b, ok = positiveInt(b); !ok || string(b) != "}" {
+	if ms, b, ok = positiveInt(b); !ok {
 		return o, false
 	}
 	o.CreatedAt = time.UnixMilli(ms).UTC()
-	return o, true
+	if tp, ok := bytes.CutPrefix(b, []byte(`,"traceparent":"`)); ok && len(tp) == 57 && string(tp[55:]) == `"}` {
+		// Only a valid one: decodeStrict's answer for the others (drop
+		// it, or refuse an escaped string) stays decodeStrict's.
+		o.Trace = validTraceparent(string(tp[:55]))
+		return o, o.Trace != ""
+	}
+	return o, string(b) == "}"
 }
 
 // positiveInt reads a decimal integer > 0 without sign or leading zero, as
@@ -263,7 +307,8 @@ func decodeStrict(body []byte) (Order, error) {
 	if m.CreatedAt <= 0 {
 		return Order{}, fmt.Errorf("decode order message: missing createdAt")
 	}
-	return Order{ID: id, UserID: m.UserID, VoucherID: m.VoucherID, CreatedAt: time.UnixMilli(m.CreatedAt).UTC()}, nil
+	return Order{ID: id, UserID: m.UserID, VoucherID: m.VoucherID, CreatedAt: time.UnixMilli(m.CreatedAt).UTC(),
+		Trace: validTraceparent(m.Traceparent)}, nil
 }
 
 // OrdersOfVoucher decodes message bodies and keeps the orders of one

@@ -22,9 +22,14 @@ func TestEncodeOrderIsTheJSONOfOrderMessage(t *testing.T) {
 		orders = append(orders, Order{ID: r.Int64(), UserID: r.Int64N(1 << 40), VoucherID: r.Int64N(1 << 20),
 			CreatedAt: time.UnixMilli(r.Int64N(1 << 42))})
 	}
+	for i := range orders[3:] {
+		if i%2 == 0 {
+			orders[3+i].Trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0" + strconv.Itoa(i%2)
+		}
+	}
 	for _, o := range orders {
 		want, err := json.Marshal(orderMessage{ID: strconv.FormatInt(o.ID, 10), UserID: o.UserID, VoucherID: o.VoucherID,
-			CreatedAt: o.CreatedAt.UnixMilli()})
+			CreatedAt: o.CreatedAt.UnixMilli(), Traceparent: o.Trace})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,6 +53,10 @@ func FuzzDecodeCanonical(f *testing.F) {
 		`{"id":"1","userId":1,"voucherId":1,"createdAt":0}`,
 		`{"id":"9223372036854775807","userId":9223372036854775807,"voucherId":1,"createdAt":1}`,
 		`{"id":"9223372036854775808","userId":1,"voucherId":1,"createdAt":1}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1,"traceparent":"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1,"traceparent":"\u0030\u0030-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{"id":"1","userId":1,"voucherId":1,"createdAt":1,"traceparent":""}`,
 	} {
 		f.Add([]byte(seed))
 	}

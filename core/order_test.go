@@ -20,6 +20,38 @@ func TestOrderMessageRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAnOrdersTraceRidesInItsBody: an order's traceparent goes through
+// both bodies and back; one that is not a W3C traceparent is dropped and
+// the order read all the same; a body without one (an older producer's)
+// reads as an order without a trace.
+func TestAnOrdersTraceRidesInItsBody(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	o := core.Order{ID: 665485816507662337, UserID: 1001, VoucherID: 7, CreatedAt: time.UnixMilli(1795941009284).UTC(), Trace: tp}
+	for _, f := range []core.OrderBody{core.OrderBodyJSON, core.OrderBodyCompact} {
+		if got, err := core.DecodeOrder(f.Encode(o)); err != nil || got != o {
+			t.Fatalf("%s: %+v %v, want %+v", f, got, err, o)
+		}
+	}
+	if got := string(core.OrderBodyCompact.Encode(o)); got != "2:665485816507662337:1001:7:1795941009284:"+tp {
+		t.Fatalf("compact body %q", got)
+	}
+	for _, body := range []string{
+		`{"id":"665485816507662337","userId":1001,"voucherId":7,"createdAt":1795941009284,"traceparent":"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{"id":"665485816507662337","userId":1001,"voucherId":7,"createdAt":1795941009284,"traceparent":"not a trace"}`,
+		"2:665485816507662337:1001:7:1795941009284",
+	} {
+		got, err := core.DecodeOrder([]byte(body))
+		if want := (core.Order{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, CreatedAt: o.CreatedAt}); err != nil || got != want {
+			t.Fatalf("%s: %+v %v, want the order without a trace", body, got, err)
+		}
+	}
+	for _, body := range []string{"2:665485816507662337:1001:7:1795941009284:" + tp + ":1", "2:665485816507662337:1001:7:1795941009284:00-XYZ"} {
+		if _, err := core.DecodeOrder([]byte(body)); err == nil {
+			t.Fatalf("%s was read: a compact body's fifth field is a traceparent or nothing", body)
+		}
+	}
+}
+
 // TestTheCompactBodyIsVersionTwo: the compact body is the documented one,
 // about half the JSON's length, and the zero format writes the JSON
 // that readers before the compact one understand.

@@ -27,6 +27,9 @@ type PipelineConfig struct {
 	// stock for it, the live store did. held is the order the buyer holds.
 	// Nil: the unit stays taken until a rebuild (the audit shows it).
 	ReturnRefused func(ctx context.Context, o Order, held int64) (ReturnResult, error)
+	// Tracing, if set, records each persist attempt as a span in the
+	// traces of the requests whose orders it persists.
+	Tracing Tracing
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
@@ -427,7 +430,7 @@ func (p *Pipeline) persist(ctx, work context.Context, orders []Order) (SaveResul
 		actx, cancel := context.WithTimeout(work, p.cfg.AttemptTimeout)
 		defer cancel()
 		start := time.Now()
-		res, err := p.store.SaveOrders(actx, orders)
+		res, err := p.save(actx, orders)
 		if err != nil {
 			p.obs.StoreFailed(err)
 			p.log.Error("persist failed, retrying", "orders", len(orders), "err", err)
@@ -436,6 +439,17 @@ func (p *Pipeline) persist(ctx, work context.Context, orders []Order) (SaveResul
 		p.obs.BatchPersisted(res, time.Since(start))
 		return res, nil
 	}, backoff.WithBackOff(p.newBackoff()), backoff.WithMaxElapsedTime(0))
+}
+
+// save is one persist attempt, in its span when the pipeline traces.
+func (p *Pipeline) save(ctx context.Context, orders []Order) (SaveResult, error) {
+	if p.cfg.Tracing == nil {
+		return p.store.SaveOrders(ctx, orders)
+	}
+	ctx, end := p.cfg.Tracing.Persist(ctx, p.caps.Name, orders)
+	res, err := p.store.SaveOrders(ctx, orders)
+	end(err)
+	return res, err
 }
 
 func (p *Pipeline) deadLetter(ctx context.Context, c Consumer, d Delivery, reason DeadLetterReason, detail string) {

@@ -30,7 +30,9 @@ type Seckill struct {
 	// held answers order reads the database cannot (nil: no complete
 	// list of the queue's orders to ask).
 	held *heldReads
-	now  func() time.Time
+	// tracing carries the request's trace in the order (nil: none).
+	tracing Tracing
+	now     func() time.Time
 }
 
 // SeckillConfig is what the shopper's use case is made of.
@@ -46,6 +48,9 @@ type SeckillConfig struct {
 	// Publisher hands the order on after the reservation; nil when the
 	// reservation itself enqueues it (Capabilities.Handoff).
 	Publisher Publisher
+	// Tracing puts the request's trace context in the order's message
+	// (nil: none).
+	Tracing Tracing
 	// Orders reads persisted orders (the order endpoints).
 	Orders OrderReader
 	// Recovery verifies each voucher's live state before it is used (nil:
@@ -73,7 +78,8 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder), now: time.Now}
+		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder),
+		tracing: cfg.Tracing, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id: an
@@ -101,6 +107,9 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
 	}
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC(), LimitCounted: counted}
+	if s.tracing != nil {
+		o.Trace = s.tracing.Carry(ctx)
+	}
 	r, err := s.reserve(ctx, o)
 	if err != nil {
 		return 0, err

@@ -72,8 +72,8 @@ const DefaultMaxConns = 32
 // OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN, with a
 // pool of at most maxConns connections (0: DefaultMaxConns), all kept
 // open while idle. Times are read and written in UTC whatever the DSN
-// says.
-func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*Store, error) {
+// says. hooks see every query (bunotel's spans, say).
+func OpenMySQL(ctx context.Context, dsn string, maxConns int, hooks ...bun.QueryHook) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: bad DSN: %w", err)
@@ -113,7 +113,14 @@ func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*Store, error) {
 		}
 		return nil, fmt.Errorf("mysqlstore: cannot reach MySQL at %s: %w", cfg.Addr, err)
 	}
-	return &Store{db: bun.NewDB(sqldb, mysqldialect.New()), dialect: dialectMySQL}, nil
+	return &Store{db: withHooks(bun.NewDB(sqldb, mysqldialect.New()), hooks), dialect: dialectMySQL}, nil
+}
+
+func withHooks(db *bun.DB, hooks []bun.QueryHook) *bun.DB {
+	for _, h := range hooks {
+		db = db.WithQueryHook(h)
+	}
+	return db
 }
 
 // errUnknownDatabase is MySQL's ER_BAD_DB_ERROR (1049).
@@ -121,8 +128,9 @@ const errUnknownDatabase = 1049
 
 // OpenEmbedded opens an in-memory SQLite database. It starts empty and is
 // gone when the process exits. One connection serialises the transactions,
-// which is what keeps the conditional stock update exact.
-func OpenEmbedded(ctx context.Context) (*Store, error) {
+// which is what keeps the conditional stock update exact. hooks see every
+// query.
+func OpenEmbedded(ctx context.Context, hooks ...bun.QueryHook) (*Store, error) {
 	sqldb, err := sql.Open("sqlite", "file:seckill?mode=memory&_pragma=foreign_keys(1)&_time_format=sqlite")
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: open sqlite: %w", err)
@@ -130,7 +138,7 @@ func OpenEmbedded(ctx context.Context) (*Store, error) {
 	sqldb.SetMaxOpenConns(1)
 	sqldb.SetMaxIdleConns(1)
 	sqldb.SetConnMaxLifetime(0)
-	s := &Store{db: bun.NewDB(sqldb, sqlitedialect.New()), dialect: dialectSQLite}
+	s := &Store{db: withHooks(bun.NewDB(sqldb, sqlitedialect.New()), hooks), dialect: dialectSQLite}
 	if err := s.Ping(ctx); err != nil {
 		sqldb.Close()
 		return nil, fmt.Errorf("mysqlstore: sqlite: %w", err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
@@ -212,11 +214,21 @@ func (b *batcher) send(batch []*batchMember) {
 		keys = append(keys, m.stock, m.window, m.orders, m.limit)
 		args = append(args, &m.userID, &m.orderID, &m.body, &m.deadline, &m.due)
 	}
+	span := r.traceBatch(batch)
+	if span != nil {
+		defer span.End()
+	}
 	wait := batchRetryFirst
 	for try := 1; ; try++ {
 		ctx, cancel := batchContext(batch)
+		if span != nil {
+			ctx = trace.ContextWithSpan(ctx, span)
+		}
 		replies, confirmed, err := r.runBatch(ctx, keys, args)
 		cancel()
+		if err != nil && span != nil {
+			span.RecordError(err)
+		}
 		if err == nil {
 			b.answer(batch, replies, confirmed)
 			return
@@ -232,6 +244,31 @@ func (b *batcher) send(batch []*batchMember) {
 		time.Sleep(wait)
 		wait = min(2*wait, batchRetryMax)
 	}
+}
+
+// traceBatch is the span of a batch's call (nil without a Tracer: no
+// work at all): the child of a lone member's request span, else linked to
+// each member's, since one call serves requests of many traces.
+func (r *sale) traceBatch(batch []*batchMember) trace.Span {
+	if r.cfg.Tracer == nil {
+		return nil
+	}
+	parent := context.Background()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.Int("seckill.batch.members", len(batch)))}
+	if len(batch) == 1 {
+		parent = trace.ContextWithSpanContext(parent, trace.SpanContextFromContext(batch[0].ctx))
+	} else {
+		links := make([]trace.Link, 0, len(batch))
+		for _, m := range batch {
+			if sc := trace.SpanContextFromContext(m.ctx); sc.IsValid() {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	_, span := r.cfg.Tracer.Start(parent, "seckill batch", opts...)
+	return span
 }
 
 // batchContext is the call's context: it ends with the last member's

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill-lab/seckill/core"
@@ -77,6 +78,11 @@ type Config struct {
 	// heard of (the contract: a request past its deadline reserves
 	// nothing). 0: the deadline itself.
 	ReplyAllowance time.Duration
+	// Tracer, if set, records each batched script call as a span (Batch):
+	// the child of a lone member's request span, else linked to each
+	// member's. An unbatched call runs in its request's context, where
+	// the Redis client's own instrumentation records it.
+	Tracer trace.Tracer
 }
 
 // Reserver is the request path's side of the Redis sale: it runs the

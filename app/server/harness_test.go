@@ -135,6 +135,12 @@ func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {
 // server before it serves (to wrap its store, say).
 func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeServe func(*Server)) *harness {
 	t.Helper()
+	return startServerOpts(t, stack, mutate, nil, beforeServe)
+}
+
+// startServerOpts is startServerWith with New's options.
+func startServerOpts(t testing.TB, stack string, mutate func(*Config), opts []Option, beforeServe func(*Server)) *harness {
+	t.Helper()
 	cfg := testConfig()
 	if stack == "real" {
 		useRealServers(t, &cfg)
@@ -146,17 +152,23 @@ func startServerWith(t testing.TB, stack string, mutate func(*Config), beforeSer
 		mutate(&cfg)
 	}
 	useTestBrokers(t, &cfg)
-	return startWith(t, cfg, beforeServe)
+	return startWithOpts(t, cfg, opts, beforeServe)
 }
 
 func startWith(t testing.TB, cfg Config, beforeServe ...func(*Server)) *harness {
+	t.Helper()
+	return startWithOpts(t, cfg, nil, beforeServe...)
+}
+
+// startWithOpts is startWith with New's options.
+func startWithOpts(t testing.TB, cfg Config, opts []Option, beforeServe ...func(*Server)) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, cfg, log)
+	srv, err := New(ctx, cfg, log, opts...)
 	if err != nil {
 		cancel()
 		t.Fatalf("build: %v", err)

@@ -33,6 +33,8 @@ import (
 // api holds what the handlers need; it is built by wire.
 type api struct {
 	log *slog.Logger
+	// tracing, when set, gives each request its span (tracing.go).
+	tracing *tracing
 	// deadLetters is the operator's register of dead letters; desk
 	// re-drives and discards them.
 	deadLetters deadletters.Register
@@ -134,17 +136,7 @@ func (a *api) newServer() *fiber.App {
 		EnableTrustedProxyCheck: true,
 		TrustedProxies:          a.clients.trustedList(),
 	})
-	app.Use(requestid.New())
-	app.Use(securityHeaders)
-	app.Use(a.deadline)
-	app.Use(recover.New(recover.Config{
-		EnableStackTrace: true,
-		StackTraceHandler: func(c *fiber.Ctx, e any) {
-			a.log.Error("panic in handler", "request_id", requestID(c), "path", c.Path(),
-				"panic", fmt.Sprint(e), "stack", string(debug.Stack()))
-		},
-	}))
-
+	a.useMiddleware(app)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)
 	switch {
@@ -194,6 +186,25 @@ func (a *api) newServer() *fiber.App {
 		app.Post("/api/payments/sandbox/:paymentId/complete", requireJSON, a.sandboxComplete)
 	}
 	return app
+}
+
+// useMiddleware puts what every request goes through before its route.
+func (a *api) useMiddleware(app *fiber.App) {
+	if a.tracing != nil {
+		// First: the request's span covers the rest, and its context is
+		// the one the deadline below wraps.
+		app.Use(a.tracing.middleware())
+	}
+	app.Use(requestid.New())
+	app.Use(securityHeaders)
+	app.Use(a.deadline)
+	app.Use(recover.New(recover.Config{
+		EnableStackTrace: true,
+		StackTraceHandler: func(c *fiber.Ctx, e any) {
+			a.log.Error("panic in handler", "request_id", requestID(c), "path", c.Path(),
+				"panic", fmt.Sprint(e), "stack", string(debug.Stack()))
+		},
+	}))
 }
 
 func requestID(c *fiber.Ctx) string {

@@ -54,6 +54,8 @@ type Server struct {
 	// (migrateLayout); nil once done, and under sync.
 	layout *layoutPlan
 	store  *mysqlstore.Store
+	// tracing is nil when the server traces nothing (tracing.go).
+	tracing *tracing
 	// orderStore is the consumers' own pool on the same database (real
 	// MySQL only; the embedded SQLite has one connection): nil uses store.
 	orderStore *mysqlstore.Store
@@ -84,11 +86,14 @@ type Server struct {
 // New connects to (or starts) Redis and the database, applies the schema,
 // loads the scripts, creates the queue's structures and wires the API.
 // Serve then runs it; Close releases what New opened.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *Server, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
+	for _, o := range opts {
+		o(s)
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -119,11 +124,19 @@ func (s *Server) Config() Config { return s.cfg }
 // wire connects, migrates, opens the backend and builds the API.
 func (s *Server) wire(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
+	if err := s.openTracing(ctx); err != nil {
+		return err
+	}
 	if err := s.connectRedis(ctx); err != nil {
 		return err
 	}
 	if err := s.openStore(ctx); err != nil {
 		return err
+	}
+	if s.tracing != nil {
+		if err := s.tracing.instrumentRedis(s.rdb); err != nil {
+			return err
+		}
 	}
 	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
 		log.Warn("running on embedded stand-ins: they start empty and keep nothing after exit",
@@ -194,7 +207,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	s.admission = admission
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit})
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Tracing: s.coreTracing()})
 	s.registerQueueMetrics()
 	s.pipeline = s.newPipeline(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
@@ -266,7 +279,7 @@ func (s *Server) newPipeline(sale sale) *core.Pipeline {
 	}
 	return core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
+		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused, Tracing: s.coreTracing(),
 	}, log, s.metrics)
 }
 
@@ -282,6 +295,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 	}
 	a := &api{
 		log:          log,
+		tracing:      s.tracing,
 		seckill:      seckill,
 		lifecycle:    s.lifecycle,
 		payments:     core.NewPayments(cfg.PayProvider, provider, s.store.Payments()),
@@ -487,7 +501,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 		}
 	}()
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
-		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce, Batch: s.cfg.RedisBatch,
+		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce, Batch: s.cfg.RedisBatch, Tracer: s.tracing.scriptTracer(),
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
 		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody, ReplyAllowance: replyAllowance(s.cfg.RequestTimeout)})
 	if err != nil {
@@ -630,15 +644,16 @@ func (s *Server) openStore(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var err error
+	hooks := s.tracing.sqlHooks()
 	if s.cfg.EmbeddedSQL() {
-		s.store, err = mysqlstore.OpenEmbedded(pctx)
+		s.store, err = mysqlstore.OpenEmbedded(pctx, hooks...)
 	} else {
-		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns)
+		s.store, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns, hooks...)
 		if err == nil && s.cfg.Consumers > 0 {
 			// The consumers get a pool of their own: a crowd polling its
 			// order status must not starve the writes of the orders it
 			// polls for, nor a long save the API.
-			s.orderStore, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns)
+			s.orderStore, err = mysqlstore.OpenMySQL(pctx, s.cfg.MySQLDSN, s.cfg.MySQLMaxConns, hooks...)
 		}
 	}
 	if err != nil {
@@ -711,6 +726,9 @@ func (s *Server) Close() {
 	}
 	if s.mini != nil {
 		s.mini.Close()
+	}
+	if err := s.tracing.close(); err != nil {
+		s.log.Warn("spans not exported at the stop", "err", err)
 	}
 }
 

@@ -33,6 +33,11 @@ const (
 	// SignatureHeader carries the deployment's signature of the body
 	// (core.OrderSigner): the consumers persist no order without it.
 	SignatureHeader = "Seckill-Signature"
+	// TraceHeader is the W3C trace context of the request that reserved
+	// the order (core.Order.Trace, also in the body), where the broker's
+	// own tooling and other services' instrumentation look for it; absent
+	// when the order has none.
+	TraceHeader = "traceparent"
 )
 
 // Event is an order event as it goes on the wire: its body
@@ -48,12 +53,16 @@ func Event(o core.Order, signer *core.OrderSigner) ([]byte, map[string]string) {
 
 // Headers are an order event's headers.
 func Headers(o core.Order) map[string]string {
-	return map[string]string{
+	h := map[string]string{
 		VersionHeader: Version,
 		KindHeader:    Reserved,
 		OrderHeader:   strconv.FormatInt(o.ID, 10),
 		VoucherHeader: strconv.FormatInt(o.VoucherID, 10),
 	}
+	if o.Trace != "" {
+		h[TraceHeader] = o.Trace
+	}
+	return h
 }
 
 // Name derives a broker object's name from the key prefix and a suffix:

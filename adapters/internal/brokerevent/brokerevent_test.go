@@ -1,6 +1,7 @@
 package brokerevent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,5 +42,20 @@ func TestADeadLetterSurvivesTheHeaders(t *testing.T) {
 	o := core.Order{ID: 7, VoucherID: 9}
 	if e := Headers(o); e[VersionHeader] != Version || e[OrderHeader] != "7" || e[VoucherHeader] != "9" || e[KindHeader] != Reserved {
 		t.Fatalf("event headers %v", e)
+	}
+}
+
+// TestAnEventCarriesItsOrdersTrace: an order with a trace has it in the
+// W3C header beside the body; one without has no such header.
+func TestAnEventCarriesItsOrdersTrace(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	o := core.Order{ID: 1, UserID: 2, VoucherID: 3, CreatedAt: time.UnixMilli(1795941009284), Trace: tp}
+	body, h := Event(o, nil)
+	if h[TraceHeader] != tp || !strings.Contains(string(body), tp) {
+		t.Fatalf("headers %v, body %s: want the trace in both", h, body)
+	}
+	o.Trace = ""
+	if _, h := Event(o, nil); len(h) != 4 {
+		t.Fatalf("an order without a trace: headers %v, want the four of every event", h)
 	}
 }

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/contrib/otelfiber/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/extra/bunotel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// Tracing (docs/production.md, "Traces"): with OTEL_EXPORTER_OTLP_ENDPOINT
+// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, spans go over OTLP
+// http/protobuf, the SDK and the exporter reading every other OTEL_*
+// variable themselves (sampler, headers, timeout, resource); with neither,
+// or OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none, there is no
+// provider and nothing below is mounted: no middleware, no hook, no field
+// in the order's message.
+
+// tracerName is the instrumentation scope of the spans this server starts
+// itself (the libraries' own spans carry theirs).
+const tracerName = "github.com/seckill-lab/seckill"
+
+// traceparentKey is the W3C header (and message field) the trace context
+// rides in.
+const traceparentKey = "traceparent"
+
+// Option changes how New builds a server beyond its Config.
+type Option func(*Server)
+
+// WithTracerProvider traces through tp instead of the OTEL_* environment
+// (a program embedding the server with a provider of its own, or a test's
+// in-memory one). The server does not shut tp down.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Server) { s.tracing = newTracing(tp) }
+}
+
+// tracingFromEnv is the provider the OTEL_* environment asks for, nil when
+// it asks for none; an exporter it names that is not built in is an error
+// (a start that would trace nothing while the operator thinks it does).
+func tracingFromEnv(ctx context.Context, getenv func(string) string) (*sdktrace.TracerProvider, error) {
+	if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	if disabled, _ := strconv.ParseBool(getenv("OTEL_SDK_DISABLED")); disabled {
+		return nil, nil
+	}
+	switch e := getenv("OTEL_TRACES_EXPORTER"); e {
+	case "", "otlp":
+	case "none":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: this server exports otlp (or none)", e)
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if protocol != "" && protocol != "http/protobuf" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: this server exports http/protobuf only", protocol)
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", "seckill")), resource.Environment())
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// tracing is the server's tracing: the provider, the spans it starts
+// itself, and the W3C propagation of trace context in and out of
+// requests and messages. It is core.Tracing for the sale and the
+// pipeline.
+type tracing struct {
+	provider   trace.TracerProvider
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	// shutdown flushes and stops a provider the server made (nil for one
+	// it was given).
+	shutdown func(context.Context) error
+}
+
+func newTracing(tp trace.TracerProvider) *tracing {
+	return &tracing{provider: tp, tracer: tp.Tracer(tracerName),
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
+}
+
+// Carry is core.Tracing's: the traceparent of ctx's span, if sampled.
+func (t *tracing) Carry(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier[traceparentKey]
+}
+
+// Persist is core.Tracing's: a span for one persist attempt, the child of
+// a lone order's request span, else linked to each order's.
+func (t *tracing) Persist(ctx context.Context, queue string, orders []core.Order) (context.Context, func(error)) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("messaging.system", queue), attribute.Int("messaging.batch.message_count", len(orders)))}
+	if len(orders) == 1 {
+		if sc := t.remote(orders[0].Trace); sc.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		}
+	} else {
+		links := make([]trace.Link, 0, len(orders))
+		for _, o := range orders {
+			if sc := t.remote(o.Trace); sc.IsValid() {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	ctx, span := t.tracer.Start(ctx, "persist orders", opts...)
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// remote reads a message's traceparent (an invalid one is no span).
+func (t *tracing) remote(traceparent string) trace.SpanContext {
+	if traceparent == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{traceparentKey: traceparent})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// scriptTracer is the tracer of the reservation's batched script calls
+// (nil when the server traces nothing).
+func (t *tracing) scriptTracer() trace.Tracer {
+	if t == nil {
+		return nil
+	}
+	return t.tracer
+}
+
+// middleware is the HTTP request's span (Fiber's OpenTelemetry
+// middleware), continuing a caller's trace context.
+func (t *tracing) middleware() fiber.Handler {
+	return otelfiber.Middleware(otelfiber.WithTracerProvider(t.provider), otelfiber.WithPropagators(t.propagator))
+}
+
+// instrumentRedis traces each Redis command and script call (go-redis's
+// redisotel) made within a trace; the command lines stay out of the
+// spans (they carry shoppers' ids and order bodies, and formatting them
+// costs every call, sampled or not).
+func (t *tracing) instrumentRedis(rdb redis.UniversalClient) error {
+	return redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(childOnly{t.provider}), redisotel.WithDBStatement(false))
+}
+
+// sqlHooks trace each query (bun's bunotel) made within a trace; none
+// when the server traces nothing.
+func (t *tracing) sqlHooks() []bun.QueryHook {
+	if t == nil {
+		return nil
+	}
+	return []bun.QueryHook{bunotel.NewQueryHook(bunotel.WithTracerProvider(childOnly{t.provider}), bunotel.WithDBName("seckill"))}
+}
+
+// childOnly is a provider whose spans exist only inside a trace: the
+// libraries' instrumentation would otherwise make a trace of its own of
+// every background command (a consumer's blocking read, a duty's tick),
+// thousands a minute that lead to no order.
+type childOnly struct{ trace.TracerProvider }
+
+func (c childOnly) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return childOnlyTracer{Tracer: c.TracerProvider.Tracer(name, opts...)}
+}
+
+type childOnlyTracer struct{ trace.Tracer }
+
+func (c childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx) // the context's own: a no-op span
+	}
+	return c.Tracer.Start(ctx, name, opts...)
+}
+
+// close flushes the spans not yet exported, within a few seconds.
+func (t *tracing) close() error {
+	if t == nil || t.shutdown == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	return nil
+}
+
+// openTracing sets the server's tracing up from the environment, unless an
+// Option gave it a provider.
+func (s *Server) openTracing(ctx context.Context) error {
+	if s.tracing != nil {
+		return nil
+	}
+	tp, err := tracingFromEnv(ctx, os.Getenv)
+	if err != nil || tp == nil {
+		return err
+	}
+	s.tracing = newTracing(tp)
+	s.tracing.shutdown = tp.Shutdown
+	s.log.Info("tracing: exporting spans over OTLP http/protobuf",
+		"endpoint", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")+" "+os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
+	return nil
+}
+
+// coreTracing is the tracing as core takes it: nil when off (a nil
+// *tracing in the interface would not be).
+func (s *Server) coreTracing() core.Tracing {
+	if s.tracing == nil {
+		return nil
+	}
+	return s.tracing
+}

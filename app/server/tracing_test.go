@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-lab/seckill/adapters/streamgroup"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// TestOneOrderMakesOneTraceOnEveryBackend: with a tracer provider (the
+// SDK's in-memory exporter), one purchase on every backend and stack makes
+// one trace: the HTTP request's span, the reservation script's span in it
+// (the batch's call, or the script call itself), and the consumer's
+// persistence — a child of the request's span, in the same trace, though
+// the order crossed the queue (and, for the outside brokers, the relay)
+// with nothing but its message. Under sync the request persists the order
+// itself: its SQL is in the request's trace.
+func TestOneOrderMakesOneTraceOnEveryBackend(t *testing.T) {
+	for _, b := range builtinBackends {
+		configs := map[string]func(*Config){b.Name: func(c *Config) { c.Queue = b.Name }}
+		for _, v := range b.Variants {
+			configs[v.Name] = func(c *Config) { c.Queue = b.Name; v.Configure(c) }
+		}
+		for name, configure := range configs {
+			for _, stack := range []string{"embedded", "real"} {
+				t.Run(name+"/"+stack, func(t *testing.T) {
+					spans := tracetest.NewInMemoryExporter()
+					tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+					t.Cleanup(func() { tp.Shutdown(context.Background()) })
+					h := startServerOpts(t, stack, configure, []Option{WithTracerProvider(tp)}, nil)
+					checkOneTrace(t, h, spans)
+				})
+			}
+		}
+	}
+}
+
+func checkOneTrace(t *testing.T, h *harness, spans *tracetest.InMemoryExporter) {
+	t.Helper()
+	voucher := h.openVoucher(5)
+	status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(3), nil)
+	if status != 200 {
+		t.Fatalf("buy: %d %v", status, body)
+	}
+	if n := h.waitForRows(voucher, 1, 30*time.Second); n != 1 {
+		t.Fatalf("%d rows, want the order persisted", n)
+	}
+	var request trace.SpanContext
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		all := spans.GetSpans()
+		request = findSpan(all, func(s tracetest.SpanStub) bool {
+			return s.SpanKind == trace.SpanKindServer && strings.HasSuffix(s.Name, "/seckill")
+		}).SpanContext
+		got = spansIn(all, request.TraceID())
+		script := h.cfg.Queue == "sync" || hasSpan(got, "seckill batch") || hasSpan(got, "evalsha") || hasSpan(got, "eval")
+		persisted := hasSpan(got, "persist orders") || (h.cfg.Queue == "sync" && hasSpanPrefix(got, "INSERT"))
+		if request.IsValid() && script && persisted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the purchase's trace holds %v; want the request, the script and the persistence (all spans: %v)",
+				got, spanNames(all))
+		}
+	}
+	t.Logf("the purchase's trace: %v", got)
+	if h.cfg.Queue != "sync" {
+		persist := findSpan(spans.GetSpans(), func(s tracetest.SpanStub) bool { return s.Name == "persist orders" })
+		if persist.Parent.TraceID() != request.TraceID() || !hasSpanPrefix(got, "INSERT") {
+			t.Fatalf("the persistence %v is not in the request's trace with its SQL (%v)", persist.Parent, got)
+		}
+	}
+}
+
+func findSpan(all tracetest.SpanStubs, match func(tracetest.SpanStub) bool) tracetest.SpanStub {
+	for _, s := range all {
+		if match(s) {
+			return s
+		}
+	}
+	return tracetest.SpanStub{}
+}
+
+// spansIn names the spans of one trace.
+func spansIn(all tracetest.SpanStubs, id trace.TraceID) []string {
+	var names []string
+	for _, s := range all {
+		if s.SpanContext.TraceID() == id {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+func spanNames(all tracetest.SpanStubs) []string {
+	names := make([]string, len(all))
+	for i, s := range all {
+		names[i] = s.Name
+	}
+	return names
+}
+
+func hasSpan(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSpanPrefix(names []string, prefix string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWithoutTracingTheMessageCarriesNoTrace: tracing off (the default),
+// the order's message is the one before tracing, byte for byte: no
+// traceparent, so instances of an older version read it.
+func TestWithoutTracingTheMessageCarriesNoTrace(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { c.Queue = "streamgroup"; c.Consumers = 0 })
+	voucher := h.openVoucher(5)
+	status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(3), nil)
+	if status != 200 {
+		t.Fatalf("buy: %d %v", status, body)
+	}
+	msgs, err := h.srv.rdb.XRange(context.Background(), h.queueKey("orders", voucher), "-", "+").Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("the queue: %v %v, want the one order", msgs, err)
+	}
+	for _, v := range msgs[0].Values {
+		if s, _ := v.(string); strings.Contains(s, "00-") {
+			t.Fatalf("the message %v carries a trace with tracing off", msgs[0].Values)
+		}
+	}
+	o, err := core.DecodeOrder([]byte(msgs[0].Values[streamgroup.BodyField].(string)))
+	if err != nil || o.Trace != "" || idString(o.ID) != body["orderId"] {
+		t.Fatalf("the message reads as %+v %v", o, err)
+	}
+}
+
+// TestTracingIsConfiguredByTheOTELVariables: neither endpoint variable,
+// no provider (nothing exported, no connection tried); an endpoint, a
+// provider; OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none, none; an
+// exporter or protocol not built in is an error at the start, never a
+// silent lack of traces.
+func TestTracingIsConfiguredByTheOTELVariables(t *testing.T) {
+	for _, c := range []struct {
+		env      map[string]string
+		provider bool
+		err      string
+	}{
+		{env: map[string]string{}},
+		{env: map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, provider: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1/v1/traces", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, provider: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_SDK_DISABLED": "true"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER": "none"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER": "zipkin"}, err: "OTEL_TRACES_EXPORTER"},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: "http/protobuf only"},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, err: "http/protobuf only"},
+	} {
+		tp, err := tracingFromEnv(context.Background(), func(k string) string { return c.env[k] })
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: %v, want an error naming %s", c.env, err, c.err)
+			}
+			continue
+		}
+		if err != nil || (tp != nil) != c.provider {
+			t.Errorf("%v: provider %v, %v; want provider=%v", c.env, tp != nil, err, c.provider)
+		}
+		if tp != nil {
+			tp.Shutdown(context.Background())
+		}
+	}
+}

@@ -1,0 +1,20 @@
+package core
+
+import "context"
+
+// Tracing joins the work an order makes to the trace of the request that
+// reserved it, across the queue and across processes: the request's trace
+// context rides in the order's message (Order.Trace, W3C traceparent),
+// and the consumer that persists the order continues that trace. A nil
+// Tracing is none: no field in the message, no span, no work. The server
+// implements it over OpenTelemetry; core knows only this seam.
+type Tracing interface {
+	// Carry is the traceparent of ctx's span to put in the order's
+	// message, "" when there is none to carry (no span, or one not
+	// sampled: its persistence would not be recorded either).
+	Carry(ctx context.Context) string
+	// Persist starts the span of persisting orders: a child of the one
+	// order's request span, or linked to each order's request span when
+	// a batch persists many. end ends it, with the attempt's error.
+	Persist(ctx context.Context, queue string, orders []Order) (traced context.Context, end func(error))
+}
