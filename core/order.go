@@ -36,6 +36,15 @@ type Order struct {
 	LimitCounted bool
 }
 
+// TraceID is the trace id of the order's Trace (32 hex digits), "" when
+// it has none: the key a log line about the order gives to find its trace.
+func (o Order) TraceID() string {
+	if len(o.Trace) != 55 {
+		return ""
+	}
+	return o.Trace[3:35]
+}
+
 // Live reports whether the order holds its unit: queued, created or paid
 // (an order whose status is not known yet is).
 func (o Order) Live() bool { return o.Status != StatusCancelled && o.Status != StatusRefunded }

@@ -32,6 +32,9 @@ func TestAnOrdersTraceRidesInItsBody(t *testing.T) {
 			t.Fatalf("%s: %+v %v, want %+v", f, got, err, o)
 		}
 	}
+	if o.TraceID() != "4bf92f3577b34da6a3ce929d0e0e4736" || (core.Order{}).TraceID() != "" {
+		t.Fatalf("trace ids %q and %q", o.TraceID(), (core.Order{}).TraceID())
+	}
 	if got := string(core.OrderBodyCompact.Encode(o)); got != "2:665485816507662337:1001:7:1795941009284:"+tp {
 		t.Fatalf("compact body %q", got)
 	}

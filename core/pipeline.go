@@ -371,7 +371,8 @@ func (p *Pipeline) finish(ctx context.Context, c Consumer, r persisted) {
 			kind = DeadLetterStockAnomaly
 		}
 		p.log.Error("order refused by the store: the reservation and the database disagree",
-			"kind", kind, "order", rej.Order.ID, "user", rej.Order.UserID, "voucher", rej.Order.VoucherID, "reason", rej.Reason)
+			"kind", kind, "order", rej.Order.ID, "user", rej.Order.UserID, "voucher", rej.Order.VoucherID, "reason", rej.Reason,
+			"trace_id", rej.Order.TraceID())
 		reason := rej.Reason
 		if kind == DeadLetterBuyerHoldsAnother {
 			reason += p.returnRefused(work, rej)
@@ -431,23 +432,25 @@ func (p *Pipeline) persist(ctx, work context.Context, orders []Order) (SaveResul
 		defer cancel()
 		start := time.Now()
 		res, err := p.save(actx, orders)
-		if err != nil {
-			p.obs.StoreFailed(err)
-			p.log.Error("persist failed, retrying", "orders", len(orders), "err", err)
-			return res, err
+		if err == nil {
+			p.obs.BatchPersisted(res, time.Since(start))
 		}
-		p.obs.BatchPersisted(res, time.Since(start))
-		return res, nil
+		return res, err
 	}, backoff.WithBackOff(p.newBackoff()), backoff.WithMaxElapsedTime(0))
 }
 
-// save is one persist attempt, in its span when the pipeline traces.
+// save is one persist attempt, in its span when the pipeline traces (a
+// failure's log line then names the span's trace).
 func (p *Pipeline) save(ctx context.Context, orders []Order) (SaveResult, error) {
-	if p.cfg.Tracing == nil {
-		return p.store.SaveOrders(ctx, orders)
+	end := func(error) {}
+	if p.cfg.Tracing != nil {
+		ctx, end = p.cfg.Tracing.Persist(ctx, p.caps.Name, orders)
 	}
-	ctx, end := p.cfg.Tracing.Persist(ctx, p.caps.Name, orders)
 	res, err := p.store.SaveOrders(ctx, orders)
+	if err != nil {
+		p.obs.StoreFailed(err)
+		p.log.ErrorContext(ctx, "persist failed, retrying", "orders", len(orders), "err", err)
+	}
 	end(err)
 	return res, err
 }

@@ -214,7 +214,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
-	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, wrk, hot, sale (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, tracing, wrk, hot, sale (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file (and of the last wrk run of each case to this file plus .stock-left and .sold-out)")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -301,6 +301,13 @@ func (b *bench) runParts(flags benchFlags) ([]benchTarget, error) {
 	}
 	if flags.run("wait") {
 		results = append(results, b.waitCost(flags.rounds))
+	}
+	if flags.run("tracing") {
+		target, err := b.tracingCost(flags.rounds)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, target)
 	}
 	if flags.run("wrk") {
 		targets, err := b.wrkCompare(flags.rounds, flags.duration, flags.cpuProfile)
@@ -496,39 +503,22 @@ func (b *bench) waitCost(rounds int) benchTarget {
 		wb.cfg.RedisURL = set.URL()
 		wb.rdb = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(set.Primary())})
 		t.Cleanup(func() { wb.rdb.Close() })
-		sides := []struct {
-			what string
-			env  map[string]string
-			into *[]benchRun
-		}{
-			{"seckill endpoint on a primary with a replica, default", nil, &plain},
-			{"the same with SECKILL_REDIS_WAIT_REPLICAS=1", map[string]string{"SECKILL_REDIS_WAIT_REPLICAS": "1"}, &waited},
-		}
-		for n := 1; n <= rounds; n++ {
-			for i := range sides {
-				side := sides[(n-1+i)%len(sides)]
-				progressf("bench: round %d/%d: %s…", n, rounds, side.what)
-				r, err := wb.endpointWith("streamgroup", 0, side.env, profiles{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				progressf("bench:   %.0f req/s, p50 %v; %v", r.rate, round(r.p50), r.cpu)
-				*side.into = append(*side.into, r)
-			}
+		err := alternateRounds(rounds, []benchSide{
+			{"seckill endpoint on a primary with a replica, default",
+				func() (benchRun, error) { return wb.endpointWith("streamgroup", 0, nil, profiles{}) }, &plain},
+			{"the same with SECKILL_REDIS_WAIT_REPLICAS=1", func() (benchRun, error) {
+				return wb.endpointWith("streamgroup", 0, map[string]string{"SECKILL_REDIS_WAIT_REPLICAS": "1"}, profiles{})
+			}, &waited},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	})
 	if note != "" {
 		return benchTarget{name: name, detail: "not run: " + note}
 	}
-	rates := func(rs []benchRun) []float64 {
-		out := make([]float64, len(rs))
-		for i, r := range rs {
-			out[i] = r.rate
-		}
-		return out
-	}
 	mp, mw := median(plain), median(waited)
-	return benchTarget{name: name, ratio: pairedRatio(rates(waited), rates(plain)), measured: true,
+	return benchTarget{name: name, ratio: pairedRatio(benchRates(waited), benchRates(plain)), measured: true,
 		detail: fmt.Sprintf("median of %d rounds' ratios; median rates %.0f and %.0f req/s, p50 %v and %v", rounds, mw.rate, mp.rate, round(mw.p50), round(mp.p50))}
 }
 

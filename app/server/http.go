@@ -201,7 +201,7 @@ func (a *api) useMiddleware(app *fiber.App) {
 	app.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, e any) {
-			a.log.Error("panic in handler", "request_id", requestID(c), "path", c.Path(),
+			a.log.ErrorContext(c.UserContext(), "panic in handler", "request_id", requestID(c), "path", c.Path(),
 				"panic", fmt.Sprint(e), "stack", string(debug.Stack()))
 		},
 	}))
@@ -303,7 +303,7 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 	code := core.CodeOf(err)
 	status := statusOf(code)
 	if status >= 500 {
-		a.log.Error("request failed", "request_id", requestID(c), "method", c.Method(),
+		a.log.ErrorContext(c.UserContext(), "request failed", "request_id", requestID(c), "method", c.Method(),
 			"path", c.Path(), "user", shopperID(c), "code", code, "err", err)
 	}
 	if code == core.CodeBusy || code == core.CodeUnavailable {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -49,7 +50,10 @@ type Option func(*Server)
 // (a program embedding the server with a provider of its own, or a test's
 // in-memory one). The server does not shut tp down.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(s *Server) { s.tracing = newTracing(tp) }
+	return func(s *Server) {
+		s.tracing = newTracing(tp)
+		s.log = slog.New(traceLog{s.log.Handler()})
+	}
 }
 
 // tracingFromEnv is the provider the OTEL_* environment asks for, nil when
@@ -228,10 +232,30 @@ func (s *Server) openTracing(ctx context.Context) error {
 	}
 	s.tracing = newTracing(tp)
 	s.tracing.shutdown = tp.Shutdown
+	s.log = slog.New(traceLog{s.log.Handler()})
 	s.log.Info("tracing: exporting spans over OTLP http/protobuf",
 		"endpoint", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")+" "+os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
 	return nil
 }
+
+// traceLog adds the trace_id and span_id of the span a log call's context
+// carries (slog's *Context methods), so a line leads to its trace; a line
+// without one is passed on as it is.
+type traceLog struct{ slog.Handler }
+
+func (h traceLog) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceLog{h.Handler.WithAttrs(attrs)}
+}
+
+func (h traceLog) WithGroup(name string) slog.Handler { return traceLog{h.Handler.WithGroup(name)} }
 
 // coreTracing is the tracing as core takes it: nil when off (a nil
 // *tracing in the interface would not be).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,26 @@ func TestTracingIsConfiguredByTheOTELVariables(t *testing.T) {
 		if tp != nil {
 			tp.Shutdown(context.Background())
 		}
+	}
+}
+
+// TestALogLineLeadsToItsTrace: a line logged with a span's context names
+// the span's trace and span; one without, nothing.
+func TestALogLineLeadsToItsTrace(t *testing.T) {
+	var out strings.Builder
+	log := slog.New(traceLog{slog.NewJSONHandler(&out, nil)}).With("component", "test")
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	log.ErrorContext(ctx, "request failed")
+	span.End()
+	log.Error("no context")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	sc := span.SpanContext()
+	if len(lines) != 2 || !strings.Contains(lines[0], `"trace_id":"`+sc.TraceID().String()+`"`) ||
+		!strings.Contains(lines[0], `"span_id":"`+sc.SpanID().String()+`"`) || !strings.Contains(lines[0], `"component":"test"`) {
+		t.Fatalf("the line with a span: %v", lines)
+	}
+	if strings.Contains(lines[1], "trace_id") {
+		t.Fatalf("a line without a span names a trace: %s", lines[1])
 	}
 }

@@ -123,10 +123,11 @@ func (s *Server) Config() Config { return s.cfg }
 
 // wire connects, migrates, opens the backend and builds the API.
 func (s *Server) wire(ctx context.Context) error {
-	cfg, log := s.cfg, s.log
+	// First: tracing may wrap the log every part below is given.
 	if err := s.openTracing(ctx); err != nil {
 		return err
 	}
+	cfg, log := s.cfg, s.log
 	if err := s.connectRedis(ctx); err != nil {
 		return err
 	}
