@@ -115,6 +115,9 @@ type LifecycleConfig struct {
 	SweepBatch int
 	Log        *slog.Logger
 	Observer   LifecycleObserver
+	// Tracing, if set, records a cancellation's return of its unit in
+	// the order's trace.
+	Tracing Tracing
 }
 
 // NewLifecycle builds the lifecycle, whole: it panics without a Store.
@@ -170,7 +173,12 @@ func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason Can
 	l.obs.Cancelled(reason)
 	// Won and committed: the unit is the stock column's again. Redis gets
 	// it now; should this fail, the sweep gives it later.
-	l.release(context.WithoutCancel(ctx), o)
+	rctx, end := context.WithoutCancel(ctx), func(error) {}
+	if l.cfg.Tracing != nil {
+		rctx, end = l.cfg.Tracing.Follow(rctx, "order cancelled: "+string(reason), o)
+	}
+	l.release(rctx, o)
+	end(nil)
 	return o, nil
 }
 

@@ -99,12 +99,44 @@ type Payments struct {
 	provider PaymentProvider
 	store    PaymentStore
 	now      func() time.Time
+	// tracing and orders are set together, or neither (follow).
+	tracing Tracing
+	orders  OrderReader
 }
 
-// NewPayments builds the use case over provider, registered as name; a nil
-// provider means payments are disabled.
-func NewPayments(name string, provider PaymentProvider, store PaymentStore) *Payments {
-	return &Payments{name: name, provider: provider, store: store, now: time.Now}
+// PaymentsConfig is what the payments use case is built over.
+type PaymentsConfig struct {
+	// Name is the provider's registered name; Provider nil disables
+	// payments.
+	Name     string
+	Provider PaymentProvider
+	Store    PaymentStore
+	// Tracing, if set, records a payment and a notice in their order's
+	// trace, read with Orders.
+	Tracing Tracing
+	Orders  OrderReader
+}
+
+// NewPayments builds the use case.
+func NewPayments(cfg PaymentsConfig) *Payments {
+	p := &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, now: time.Now}
+	if cfg.Tracing != nil && cfg.Orders != nil {
+		p.tracing, p.orders = cfg.Tracing, cfg.Orders
+	}
+	return p
+}
+
+// follow starts a span of work on order id in its order's trace (Tracing.Follow),
+// when the payments trace; else nothing.
+func (p *Payments) follow(ctx context.Context, name string, orderID int64) (context.Context, func(error)) {
+	if p.tracing == nil {
+		return ctx, func(error) {}
+	}
+	o, err := p.orders.FindOrder(ctx, orderID)
+	if err != nil {
+		o = Order{ID: orderID}
+	}
+	return p.tracing.Follow(ctx, name, o)
 }
 
 // Provider is the name of the provider payments go through ("" when
@@ -117,10 +149,12 @@ func (p *Payments) Provider() string {
 }
 
 // Pay starts the payment of userID's unpaid order.
-func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (Payment, string, error) {
+func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (_ Payment, _ string, err error) {
 	if p.provider == nil {
 		return Payment{}, "", ErrPaymentsDisabled
 	}
+	ctx, end := p.follow(ctx, "pay order", orderID)
+	defer func() { end(err) }()
 	id := make([]byte, 12)
 	rand.Read(id)
 	pay, err := p.store.StartPayment(ctx, Payment{ID: hex.EncodeToString(id), Provider: p.name, OrderID: orderID}, userID)
@@ -141,7 +175,7 @@ func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (Payment, str
 // calls for is made before the answer, so a provider that gets no 200
 // asks again and the refund is retried; a refund done already is recorded
 // as such and not repeated.
-func (p *Payments) Notify(ctx context.Context, provider string, body []byte, header func(string) string) (NoticeResult, error) {
+func (p *Payments) Notify(ctx context.Context, provider string, body []byte, header func(string) string) (_ NoticeResult, err error) {
 	if p.provider == nil || provider != p.name {
 		return "", E(CodeBadRequest, "no such payment provider here")
 	}
@@ -149,6 +183,8 @@ func (p *Payments) Notify(ctx context.Context, provider string, body []byte, hea
 	if err != nil {
 		return "", err
 	}
+	ctx, end := p.follow(ctx, "payment notice", n.OrderID)
+	defer func() { end(err) }()
 	n.Provider = p.name
 	res, err := p.store.RecordNotice(ctx, n, p.now())
 	if err != nil {

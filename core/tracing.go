@@ -17,4 +17,10 @@ type Tracing interface {
 	// order's request span, or linked to each order's request span when
 	// a batch persists many. end ends it, with the attempt's error.
 	Persist(ctx context.Context, queue string, orders []Order) (traced context.Context, end func(error))
+	// Follow starts the span of later work on an order — its payment,
+	// the provider's notice, its cancellation or expiry and the unit it
+	// returns — in the order's trace (the child of the request that
+	// reserved it), linked to ctx's span, the request or duty doing the
+	// work. An order without a trace gets a span in ctx's trace.
+	Follow(ctx context.Context, name string, o Order) (traced context.Context, end func(error))
 }

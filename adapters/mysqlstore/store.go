@@ -241,12 +241,14 @@ type orderRow struct {
 	CancelReason  sql.NullString `bun:"cancel_reason"`
 	CreateTime    time.Time      `bun:"create_time"`
 	UpdateTime    time.Time      `bun:"update_time"`
+	// Traceparent is core.Order.Trace (NULL: none).
+	Traceparent sql.NullString `bun:"traceparent"`
 }
 
 // order is the row as the domain's order.
 func (r orderRow) order() core.Order {
 	o := core.Order{ID: r.ID, UserID: r.UserID, VoucherID: r.VoucherID, CreatedAt: r.CreateTime.UTC(),
-		Status: orderStatuses[r.Status], CancelReason: core.CancelReason(r.CancelReason.String)}
+		Status: orderStatuses[r.Status], CancelReason: core.CancelReason(r.CancelReason.String), Trace: r.Traceparent.String}
 	if o.Status == "" {
 		o.Status = core.StatusCreated
 	}
@@ -350,7 +352,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 	for _, o := range orders {
 		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], orderRow{
 			ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
-			PayBy: nullTime(o.PayBy), CreateTime: o.CreatedAt.UTC(), UpdateTime: now,
+			PayBy: nullTime(o.PayBy), CreateTime: o.CreatedAt.UTC(), UpdateTime: now, Traceparent: nullString(o.Trace),
 		})
 	}
 	// Vouchers in a fixed order, so two batches never lock stock rows in
@@ -366,7 +368,7 @@ func (s *Store) saveBatchOnce(ctx context.Context, orders []core.Order) (core.Sa
 		res = core.SaveResult{}
 		for _, v := range vouchers {
 			rows := byVoucher[v]
-			r, err := tx.NewInsert().Model(&rows).Column("id", "user_id", "voucher_id", "pay_by", "create_time").Ignore().Returning("").Exec(ctx)
+			r, err := tx.NewInsert().Model(&rows).Column("id", "user_id", "voucher_id", "pay_by", "create_time", "traceparent").Ignore().Returning("").Exec(ctx)
 			if err != nil {
 				return fmt.Errorf("insert orders: %w", err)
 			}
@@ -630,3 +632,6 @@ func findOne[T any](ctx context.Context, db bun.IDB, column string, value any, n
 	}
 	return row, err
 }
+
+// nullString is s, NULL when empty.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

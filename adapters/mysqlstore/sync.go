@@ -95,7 +95,7 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 			return errRefused
 		}
 		row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
-			CreateTime: o.CreatedAt.UTC(), UpdateTime: now.UTC()}
+			CreateTime: o.CreatedAt.UTC(), UpdateTime: now.UTC(), Traceparent: nullString(o.Trace)}
 		if ss.payWindow > 0 {
 			row.PayBy = nullTime(o.CreatedAt.Add(ss.payWindow))
 		}

@@ -147,6 +147,27 @@ func (t *tracing) Persist(ctx context.Context, queue string, orders []core.Order
 	}
 }
 
+// Follow is core.Tracing's: a span in the order's trace, the child of the
+// request that reserved it, linked to ctx's span (the request or duty
+// doing the work); in ctx's trace for an order without one.
+func (t *tracing) Follow(ctx context.Context, name string, o core.Order) (context.Context, func(error)) {
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.Int64("seckill.order.id", o.ID))}
+	if sc := t.remote(o.Trace); sc.IsValid() {
+		if here := trace.SpanContextFromContext(ctx); here.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: here}))
+		}
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	ctx, span := t.tracer.Start(ctx, name, opts...)
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
 // remote reads a message's traceparent (an invalid one is no span).
 func (t *tracing) remote(traceparent string) trace.SpanContext {
 	if traceparent == "" {

@@ -22,7 +22,10 @@ import (
 // persistence — a child of the request's span, in the same trace, though
 // the order crossed the queue (and, for the outside brokers, the relay)
 // with nothing but its message. Under sync the request persists the order
-// itself: its SQL is in the request's trace.
+// itself: its SQL is in the request's trace. The order's payment and the
+// sandbox's notice, requests of their own, are in that trace too; and a
+// shopper's cancellation of another order, with the unit it returns, in
+// that order's.
 func TestOneOrderMakesOneTraceOnEveryBackend(t *testing.T) {
 	for _, b := range builtinBackends {
 		configs := map[string]func(*Config){b.Name: func(c *Config) { c.Queue = b.Name }}
@@ -76,6 +79,55 @@ func checkOneTrace(t *testing.T, h *harness, spans *tracetest.InMemoryExporter) 
 		persist := findSpan(spans.GetSpans(), func(s tracetest.SpanStub) bool { return s.Name == "persist orders" })
 		if persist.Parent.TraceID() != request.TraceID() || !hasSpanPrefix(got, "INSERT") {
 			t.Fatalf("the persistence %v is not in the request's trace with its SQL (%v)", persist.Parent, got)
+		}
+	}
+	payAndCancel(t, h, voucher, body["orderId"].(string))
+	for _, want := range []string{"pay order", "payment notice"} {
+		waitForSpanIn(t, spans, request.TraceID(), want)
+	}
+	var cancelled tracetest.SpanStub
+	for deadline := time.Now().Add(10 * time.Second); !cancelled.SpanContext.IsValid(); time.Sleep(50 * time.Millisecond) {
+		cancelled = findSpan(spans.GetSpans(), func(s tracetest.SpanStub) bool { return s.Name == "order cancelled: shopper" })
+		if time.Now().After(deadline) {
+			t.Fatalf("no span of the cancellation: %v", spanNames(spans.GetSpans()))
+		}
+	}
+	if id := cancelled.SpanContext.TraceID(); id == request.TraceID() || !hasSpan(spansIn(spans.GetSpans(), id), "/api/vouchers/:id/seckill") {
+		t.Fatalf("the cancellation is not in its order's trace: %v", spansIn(spans.GetSpans(), id))
+	}
+}
+
+// payAndCancel pays the order through the sandbox, and has another
+// shopper buy and cancel.
+func payAndCancel(t *testing.T, h *harness, voucher int64, order string) {
+	t.Helper()
+	status, pay := h.do("POST", "/api/orders/"+order+"/pay", h.shopper(3), nil)
+	if status != 200 {
+		t.Fatalf("pay: %d %v", status, pay)
+	}
+	if status, done := h.do("POST", "/api/payments/sandbox/"+pay["paymentId"].(string)+"/complete", "",
+		map[string]string{"status": "succeeded"}); status != 200 || done["result"] != "paid" {
+		t.Fatalf("the sandbox's notice: %d %v", status, done)
+	}
+	status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(4), nil)
+	if status != 200 {
+		t.Fatalf("the second buy: %d %v", status, body)
+	}
+	h.waitForRows(voucher, 2, 30*time.Second)
+	if status, out := h.do("POST", "/api/orders/"+body["orderId"].(string)+"/cancel", h.shopper(4), nil); status != 200 {
+		t.Fatalf("cancel: %d %v", status, out)
+	}
+}
+
+// waitForSpanIn waits for a span named name in trace id.
+func waitForSpanIn(t *testing.T, spans *tracetest.InMemoryExporter, id trace.TraceID, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if hasSpan(spansIn(spans.GetSpans(), id), name) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q span in the order's trace: %v", name, spansIn(spans.GetSpans(), id))
 		}
 	}
 }

@@ -212,7 +212,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.registerQueueMetrics()
 	s.pipeline = s.newPipeline(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
-		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics, Tracing: s.coreTracing()})
 	if s.recovery != nil {
 		s.drift = &recovery.DriftWatch{Guard: s.recovery, Report: s.metrics.UnitsUnheld,
 			Vouchers: func(ctx context.Context) ([]int64, error) {
@@ -295,11 +295,12 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		seckillRate = redis_rate.Limit{} // a rate of 0 mounts no middleware
 	}
 	a := &api{
-		log:          log,
-		tracing:      s.tracing,
-		seckill:      seckill,
-		lifecycle:    s.lifecycle,
-		payments:     core.NewPayments(cfg.PayProvider, provider, s.store.Payments()),
+		log:       log,
+		tracing:   s.tracing,
+		seckill:   seckill,
+		lifecycle: s.lifecycle,
+		payments: core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider, Store: s.store.Payments(),
+			Tracing: s.coreTracing(), Orders: s.store}),
 		paymentsDB:   s.store.Payments(),
 		orderCounts:  s.store.Ledger(),
 		shoppers:     s.store.Users(),
