@@ -444,7 +444,7 @@ func (p *Pipeline) persist(ctx, work context.Context, orders []Order) (SaveResul
 func (p *Pipeline) save(ctx context.Context, orders []Order) (SaveResult, error) {
 	end := func(error) {}
 	if p.cfg.Tracing != nil {
-		ctx, end = p.cfg.Tracing.Persist(ctx, p.caps.Name, orders)
+		ctx, end = p.cfg.Tracing.Batch(ctx, "persist orders", p.caps.Name, orders)
 	}
 	res, err := p.store.SaveOrders(ctx, orders)
 	if err != nil {

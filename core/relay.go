@@ -77,6 +77,9 @@ type RelayConfig struct {
 	// cap (each instance reads it at most this often). Default 500ms.
 	AdmitEvery time.Duration
 	Log        *slog.Logger
+	// Tracing, if set, records each forward of a batch ("relay orders")
+	// in its orders' traces.
+	Tracing Tracing
 }
 
 func (c *RelayConfig) setDefaults() {
@@ -237,6 +240,20 @@ func (r *relayed) relay(ctx context.Context, shard int) error {
 // FinishTimeout more once stop is done (a clean stop leaves nothing
 // pending for another relay to claim). Given up at a stop, they stay
 // pending in the outbox, for this name's restart or another's claim.
+// forward is one attempt to have the broker confirm orders, in its span
+// when the relay traces.
+func (r *relayed) forward(work context.Context, orders []Order) error {
+	ctx, cancel := context.WithTimeout(work, forwardTimeout)
+	defer cancel()
+	end := func(error) {}
+	if r.cfg.Tracing != nil {
+		ctx, end = r.cfg.Tracing.Batch(ctx, "relay orders", r.bc.Name, orders)
+	}
+	err := r.bc.Forwarder.Forward(ctx, orders)
+	end(err)
+	return err
+}
+
 func (r *relayed) move(stop context.Context, c Consumer, ds []Delivery) {
 	// work outlives stop by the grace, however long an attempt in flight
 	// at the stop would have taken.
@@ -274,9 +291,7 @@ func (r *relayed) move(stop context.Context, c Consumer, ds []Delivery) {
 	}()
 	retry := r.newBackoff()
 	for {
-		actx, cancel := context.WithTimeout(work, forwardTimeout)
-		err := r.bc.Forwarder.Forward(actx, orders)
-		cancel()
+		err := r.forward(work, orders)
 		if err == nil {
 			confirmed = true
 			r.inFlight.Add(-int64(len(orders)))

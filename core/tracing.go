@@ -13,10 +13,12 @@ type Tracing interface {
 	// message, "" when there is none to carry (no span, or one not
 	// sampled: its persistence would not be recorded either).
 	Carry(ctx context.Context) string
-	// Persist starts the span of persisting orders: a child of the one
-	// order's request span, or linked to each order's request span when
-	// a batch persists many. end ends it, with the attempt's error.
-	Persist(ctx context.Context, queue string, orders []Order) (traced context.Context, end func(error))
+	// Batch starts the span of work on a batch of orders from queue —
+	// persisting them ("persist orders"), forwarding them to an outside
+	// broker ("relay orders"): a child of the one order's request span,
+	// or linked to each order's request span when the batch holds many.
+	// end ends it, with the attempt's error.
+	Batch(ctx context.Context, name, queue string, orders []Order) (traced context.Context, end func(error))
 	// Follow starts the span of later work on an order — its payment,
 	// the provider's notice, its cancellation or expiry and the unit it
 	// returns — in the order's trace (the child of the request that

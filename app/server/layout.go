@@ -239,7 +239,7 @@ func (s *Server) openRelayed(ctx context.Context, b Backend, base Deps, count in
 		box.Close()
 		return nil, err
 	}
-	q, err := core.Relayed(box, broker, core.RelayConfig{Log: s.log, OutboxCap: s.cfg.OutboxCap})
+	q, err := core.Relayed(box, broker, core.RelayConfig{Log: s.log, OutboxCap: s.cfg.OutboxCap, Tracing: s.coreTracing()})
 	if err != nil {
 		box.Close()
 		broker.Close()

@@ -119,9 +119,9 @@ func (t *tracing) Carry(ctx context.Context) string {
 	return carrier[traceparentKey]
 }
 
-// Persist is core.Tracing's: a span for one persist attempt, the child of
-// a lone order's request span, else linked to each order's.
-func (t *tracing) Persist(ctx context.Context, queue string, orders []core.Order) (context.Context, func(error)) {
+// Batch is core.Tracing's: a span for one attempt on a batch, the child
+// of a lone order's request span, else linked to each order's.
+func (t *tracing) Batch(ctx context.Context, name, queue string, orders []core.Order) (context.Context, func(error)) {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("messaging.system", queue), attribute.Int("messaging.batch.message_count", len(orders)))}
 	if len(orders) == 1 {
@@ -137,7 +137,7 @@ func (t *tracing) Persist(ctx context.Context, queue string, orders []core.Order
 		}
 		opts = append(opts, trace.WithLinks(links...))
 	}
-	ctx, span := t.tracer.Start(ctx, "persist orders", opts...)
+	ctx, span := t.tracer.Start(ctx, name, opts...)
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)

@@ -22,7 +22,8 @@ import (
 // persistence — a child of the request's span, in the same trace, though
 // the order crossed the queue (and, for the outside brokers, the relay)
 // with nothing but its message. Under sync the request persists the order
-// itself: its SQL is in the request's trace. The order's payment and the
+// itself: its SQL is in the request's trace. An outside broker's relay
+// forwards it in the trace too. The order's payment and the
 // sandbox's notice, requests of their own, are in that trace too; and a
 // shopper's cancellation of another order, with the unit it returns, in
 // that order's.
@@ -80,6 +81,9 @@ func checkOneTrace(t *testing.T, h *harness, spans *tracetest.InMemoryExporter) 
 		if persist.Parent.TraceID() != request.TraceID() || !hasSpanPrefix(got, "INSERT") {
 			t.Fatalf("the persistence %v is not in the request's trace with its SQL (%v)", persist.Parent, got)
 		}
+	}
+	if h.srv.queue != nil && core.CapabilitiesOf(h.srv.queue).Relay != nil {
+		waitForSpanIn(t, spans, request.TraceID(), "relay orders") // the outbox to the broker
 	}
 	payAndCancel(t, h, voucher, body["orderId"].(string))
 	for _, want := range []string{"pay order", "payment notice"} {
