@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -61,7 +62,12 @@ func TestTheImageRunsAndSells(t *testing.T) {
 	if !strings.HasPrefix(stop, "podman stop") {
 		t.Fatalf("the guide's image commands end with %q, not the stop", stop)
 	}
-	shell(t, strings.Join(steps[:len(steps)-1], "\n"), 3*time.Minute)
+	// A container that exited keeps the guide's wait for its health
+	// looping: its log says why, and the failure shows it.
+	shell(t, strings.Join(steps[:len(steps)-1], "\n"), 3*time.Minute, func() string {
+		state, _ := exec.Command(podman, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name).CombinedOutput()
+		return "the container: " + string(state) + logs(podman, name)
+	})
 	base := "http://" + addr
 	waitReady(t, podman, name, base)
 	if out := run(t, podman, "exec", name, "/seckill", "version"); !strings.Contains(out, "commit") {
@@ -108,8 +114,9 @@ func guideSteps(t *testing.T, replacements [][2]string) []string {
 	return steps
 }
 
-// shell runs script with sh -e, in this folder, within limit.
-func shell(t *testing.T, script string, limit time.Duration) {
+// shell runs script with sh -e, in this folder, within limit; a failure
+// reports what explain says too.
+func shell(t *testing.T, script string, limit time.Duration, explain ...func() string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -117,6 +124,9 @@ func shell(t *testing.T, script string, limit time.Duration) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
+		for _, e := range explain {
+			out.WriteString("\n" + e())
+		}
 		t.Fatalf("%s: %v\n%s", script, err, out.String())
 	}
 }
@@ -158,13 +168,20 @@ func logs(podman, name string) string {
 	return string(out)
 }
 
+// freeAddr is a free port below Linux's ephemeral range (32768 up): the
+// container binds it a while after this check, and a port the kernel just
+// handed out here could meanwhile be handed to another test's connection
+// or listener, leaving the container unable to start.
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := "127.0.0.1:" + strconv.Itoa(20000+rand.IntN(12000))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port between 20000 and 32000")
+	return ""
 }
 
 // waitReady waits for /readyz 200 (a minute: the schema is applied and
