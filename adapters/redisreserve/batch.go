@@ -250,7 +250,9 @@ func (b *batcher) send(batch []*batchMember) {
 // work at all): the child of a lone member's request span, else linked to
 // each member's, since one call serves requests of many traces.
 func (r *sale) traceBatch(batch []*batchMember) trace.Span {
-	if r.cfg.Tracer == nil {
+	if r.cfg.Tracer == nil || !anySampled(batch) {
+		// Without a sampled member the span would be dropped, or be a
+		// trace of its own that leads to no request.
 		return nil
 	}
 	parent := context.Background()
@@ -269,6 +271,15 @@ func (r *sale) traceBatch(batch []*batchMember) trace.Span {
 	}
 	_, span := r.cfg.Tracer.Start(parent, "seckill batch", opts...)
 	return span
+}
+
+func anySampled(batch []*batchMember) bool {
+	for _, m := range batch {
+		if trace.SpanContextFromContext(m.ctx).IsSampled() {
+			return true
+		}
+	}
+	return false
 }
 
 // batchContext is the call's context: it ends with the last member's

@@ -264,3 +264,44 @@ func TestALogLineLeadsToItsTrace(t *testing.T) {
 		t.Fatalf("a line without a span names a trace: %s", lines[1])
 	}
 }
+
+// TestARequestContinuesItsCallersTrace: a request carrying a sampled
+// traceparent gets its span in the caller's trace, the caller's span its
+// parent, named by its route, with the status it answered (an error
+// answer's too); a request without one starts a trace of its own.
+func TestARequestContinuesItsCallersTrace(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	h := startServerOpts(t, "embedded", nil, []Option{WithTracerProvider(tp)}, nil)
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	status, _, _ := h.request("GET", "/api/vouchers/999999", "", nil, map[string][]string{"Traceparent": {caller}})
+	if status != 404 {
+		t.Fatalf("an unknown voucher: %d, want 404", status)
+	}
+	h.do("GET", "/api/vouchers", "", nil)
+	var continued, own tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		switch {
+		case s.SpanKind == trace.SpanKindServer && s.Name == "/api/vouchers/:id":
+			continued = s
+		case s.SpanKind == trace.SpanKindServer && s.Name == "/api/vouchers":
+			own = s
+		}
+	}
+	if continued.SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || continued.Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Fatalf("the request's span %v, parent %v: not in the caller's trace (all: %v)", continued.SpanContext, continued.Parent, spanNames(spans.GetSpans()))
+	}
+	statusOK := false
+	for _, a := range continued.Attributes {
+		if a.Key == "http.response.status_code" && a.Value.AsInt64() == 404 {
+			statusOK = true
+		}
+	}
+	if !statusOK {
+		t.Fatalf("the span's attributes %v do not say 404", continued.Attributes)
+	}
+	if !own.SpanContext.IsValid() || own.SpanContext.TraceID() == continued.SpanContext.TraceID() || own.Parent.IsValid() {
+		t.Fatalf("a request without a traceparent: %v, parent %v; want a trace of its own", own.SpanContext, own.Parent)
+	}
+}
