@@ -114,6 +114,38 @@ func TestTheComposeFileDeploysTheServerAsTheDocsSay(t *testing.T) {
 		}
 	}
 	checkGrafana(t, p)
+	checkTracing(t)
+}
+
+// checkTracing: without an endpoint the instances trace nothing; the
+// tracing profile with the documented endpoint adds Jaeger, and the
+// instances export to its OTLP http port at the 1 % the guide says.
+func checkTracing(t *testing.T) {
+	t.Helper()
+	p, err := loadCompose(t, composeSecrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range instances(p) {
+		if e := s.Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; e != nil && *e != "" {
+			t.Errorf("%s traces by default, to %q", s.Name, *e)
+		}
+	}
+	traced := maps.Clone(composeSecrets)
+	traced["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://jaeger:4318"
+	if p, err = loadCompose(t, traced, "tracing"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Services["jaeger"]; !ok {
+		t.Fatal("the tracing profile adds no jaeger service")
+	}
+	for _, s := range instances(p) {
+		env := s.Environment
+		if e := env["OTEL_EXPORTER_OTLP_ENDPOINT"]; e == nil || *e != "http://jaeger:4318" ||
+			*env["OTEL_TRACES_SAMPLER"] != "parentbased_traceidratio" || *env["OTEL_TRACES_SAMPLER_ARG"] != "0.01" {
+			t.Errorf("%s with the tracing profile: %v", s.Name, env)
+		}
+	}
 }
 
 // checkSecretsTemplate: compose.env.example names exactly the variables
@@ -158,6 +190,9 @@ func checkInstance(t *testing.T, p *types.Project, s types.ServiceConfig) server
 	declared := map[string]bool{}
 	for _, v := range server.Variables() {
 		declared[v.Name] = true
+	}
+	for _, name := range server.OTELVariables {
+		declared[name] = true
 	}
 	for name := range s.Environment {
 		if !declared[name] {

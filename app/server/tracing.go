@@ -35,6 +35,20 @@ import (
 // provider and nothing below is mounted: no middleware, no hook, no field
 // in the order's message.
 
+// OTELVariables are the OpenTelemetry specification's variables that
+// configure the server's traces, read by tracingFromEnv or by the SDK and
+// its OTLP exporter themselves (a deployment file setting another OTEL_
+// name has misspelt one).
+var OTELVariables = []string{
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+	"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED",
+	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+}
+
 // tracerName is the instrumentation scope of the spans this server starts
 // itself (the libraries' own spans carry theirs).
 const tracerName = "github.com/seckill-lab/seckill"
