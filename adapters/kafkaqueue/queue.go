@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/seckill-lab/seckill/adapters/internal/brokerevent"
 	"github.com/seckill-lab/seckill/adapters/internal/consumername"
@@ -75,6 +76,9 @@ type Config struct {
 	// SASL, if set, authenticates every connection (plain.Auth{…}.AsMechanism(),
 	// scram.Auth{…}.AsSha256Mechanism(), …). Nil: none.
 	SASL sasl.Mechanism
+	// Hooks are added to every client of the queue (franz-go's kotel
+	// tracing, say). Nil: none.
+	Hooks []kgo.Hook
 
 	// adoptLegacy: Group was defaulted, so New adopts the offsets the
 	// legacy group committed on the topic (adoptLegacyOffsets).
@@ -90,6 +94,9 @@ func (c *Config) connection(opts ...kgo.Opt) []kgo.Opt {
 	}
 	if c.SASL != nil {
 		out = append(out, kgo.SASL(c.SASL))
+	}
+	if len(c.Hooks) > 0 {
+		out = append(out, kgo.WithHooks(c.Hooks...))
 	}
 	return append(out, opts...)
 }
@@ -265,9 +272,14 @@ func (q *Queue) Forward(ctx context.Context, orders []core.Order) error {
 	records := make([]*kgo.Record, len(orders))
 	for i, o := range orders {
 		body, headers := brokerevent.Event(o, q.cfg.Signer)
-		r := &kgo.Record{Topic: q.cfg.Topic, Key: []byte(strconv.FormatInt(o.VoucherID, 10)), Value: body}
+		r := &kgo.Record{Topic: q.cfg.Topic, Key: []byte(strconv.FormatInt(o.VoucherID, 10)), Value: body, Context: ctx}
 		for k, v := range headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		if o.Trace != "" {
+			// Each record in its own order's trace: a tracing hook
+			// (Hooks) starts its publish span there, not in the batch's.
+			r.Context = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{brokerevent.TraceHeader: o.Trace})
 		}
 		records[i] = r
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
@@ -80,6 +81,10 @@ type Deps struct {
 	// incarnation, on every instance, and every voucher is rebuilt before
 	// its next use.
 	Forgotten func()
+	// Tracer, when the server traces, is the provider a backend's client
+	// instrumentation records with (spans only inside a sampled trace);
+	// nil: none.
+	Tracer trace.TracerProvider
 	// legacy: the key layout before shards (only to check old queues).
 	legacy bool
 }

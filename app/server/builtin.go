@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kotel"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
@@ -109,8 +112,15 @@ func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
 		return nil, &configError{kafkaBrokersVar, "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
 	}
 	tlsConfig, mechanism := kafkaSecurity(d.Config)
+	var hooks []kgo.Hook
+	if d.Tracer != nil {
+		// franz-go's own instrumentation: a publish span per record in
+		// its order's trace, a receive span per record that carries one.
+		hooks = kotel.NewKotel(kotel.WithTracer(kotel.NewTracer(kotel.TracerProvider(d.Tracer),
+			kotel.TracerPropagator(propagation.TraceContext{})))).Hooks()
+	}
 	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: brokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
-		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: tlsConfig, SASL: mechanism}, d.Log)
+		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: tlsConfig, SASL: mechanism, Hooks: hooks}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_KAFKA_BROKERS: %w", err)
 	}

@@ -234,6 +234,7 @@ func (s *Server) openRelayed(ctx context.Context, b Backend, base Deps, count in
 	}
 	d := base
 	d.Config, d.Redis, d.Store, d.Log, d.Forgotten = s.cfg, s.rdb, s.store, s.log, s.forgotten
+	d.Tracer = s.tracing.libraryProvider()
 	broker, err := b.Broker(ctx, d)
 	if err != nil {
 		box.Close()

@@ -278,6 +278,15 @@ func (t *tracing) sqlHooks() []bun.QueryHook {
 	return []bun.QueryHook{bunotel.NewQueryHook(bunotel.WithTracerProvider(childOnly{t.provider}), bunotel.WithDBName("seckill"))}
 }
 
+// libraryProvider is the provider a client library's instrumentation
+// records with (childOnly), nil when the server traces nothing.
+func (t *tracing) libraryProvider() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return childOnly{t.provider}
+}
+
 // childOnly is a provider whose spans exist only inside a sampled trace:
 // the libraries' instrumentation would otherwise make a trace of its own
 // of every background command (a consumer's blocking read, a duty's

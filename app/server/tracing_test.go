@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -84,6 +85,11 @@ func checkOneTrace(t *testing.T, h *harness, spans *tracetest.InMemoryExporter) 
 	}
 	if h.srv.queue != nil && core.CapabilitiesOf(h.srv.queue).Relay != nil {
 		waitForSpanIn(t, spans, request.TraceID(), "relay orders") // the outbox to the broker
+	}
+	if h.cfg.Queue == "kafka" { // franz-go's kotel, on the relay's producer and the consumers
+		topic := kafkaqueue.TopicName(h.cfg.KeyPrefix)
+		waitForSpanIn(t, spans, request.TraceID(), topic+" publish")
+		waitForSpanIn(t, spans, request.TraceID(), topic+" receive")
 	}
 	payAndCancel(t, h, voucher, body["orderId"].(string))
 	for _, want := range []string{"pay order", "payment notice"} {
