@@ -311,3 +311,24 @@ func TestARequestContinuesItsCallersTrace(t *testing.T) {
 		t.Fatalf("a request without a traceparent: %v, parent %v; want a trace of its own", own.SpanContext, own.Parent)
 	}
 }
+
+// TestARedriveJoinsItsOrdersTrace: an order the database refused is
+// dead-lettered; its re-drive's persistence is in the trace of the
+// request that reserved it.
+func TestARedriveJoinsItsOrdersTrace(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	h := startServerOpts(t, "embedded", func(c *Config) { c.Queue = "streamgroup" }, []Option{WithTracerProvider(tp)}, nil)
+	voucher := h.openVoucher(3)
+	buyRefused(t, h, voucher, 5)
+	waitForLetters(t, h, "voucher="+idString(voucher), 1)
+	setStockColumn(t, h, voucher, 3)
+	if status, out := h.do("POST", "/api/admin/deadletters/redrive", h.cfg.AdminToken, map[string]any{"voucher": idString(voucher)}); status != 200 || out["redriven"] != float64(1) {
+		t.Fatalf("re-drive: %d %v", status, out)
+	}
+	request := findSpan(spans.GetSpans(), func(s tracetest.SpanStub) bool {
+		return s.SpanKind == trace.SpanKindServer && s.Name == "/api/vouchers/:id/seckill"
+	})
+	waitForSpanIn(t, spans, request.SpanContext.TraceID(), "redrive orders")
+}
