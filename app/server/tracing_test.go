@@ -332,3 +332,41 @@ func TestARedriveJoinsItsOrdersTrace(t *testing.T) {
 	})
 	waitForSpanIn(t, spans, request.SpanContext.TraceID(), "redrive orders")
 }
+
+// TestOneTraceWhenOneInstanceAnswersAndAnotherPersists: an API-only
+// instance answers the shopper, another instance's consumer persists the
+// order (each with its own tracer provider, as two processes would): the
+// consumer's persistence is a child of the answering instance's request
+// span, in its trace, on a Redis queue, a list and an outside broker.
+func TestOneTraceWhenOneInstanceAnswersAndAnotherPersists(t *testing.T) {
+	for _, queue := range []string{"streamgroup", "list", "nats"} {
+		t.Run(queue, func(t *testing.T) {
+			front, back := tracetest.NewInMemoryExporter(), tracetest.NewInMemoryExporter()
+			frontTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(front))
+			backTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(back))
+			t.Cleanup(func() { frontTP.Shutdown(context.Background()); backTP.Shutdown(context.Background()) })
+			h := startServerOpts(t, "real", func(c *Config) { c.Queue = queue; c.Consumers = 0 }, []Option{WithTracerProvider(frontTP)}, nil)
+			consumerCfg := h.cfg
+			consumerCfg.Consumers = 1
+			startWithOpts(t, consumerCfg, []Option{WithTracerProvider(backTP)})
+			voucher := h.openVoucher(3)
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(3), nil); status != 200 {
+				t.Fatalf("buy: %d %v", status, body)
+			}
+			if n := h.waitForRows(voucher, 1, 30*time.Second); n != 1 {
+				t.Fatalf("%d rows, want the order persisted by the other instance", n)
+			}
+			request := findSpan(front.GetSpans(), func(s tracetest.SpanStub) bool {
+				return s.SpanKind == trace.SpanKindServer && s.Name == "/api/vouchers/:id/seckill"
+			})
+			if hasSpan(spanNames(front.GetSpans()), "persist orders") {
+				t.Fatal("the API-only instance persisted the order")
+			}
+			waitForSpanIn(t, back, request.SpanContext.TraceID(), "persist orders")
+			persist := findSpan(back.GetSpans(), func(s tracetest.SpanStub) bool { return s.Name == "persist orders" })
+			if persist.Parent.SpanID() != request.SpanContext.SpanID() {
+				t.Fatalf("the persistence's parent %v is not the request %v", persist.Parent, request.SpanContext)
+			}
+		})
+	}
+}
