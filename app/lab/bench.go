@@ -380,19 +380,12 @@ func (b *bench) endpointRounds(flags benchFlags) ([]benchTarget, benchRun, error
 		}
 	}
 	endpoint, mb, mc := median(full), median(bare), median(coalesced)
-	rates := func(rs []benchRun) []float64 {
-		out := make([]float64, len(rs))
-		for i, r := range rs {
-			out[i] = r.rate
-		}
-		return out
-	}
 	targets := []benchTarget{
 		{name: "seckill endpoint ÷ bare Fiber handler running the script",
-			ratio: pairedRatio(rates(full), rates(bare)), target: 1.2, measured: true,
+			ratio: pairedRatio(benchRates(full), benchRates(bare)), target: 1.2, measured: true,
 			detail: fmt.Sprintf("median of %d rounds' ratios; median rates %.0f and %.0f req/s", flags.rounds, endpoint.rate, mb.rate)},
 		{name: "seckill endpoint ÷ bare handler with AutoPipeline (reported)",
-			ratio: pairedRatio(rates(full), rates(coalesced)), measured: true,
+			ratio: pairedRatio(benchRates(full), benchRates(coalesced)), measured: true,
 			detail: fmt.Sprintf("median of %d rounds' ratios; median rate %.0f req/s", flags.rounds, mc.rate)},
 	}
 	progressf("bench: medians, %s", "CPU per request (server / Redis / load generator):")

@@ -157,13 +157,7 @@ func (t *tracing) Batch(ctx context.Context, name, queue string, orders []core.O
 		opts = append(opts, trace.WithLinks(links...))
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
-	return ctx, func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}
+	return ctx, ender(span)
 }
 
 // Follow is core.Tracing's: a span in the order's trace, the child of the
@@ -178,7 +172,12 @@ func (t *tracing) Follow(ctx context.Context, name string, o core.Order) (contex
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
-	return ctx, func(err error) {
+	return ctx, ender(span)
+}
+
+// ender ends span with the work's error, if any.
+func ender(span trace.Span) func(error) {
+	return func(err error) {
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
