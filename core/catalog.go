@@ -147,6 +147,18 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 
 // Create validates, stores and loads a voucher; v.ID is set on success.
 func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
+	if v.Room != nil {
+		room := *v.Room
+		if room.AdmissionTTL == 0 {
+			room.AdmissionTTL = DefaultAdmissionTTL
+		}
+		seed, err := NewRoomSeed()
+		if err != nil {
+			return Wrap("room seed", CodeInternal, err)
+		}
+		room.Seed = seed
+		v.Room = &room
+	}
 	if err := v.Validate(); err != nil {
 		return err
 	}
@@ -178,18 +190,26 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 	return nil
 }
 
+// Details returns a voucher as created (Stock is its initial or the
+// database's, not the live one): after the first look-up on this
+// instance, a map read.
+func (c *Catalog) Details(ctx context.Context, id int64) (Voucher, error) {
+	if cached, ok := c.cache.Load(id); ok {
+		return cached.(Voucher), nil
+	}
+	found, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
+	if err != nil {
+		return Voucher{}, Wrap("get voucher", CodeUnavailable, err)
+	}
+	c.cache.Store(id, found)
+	return found, nil
+}
+
 // Get returns a voucher with its remaining stock.
 func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
-	var v Voucher
-	if cached, ok := c.cache.Load(id); ok {
-		v = cached.(Voucher)
-	} else {
-		found, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
-		if err != nil {
-			return Voucher{}, Wrap("get voucher", CodeUnavailable, err)
-		}
-		v = found
-		c.cache.Store(id, v)
+	v, err := c.Details(ctx, id)
+	if err != nil {
+		return Voucher{}, err
 	}
 	if err := c.recovery.Ensure(ctx, id, Wait); err != nil {
 		return Voucher{}, err

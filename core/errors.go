@@ -16,10 +16,13 @@ const (
 	CodeBadCode      Code = "bad_code"
 	// CodePhoneNotAllowed: login codes do not go to this number (not a
 	// mobile number of the allowed regions).
-	CodePhoneNotAllowed  Code = "phone_not_allowed"
-	CodeRateLimited      Code = "rate_limited"
-	CodeVoucherNotFound  Code = "voucher_not_found"
-	CodeNotStarted       Code = "not_started"
+	CodePhoneNotAllowed Code = "phone_not_allowed"
+	CodeRateLimited     Code = "rate_limited"
+	CodeVoucherNotFound Code = "voucher_not_found"
+	CodeNotStarted      Code = "not_started"
+	// CodeNotAdmitted: a seckill on a voucher sold through a waiting room,
+	// without a valid admission of the shopper's.
+	CodeNotAdmitted      Code = "not_admitted"
 	CodeEnded            Code = "ended"
 	CodeSoldOut          Code = "sold_out"
 	CodeAlreadyPurchased Code = "already_purchased"
@@ -55,7 +58,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
-	CodePhoneNotAllowed, CodeDeadLetterNotFound,
+	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

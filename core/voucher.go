@@ -23,6 +23,9 @@ type Voucher struct {
 	// a shopper's requests going to one bucket by user id (BucketOf).
 	// 0 and 1: one, the voucher's own keys. Fixed at creation.
 	Buckets int
+	// Room, if set, sells the voucher through a waiting room (nil: the
+	// shoppers race at the opening, as before rooms).
+	Room *Room
 }
 
 // BucketCount is v.Buckets, 1 when unset.
@@ -86,6 +89,8 @@ func (v Voucher) Validate() error {
 		return E(CodeBadRequest, "endTime must be in UTC years 2000 to 2199")
 	case !v.EndAt.After(v.BeginAt):
 		return E(CodeBadRequest, "endTime must be after beginTime")
+	case v.Room != nil:
+		return v.Room.validate(v.BeginAt)
 	}
 	return nil
 }

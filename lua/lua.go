@@ -180,3 +180,24 @@ var ConsumerBeat string
 //
 //go:embed dead_consumers.lua
 var DeadConsumers string
+
+// RoomJoin gives a shopper a place in a voucher's waiting room, or keeps
+// theirs.
+//
+//go:embed room_join.lua
+var RoomJoin string
+
+// RoomSeat reads a shopper's place in a waiting room, in bounded reads.
+//
+//go:embed room_seat.lua
+var RoomSeat string
+
+// RoomAdmit is one admission pass over a waiting room.
+//
+//go:embed room_admit.lua
+var RoomAdmit string
+
+// RoomDraw lists a room's draw keys once the sale has begun.
+//
+//go:embed room_draw.lua
+var RoomDraw string

@@ -522,6 +522,13 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 		if _, err := tx.NewInsert().Model(&sk).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: insert seckill voucher: %w", err)
 		}
+		if r := v.Room; r != nil {
+			room := roomRow{VoucherID: row.ID, OpensAt: r.OpensAt.UTC(), AdmitPerSecond: r.AdmitPerSecond,
+				AdmissionTTLMs: r.AdmissionTTL.Milliseconds(), Seed: r.Seed[:], CreateTime: now}
+			if _, err := tx.NewInsert().Model(&room).Exec(ctx); err != nil {
+				return fmt.Errorf("mysqlstore: insert voucher room: %w", err)
+			}
+		}
 		v.ID = row.ID
 		return nil
 	})
@@ -530,6 +537,9 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 // DeleteVoucher implements core.VoucherRepository.
 func (s *Store) DeleteVoucher(ctx context.Context, id int64) error {
 	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewDelete().Model((*roomRow)(nil)).Where("voucher_id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: delete voucher room: %w", err)
+		}
 		if _, err := tx.NewDelete().Model((*seckillVoucherRow)(nil)).Where("voucher_id = ?", id).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: delete seckill voucher: %w", err)
 		}
@@ -557,27 +567,62 @@ func (s *Store) HighestVoucherID(ctx context.Context) (int64, error) {
 }
 
 func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error) {
-	var row struct {
-		voucherRow `bun:",extend"`
-		Stock      int64     `bun:"stock"`
-		BeginTime  time.Time `bun:"begin_time"`
-		EndTime    time.Time `bun:"end_time"`
-		Buckets    int       `bun:"buckets"`
-	}
-	err := db.NewSelect().
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
-		TableExpr("tb_voucher AS v").
-		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
-		Where("v.id = ?", id).
-		Scan(ctx, &row)
+	var row voucherWithRoom
+	err := selectVouchers(db).Where("v.id = ?", id).Scan(ctx, &row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Voucher{}, core.ErrVoucherNotFound
 	}
 	if err != nil {
 		return core.Voucher{}, fmt.Errorf("mysqlstore: find voucher: %w", err)
 	}
-	return core.Voucher{ID: row.ID, Title: row.Title, PayValue: row.PayValue, ActualValue: row.ActualValue,
-		Stock: row.Stock, BeginAt: row.BeginTime.UTC(), EndAt: row.EndTime.UTC(), Buckets: row.Buckets}, nil
+	return row.voucher(), nil
+}
+
+// voucherWithRoom is a voucher as the domain has it: its row, its seckill
+// row's stock, window and buckets, and its room if it has one.
+type voucherWithRoom struct {
+	voucherRow     `bun:",extend"`
+	Stock          int64         `bun:"stock"`
+	BeginTime      time.Time     `bun:"begin_time"`
+	EndTime        time.Time     `bun:"end_time"`
+	Buckets        int           `bun:"buckets"`
+	RoomOpensAt    bun.NullTime  `bun:"opens_at"`
+	AdmitPerSecond sql.NullInt64 `bun:"admit_per_second"`
+	AdmissionTTLMs sql.NullInt64 `bun:"admission_ttl_ms"`
+	Seed           []byte        `bun:"seed"`
+}
+
+// selectVouchers selects voucherWithRoom's columns.
+func selectVouchers(db bun.IDB) *bun.SelectQuery {
+	return db.NewSelect().
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
+		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed").
+		TableExpr("tb_voucher AS v").
+		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
+		Join("LEFT JOIN tb_voucher_room AS r ON r.voucher_id = v.id")
+}
+
+func (r voucherWithRoom) voucher() core.Voucher {
+	v := core.Voucher{ID: r.ID, Title: r.Title, PayValue: r.PayValue, ActualValue: r.ActualValue,
+		Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC(), Buckets: r.Buckets}
+	if !r.RoomOpensAt.IsZero() && len(r.Seed) == 32 {
+		room := &core.Room{OpensAt: r.RoomOpensAt.Time.UTC(), AdmitPerSecond: int(r.AdmitPerSecond.Int64),
+			AdmissionTTL: time.Duration(r.AdmissionTTLMs.Int64) * time.Millisecond}
+		copy(room.Seed[:], r.Seed)
+		v.Room = room
+	}
+	return v
+}
+
+// roomRow is a voucher's waiting room (core.Room).
+type roomRow struct {
+	bun.BaseModel  `bun:"table:tb_voucher_room"`
+	VoucherID      int64     `bun:"voucher_id,pk"`
+	OpensAt        time.Time `bun:"opens_at"`
+	AdmitPerSecond int       `bun:"admit_per_second"`
+	AdmissionTTLMs int64     `bun:"admission_ttl_ms"`
+	Seed           []byte    `bun:"seed"`
+	CreateTime     time.Time `bun:"create_time"`
 }
 
 var (
@@ -589,17 +634,8 @@ var (
 
 // CurrentVouchers implements core.VoucherLister.
 func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) ([]core.Voucher, error) {
-	var rows []struct {
-		voucherRow `bun:",extend"`
-		Stock      int64     `bun:"stock"`
-		BeginTime  time.Time `bun:"begin_time"`
-		EndTime    time.Time `bun:"end_time"`
-		Buckets    int       `bun:"buckets"`
-	}
-	err := s.db.NewSelect().
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
-		TableExpr("tb_voucher AS v").
-		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
+	var rows []voucherWithRoom
+	err := selectVouchers(s.db).
 		Where("sv.end_time > ?", now.UTC()).
 		OrderExpr("sv.begin_time, v.id").
 		Limit(int64(limit)).
@@ -609,8 +645,7 @@ func (s *Store) CurrentVouchers(ctx context.Context, now time.Time, limit int) (
 	}
 	out := make([]core.Voucher, len(rows))
 	for i, r := range rows {
-		out[i] = core.Voucher{ID: r.ID, Title: r.Title, PayValue: r.PayValue, ActualValue: r.ActualValue,
-			Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC(), Buckets: r.Buckets}
+		out[i] = r.voucher()
 	}
 	return out, nil
 }

@@ -293,7 +293,7 @@ func dropVouchers(mysqlDSN string, ids ...int64) {
 	}
 	db.NewDelete().TableExpr("tb_order_release").Where("voucher_id IN (?)", bun.List(ids)).Exec(ctx)
 	for _, table := range []struct{ name, column string }{
-		{"tb_voucher_order", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
+		{"tb_voucher_order", "voucher_id"}, {"tb_voucher_room", "voucher_id"}, {"tb_seckill_voucher", "voucher_id"}, {"tb_voucher", "id"},
 	} {
 		db.NewDelete().TableExpr(table.name).Where("? IN (?)", bun.Ident(table.column), bun.List(ids)).Exec(ctx)
 	}

@@ -58,7 +58,9 @@ type api struct {
 		OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error)
 	}
 	catalog *core.Catalog
-	users   core.UserRepository
+	// rooms are the vouchers' waiting rooms.
+	rooms *core.Rooms
+	users core.UserRepository
 	// userAdmin reports what the admin decides on.
 	userAdmin interface {
 		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
@@ -172,6 +174,9 @@ func (a *api) newServer() *fiber.App {
 	app.Get("/api/vouchers", a.listVouchers)
 	misses := a.limits.limitMisses(a.missRate, a.clients.limitKey)
 	app.Get("/api/vouchers/:id", misses, a.getVoucher)
+	app.Post("/api/vouchers/:id/room", misses, a.tokens.requireShopper, a.joinRoom)
+	app.Get("/api/vouchers/:id/room", misses, a.tokens.requireShopper, a.roomStatus)
+	app.Get("/api/vouchers/:id/room/draw", misses, a.roomDraw)
 	app.Post("/api/vouchers/:id/seckill", misses, a.tokens.requireShopper, a.limits.limit("seckill", a.seckillRate, byShopper), a.buy)
 	app.Get("/api/vouchers/:id/order", a.tokens.requireShopper, a.orderOfVoucher)
 	app.Get("/api/me", a.tokens.requireShopper, a.me)
@@ -244,7 +249,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusBadRequest
 	case core.CodeUnauthorized, core.CodeBadCode, core.CodeBadSignature:
 		return fiber.StatusUnauthorized
-	case core.CodeNotStarted, core.CodeEnded:
+	case core.CodeNotStarted, core.CodeEnded, core.CodeNotAdmitted:
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound
@@ -533,6 +538,10 @@ type voucherJSON struct {
 	EndTime     time.Time `json:"endTime"`
 	// Buckets is shown only for a voucher split over several (a hot one).
 	Buckets int `json:"buckets,omitempty"`
+	// Room is shown for a voucher sold through a waiting room, and
+	// RoomCommitment (the draw's seed's SHA-256) from its opening on.
+	Room           *roomJSON `json:"room,omitempty"`
+	RoomCommitment string    `json:"roomCommitment,omitempty"`
 }
 
 func toVoucherJSON(v core.Voucher) voucherJSON {
@@ -541,6 +550,7 @@ func toVoucherJSON(v core.Voucher) voucherJSON {
 	if v.Buckets > 1 {
 		out.Buckets = v.Buckets
 	}
+	showRoom(&out, v, time.Now())
 	return out
 }
 
@@ -555,12 +565,18 @@ func (a *api) createVoucher(c *fiber.Ctx) error {
 		// Buckets (optional, default 1) splits a hot voucher's stock
 		// over that many shards: core.Voucher.Buckets.
 		Buckets int `json:"buckets"`
+		// Room (optional) sells it through a waiting room.
+		Room *roomJSON `json:"room"`
 	}
 	if err := decodeStrict(c, &req); err != nil {
 		return err
 	}
+	room, err := req.Room.room()
+	if err != nil {
+		return err
+	}
 	v := core.Voucher{Title: req.Title, PayValue: req.PayValue, ActualValue: req.ActualValue,
-		Stock: req.Stock, BeginAt: req.BeginTime, EndAt: req.EndTime, Buckets: req.Buckets}
+		Stock: req.Stock, BeginAt: req.BeginTime, EndAt: req.EndTime, Buckets: req.Buckets, Room: room}
 	if err := a.catalog.Create(c.UserContext(), &v); err != nil {
 		return err
 	}
@@ -585,9 +601,14 @@ func (a *api) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	pass, err := a.checkAdmission(c, id)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	orderID, err := a.seckill.Buy(c.UserContext(), shopperID(c), id)
 	a.metrics.reserveSeconds.Observe(time.Since(start).Seconds())
+	a.admissionUsed(c, pass, err)
 	if err != nil {
 		if r, ok := refusals[err]; ok {
 			// The sold-out phase is most of a sale: its answers skip the

@@ -31,7 +31,8 @@ const httpDrain = 3 * time.Second
 //  4. order lifecycle — the sweep that expires unpaid orders and re-drives
 //     interrupted releases of their units, and the dead-letter register's
 //     collector;
-//  5. http — the API, on ln.
+//  5. room admission — the waiting rooms' admission passes;
+//  6. http — the API, on ln.
 //
 // They stop in the reverse order: the API stops taking requests and
 // finishes those in flight, then the consumers finish and ack their
@@ -71,6 +72,9 @@ func (s *Server) services(ln net.Listener) core.Services {
 	ss = append(ss, core.DutiesService("order lifecycle", duties, func(d core.Duty, err error) {
 		s.log.Warn("order lifecycle", "duty", d.Name, "err", err)
 	}))
+	// Every instance passes every room it knows: a pass admits what the
+	// rate allows since the last one, whoever made it.
+	ss = append(ss, s.rooms.Service())
 	ss = append(ss, core.NewService("http", func(ctx context.Context) error {
 		failed := make(chan error, 1)
 		go func() { failed <- s.http.Listener(ln) }()

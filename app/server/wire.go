@@ -68,7 +68,10 @@ type Server struct {
 	queue      core.Queue
 	board      core.StockBoard
 	catalog    *core.Catalog
-	pipeline   *core.Pipeline
+	// rooms are the vouchers' waiting rooms; their admission passes run
+	// in every instance.
+	rooms    *core.Rooms
+	pipeline *core.Pipeline
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
 	// deadLetters collects the queue's dead letters into the register (nil
@@ -202,6 +205,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.board = sale.board
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Buckets: sale.buckets, Lister: s.store,
 		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
+	s.rooms = s.newRooms()
 	var admission core.Admission
 	if s.queue != nil {
 		admission = core.CapabilitiesOf(s.queue).Admission
@@ -305,6 +309,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		orderCounts:  s.store.Ledger(),
 		shoppers:     s.store.Users(),
 		catalog:      s.catalog,
+		rooms:        s.rooms,
 		users:        s.store.Users(),
 		userAdmin:    s.store.Users(),
 		voucherAdmin: s.store,

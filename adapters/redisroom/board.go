@@ -1,0 +1,144 @@
+// Package redisroom keeps the vouchers' waiting rooms in Redis
+// (core.RoomBoard): a join, a poll, an admission pass and the draw are
+// each one script (lua/room_*.lua) over the room's keys, which carry the
+// voucher's shard tag, so a room lies in one cluster slot and any number
+// of instances share it.
+//
+// A place is a rank or a field, never a scan: an early joiner's is the
+// rank of their draw key among the early joiners' (a sorted set whose
+// members all score 0, so Redis orders them by the key's bytes, which is
+// the keys' ascending hex order), a later joiner's is the early joiners'
+// count plus their arrival number. Admission is a frontier: every
+// position up to it is admitted, each pass recorded once with its time.
+package redisroom
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// keep is how long a room's keys outlive its sale: its places, passes and
+// draw are read after the end (a shopper's last poll, the draw checked).
+const keep = 24 * time.Hour
+
+// settlePerPass bounds the lapsed passes one admission pass settles (the
+// rest wait for the next pass, a fifth of a second on).
+const settlePerPass = 64
+
+// Board is the rooms' live store.
+type Board struct {
+	rdb                     redis.UniversalClient
+	prefix                  string
+	shards                  core.Shards
+	join, seat, admit, draw *redis.Script
+}
+
+// New keeps the rooms in rdb under prefix, each room's keys under its
+// voucher's shard tag (shards must have at least one shard).
+func New(rdb redis.UniversalClient, prefix string, shards core.Shards) *Board {
+	if shards.Count() == 0 {
+		panic("redisroom: New needs the sale's shards")
+	}
+	return &Board{rdb: rdb, prefix: prefix, shards: shards, join: redis.NewScript(lua.RoomJoin),
+		seat: redis.NewScript(lua.RoomSeat), admit: redis.NewScript(lua.RoomAdmit), draw: redis.NewScript(lua.RoomDraw)}
+}
+
+// keys are the room's state, early joiners, places at the back, passes
+// and used positions (the scripts' KEYS order).
+func (b *Board) keys(voucherID int64) (state, early, late, admitted, used string) {
+	state = b.prefix + "room:{" + b.shards.TagOf(voucherID) + "}:" + strconv.FormatInt(voucherID, 10)
+	return state, state + ":early", state + ":late", state + ":admitted", state + ":used"
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Join implements core.RoomBoard.
+func (b *Board) Join(ctx context.Context, v core.Voucher, userID int64) error {
+	state, early, late, admitted, used := b.keys(v.ID)
+	r := v.Room
+	res, err := b.join.Run(ctx, b.rdb, []string{state, early, late, admitted, used},
+		userID, r.DrawKey(userID), ms(r.OpensAt), ms(v.BeginAt), ms(v.EndAt), r.AdmissionTTL.Milliseconds(),
+		ms(v.EndAt.Add(keep))).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisroom: join: %w", err)
+	}
+	switch res[0] {
+	case 1:
+		return core.ErrNotStarted
+	case 2:
+		return core.ErrEnded
+	}
+	return nil
+}
+
+// Seat implements core.RoomBoard.
+func (b *Board) Seat(ctx context.Context, v core.Voucher, userID int64) (core.RoomSeat, error) {
+	state, early, late, admitted, used := b.keys(v.ID)
+	res, err := b.seat.Run(ctx, b.rdb, []string{state, early, late, admitted, used},
+		userID, v.Room.DrawKey(userID), ms(v.BeginAt)).Int64Slice()
+	if err != nil {
+		return core.RoomSeat{}, fmt.Errorf("redisroom: seat: %w", err)
+	}
+	seat := core.RoomSeat{Joined: res[0] == 1, Position: res[1], Frontier: res[2], Used: res[4] == 1,
+		SoldOut: res[5] == 1, Now: time.UnixMilli(res[6])}
+	if res[3] > 0 {
+		seat.AdmittedAt = time.UnixMilli(res[3])
+	}
+	return seat, nil
+}
+
+// Admit implements core.RoomBoard.
+func (b *Board) Admit(ctx context.Context, v core.Voucher, stockLeft int64) (core.RoomProgress, error) {
+	state, early, _, admitted, used := b.keys(v.ID)
+	r := v.Room
+	res, err := b.admit.Run(ctx, b.rdb, []string{state, early, admitted, used},
+		r.AdmitPerSecond, r.AdmissionTTL.Milliseconds(), ms(v.BeginAt), stockLeft, ms(v.EndAt.Add(keep)),
+		settlePerPass).Int64Slice()
+	if err != nil {
+		return core.RoomProgress{}, fmt.Errorf("redisroom: admit: %w", err)
+	}
+	p := core.RoomProgress{Admitted: res[0], Frontier: res[1], Joined: res[2], NoShows: res[3], SoldOut: res[4] == 1}
+	if res[5] > 0 {
+		p.SoldOutAt = time.UnixMilli(res[5])
+	}
+	return p, nil
+}
+
+// Use implements core.RoomBoard.
+func (b *Board) Use(ctx context.Context, v core.Voucher, position int64) error {
+	_, _, _, _, used := b.keys(v.ID)
+	if err := b.rdb.ZAdd(ctx, used, redis.Z{Score: float64(position), Member: position}).Err(); err != nil {
+		return fmt.Errorf("redisroom: use: %w", err)
+	}
+	return nil
+}
+
+// DrawKeys implements core.RoomBoard.
+func (b *Board) DrawKeys(ctx context.Context, v core.Voucher) ([]string, bool, error) {
+	state, early, _, _, _ := b.keys(v.ID)
+	res, err := b.draw.Run(ctx, b.rdb, []string{state, early}, ms(v.BeginAt)).Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("redisroom: draw: %w", err)
+	}
+	if len(res) == 0 || res[0] != int64(1) {
+		return nil, false, nil
+	}
+	keys := make([]string, 0, len(res)-1)
+	for _, k := range res[1:] {
+		s, ok := k.(string)
+		if !ok {
+			return nil, false, fmt.Errorf("redisroom: draw: a key of type %T", k)
+		}
+		keys = append(keys, s)
+	}
+	return keys, true, nil
+}
+
+var _ core.RoomBoard = (*Board)(nil)

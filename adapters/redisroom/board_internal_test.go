@@ -1,0 +1,291 @@
+package redisroom
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// roomVoucher is a room voucher whose sale begins after lead: the early
+// joins go in before it.
+func roomVoucher(t *testing.T, id int64, rate int, ttl, lead time.Duration) core.Voucher {
+	t.Helper()
+	seed, err := core.NewRoomSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	return core.Voucher{ID: id, Stock: 100, BeginAt: now.Add(lead), EndAt: now.Add(time.Hour),
+		Room: &core.Room{OpensAt: now.Add(-time.Minute), AdmitPerSecond: rate, AdmissionTTL: ttl, Seed: seed}}
+}
+
+func newBoard(t *testing.T, r testenv.Redis) *Board {
+	t.Helper()
+	shards, err := core.NewShards("s0", "s1", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(r.Client, r.Prefix, shards)
+}
+
+// passes reads a room's recorded admission passes, in order:
+// {from, to, at}.
+func passes(t *testing.T, b *Board, voucherID int64) [][3]int64 {
+	t.Helper()
+	_, _, _, admitted, _ := b.keys(voucherID)
+	members, err := b.rdb.ZRange(context.Background(), admitted, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][3]int64, len(members))
+	for i, m := range members {
+		f := strings.Split(m, ":")
+		for j := range 3 {
+			out[i][j], _ = strconv.ParseInt(f[j], 10, 64)
+		}
+	}
+	return out
+}
+
+func waitUntil(t time.Time) { time.Sleep(time.Until(t) + 20*time.Millisecond) }
+
+// TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival: the
+// places of the early joiners are their draw keys' ranks (recomputed here
+// from the seed), those who join after the opening queue behind in
+// arrival order, and no join, repeated, moves a place.
+func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 41, 10, time.Minute, 700*time.Millisecond)
+		const early = 150
+		for u := int64(1); u <= early; u++ {
+			if err := b.Join(ctx, v, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if seat, err := b.Seat(ctx, v, 7); err != nil || !seat.Joined || seat.Position != 0 {
+			t.Fatalf("an early joiner before the opening: %+v, %v; want joined without a position", seat, err)
+		}
+		if _, drawn, err := b.DrawKeys(ctx, v); drawn || err != nil {
+			t.Fatalf("the draw was published before the opening (%v)", err)
+		}
+		waitUntil(v.BeginAt)
+		for u := int64(early + 1); u <= early+20; u++ {
+			if err := b.Join(ctx, v, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys, drawn, err := b.DrawKeys(ctx, v)
+		if err != nil || !drawn || len(keys) != early {
+			t.Fatalf("draw: %d keys, drawn %v, %v; want %d", len(keys), drawn, err, early)
+		}
+		want := make([]string, 0, early)
+		for u := int64(1); u <= early; u++ {
+			want = append(want, v.Room.DrawKey(u))
+		}
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Fatal("the published keys are not the early joiners' keys recomputed from the seed, in ascending order")
+		}
+		for round := range 2 { // the second round re-joins everyone first
+			for u := int64(1); u <= early+20; u++ {
+				if round == 1 {
+					if err := b.Join(ctx, v, u); err != nil {
+						t.Fatal(err)
+					}
+				}
+				seat, err := b.Seat(ctx, v, u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantPos := int64(slices.Index(keys, v.Room.DrawKey(u)) + 1)
+				if u > early {
+					wantPos = u
+				}
+				if !seat.Joined || seat.Position != wantPos {
+					t.Fatalf("round %d: shopper %d at %d (joined %v), want %d", round, u, seat.Position, seat.Joined, wantPos)
+				}
+			}
+		}
+		if seat, _ := b.Seat(ctx, v, 999); seat.Joined {
+			t.Fatal("a shopper who never joined has a place")
+		}
+	})
+}
+
+// TestTwoAdmittersNeverAdmitPastTheRateOrTwice: two instances (two
+// clients) make admission passes over one room as fast as they can; the
+// passes recorded cover the positions once each, in order, and never get
+// ahead of the rate since the opening.
+func TestTwoAdmittersNeverAdmitPastTheRateOrTwice(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		// Two boards on the client's pool: their passes run on connections
+		// of their own, interleaved by Redis as two instances' would be.
+		boards := []*Board{newBoard(t, r), newBoard(t, r)}
+		const rate = 40
+		v := roomVoucher(t, 42, rate, time.Minute, 300*time.Millisecond)
+		for u := int64(1); u <= 400; u++ {
+			if err := boards[0].Join(ctx, v, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(v.BeginAt)
+		var wg sync.WaitGroup
+		stop := time.Now().Add(1500 * time.Millisecond)
+		for _, b := range boards {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if _, err := b.Admit(ctx, v, 100); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		next := int64(1)
+		for _, p := range passes(t, boards[0], v.ID) {
+			from, to, at := p[0], p[1], p[2]
+			if from != next || to < from {
+				t.Fatalf("pass %d..%d after %d: positions skipped or admitted twice", from, to, next-1)
+			}
+			if allowed := rate * (at - v.BeginAt.UnixMilli()) / 1000; to > allowed+1 {
+				t.Fatalf("%d admitted %d ms after the opening: the rate allows %d", to, at-v.BeginAt.UnixMilli(), allowed)
+			}
+			next = to + 1
+		}
+		if next-1 < rate { // 1.5 s at 40/s, less the scheduling's slack
+			t.Fatalf("only %d admitted in 1.5 s at %d/s", next-1, rate)
+		}
+	})
+}
+
+// TestALapsedAdmissionAdmitsOneMore: an admission not used within its
+// lifetime is a no-show and admits one more place beyond the rate; a used
+// one is not; and the lapsed shopper's join puts them at the back.
+func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 43, 2, 300*time.Millisecond, 100*time.Millisecond)
+		for u := int64(1); u <= 30; u++ {
+			if err := b.Join(ctx, v, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(v.BeginAt.Add(time.Second))
+		p, err := b.Admit(ctx, v, 100)
+		if err != nil || p.Admitted != 2 {
+			t.Fatalf("the first pass a second in: %+v, %v; want 2 admitted (the burst)", p, err)
+		}
+		used := passes(t, b, v.ID)[0][0] // the first admitted position buys
+		if err := b.Use(ctx, v, used); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond) // past the lifetime: one lapsed unused
+		p, err = b.Admit(ctx, v, 100)
+		if err != nil || p.NoShows != 1 {
+			t.Fatalf("after the lifetime: %+v, %v; want one no-show", p, err)
+		}
+		// 0.4 s at 2/s is no whole place: what this pass admitted is the
+		// no-show's.
+		if p.Admitted < 1 || p.Frontier != 2+p.Admitted {
+			t.Fatalf("the no-show's pass admitted %d (frontier %d), want at least its one", p.Admitted, p.Frontier)
+		}
+		// The lapsed shopper is out of their place: a join queues again.
+		var lapsedUser int64
+		for u := int64(1); u <= 30; u++ {
+			if seat, _ := b.Seat(ctx, v, u); seat.Position == used+1 {
+				lapsedUser = u
+			}
+		}
+		if err := b.Join(ctx, v, lapsedUser); err != nil {
+			t.Fatal(err)
+		}
+		if seat, _ := b.Seat(ctx, v, lapsedUser); seat.Position != 31 {
+			t.Fatalf("a lapsed shopper re-joined at %d, want 31 (the back)", seat.Position)
+		}
+	})
+}
+
+// TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt.
+func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 44, 50, time.Minute, 100*time.Millisecond)
+		for u := int64(1); u <= 200; u++ {
+			if err := b.Join(ctx, v, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(v.BeginAt.Add(200 * time.Millisecond))
+		first, err := b.Admit(ctx, v, 100)
+		if err != nil || first.Admitted == 0 {
+			t.Fatalf("first pass: %+v, %v", first, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		out, err := b.Admit(ctx, v, 0)
+		if err != nil || !out.SoldOut || out.Admitted != 0 || out.SoldOutAt.IsZero() {
+			t.Fatalf("a pass with no unit left: %+v, %v; want sold out, none admitted", out, err)
+		}
+		seat, err := b.Seat(ctx, v, waitingShopper(t, b, v, out.Frontier))
+		if err != nil || !seat.SoldOut {
+			t.Fatalf("a waiting shopper's seat after sold out: %+v, %v", seat, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		back, err := b.Admit(ctx, v, 1)
+		if err != nil || back.SoldOut {
+			t.Fatalf("a unit came back: %+v, %v", back, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		again, err := b.Admit(ctx, v, 1)
+		if err != nil || again.Frontier <= out.Frontier {
+			t.Fatalf("after a unit came back: frontier %d, was %d (%v): the room does not admit again", again.Frontier, out.Frontier, err)
+		}
+		if again.Frontier-out.Frontier > 50*500/1000+1 {
+			t.Fatalf("after a unit came back %d admitted at once: the sold-out time was banked as burst", again.Frontier-out.Frontier)
+		}
+	})
+}
+
+// waitingShopper finds a shopper whose place is past frontier.
+func waitingShopper(t *testing.T, b *Board, v core.Voucher, frontier int64) int64 {
+	t.Helper()
+	for u := int64(1); u <= 200; u++ {
+		if seat, err := b.Seat(context.Background(), v, u); err == nil && seat.Position > frontier {
+			return u
+		}
+	}
+	t.Fatal("nobody waits")
+	return 0
+}
+
+// TestJoinOutsideTheRoomsHoursIsRefused.
+func TestJoinOutsideTheRoomsHoursIsRefused(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 45, 5, time.Minute, time.Hour)
+		v.Room.OpensAt = time.Now().Add(time.Minute)
+		if err := b.Join(ctx, v, 1); !errors.Is(err, core.ErrNotStarted) {
+			t.Fatalf("a join before the room opens: %v, want not started", err)
+		}
+		v.Room.OpensAt, v.BeginAt, v.EndAt = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(-time.Second)
+		if err := b.Join(ctx, v, 1); !errors.Is(err, core.ErrEnded) {
+			t.Fatalf("a join after the sale: %v, want ended", err)
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/redisroom"
+	"github.com/seckill-lab/seckill/core"
+)
+
+// admissionHeader carries a room voucher's admission on a seckill.
+const admissionHeader = "X-Seckill-Admission"
+
+// newRooms builds the waiting rooms over the sale's Redis: every backend
+// has one (under sync, for the codes and limits), so every backend sells
+// through rooms; their keys go under the shards' tags (one shard under
+// sync).
+func (s *Server) newRooms() *core.Rooms {
+	shards := s.shards
+	if shards.Count() == 0 {
+		shards = redisreserve.SpreadShards(1)
+	}
+	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
+		Passes: core.NewPassSigner(s.cfg.JWTSecret), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
+}
+
+// roomJSON is a voucher's room as created and shown.
+type roomJSON struct {
+	OpensAt        time.Time `json:"opensAt"`
+	AdmitPerSecond int       `json:"admitPerSecond"`
+	// AdmissionTTL is a Go duration ("60s", "2m").
+	AdmissionTTL string `json:"admissionTTL,omitempty"`
+}
+
+// room reads a voucher creation's room (nil: none).
+func (r *roomJSON) room() (*core.Room, error) {
+	if r == nil {
+		return nil, nil
+	}
+	out := &core.Room{OpensAt: r.OpensAt, AdmitPerSecond: r.AdmitPerSecond}
+	if r.AdmissionTTL != "" {
+		ttl, err := time.ParseDuration(r.AdmissionTTL)
+		if err != nil {
+			return nil, badRequest("room.admissionTTL must be a duration such as \"60s\"")
+		}
+		out.AdmissionTTL = ttl
+	}
+	return out, nil
+}
+
+// showRoom puts v's room into its answer at now: the settings, and the
+// draw's commitment from the room's opening on.
+func showRoom(out *voucherJSON, v core.Voucher, now time.Time) {
+	if v.Room == nil {
+		return
+	}
+	out.Room = &roomJSON{OpensAt: v.Room.OpensAt.UTC(), AdmitPerSecond: v.Room.AdmitPerSecond,
+		AdmissionTTL: v.Room.AdmissionTTL.String()}
+	if !now.Before(v.Room.OpensAt) {
+		out.RoomCommitment = v.Room.Commitment()
+	}
+}
+
+// roomStatusJSON is a shopper's place as the contract shows it: null
+// where a field means nothing yet.
+type roomStatusJSON struct {
+	State      core.RoomState `json:"state"`
+	Position   *int64         `json:"position"`
+	Ahead      *int64         `json:"ahead"`
+	EtaSeconds *int64         `json:"etaSeconds"`
+	Admission  *string        `json:"admission"`
+	// AdmissionExpiresAt is when the admission lapses (only with one).
+	AdmissionExpiresAt *time.Time `json:"admissionExpiresAt,omitempty"`
+}
+
+func toRoomStatusJSON(s core.RoomStatus) roomStatusJSON {
+	out := roomStatusJSON{State: s.State}
+	if s.Position > 0 {
+		out.Position = &s.Position
+	}
+	if s.Ahead >= 0 {
+		out.Ahead = &s.Ahead
+	}
+	if s.Wait >= 0 {
+		eta := int64(math.Ceil(s.Wait.Seconds()))
+		out.EtaSeconds = &eta
+	}
+	if s.Pass != "" {
+		out.Admission, out.AdmissionExpiresAt = &s.Pass, &s.PassExpires
+	}
+	return out
+}
+
+func (a *api) joinRoom(c *fiber.Ctx) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	s, err := a.rooms.Join(c.UserContext(), shopperID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRoomStatusJSON(s))
+}
+
+func (a *api) roomStatus(c *fiber.Ctx) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	s, err := a.rooms.Status(c.UserContext(), shopperID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRoomStatusJSON(s))
+}
+
+func (a *api) roomDraw(c *fiber.Ctx) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	d, err := a.rooms.Draw(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	// Final once made: a crowd checking it is served by caches.
+	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	return c.JSON(fiber.Map{"seed": d.Seed, "commitment": d.Commitment, "keys": d.Keys})
+}
+
+// checkAdmission is the seckill's first step: a room voucher's shopper
+// needs their admission (before the time window: a room voucher answers
+// not_admitted, not not_started). The pass is zero for a plain voucher.
+func (a *api) checkAdmission(c *fiber.Ctx, voucherID int64) (core.RoomPass, error) {
+	pass, err := a.rooms.Pass(c.UserContext(), shopperID(c), voucherID, c.Get(admissionHeader))
+	if err != nil {
+		a.metrics.seckillResults.WithLabelValues(string(core.CodeOf(err))).Inc()
+	}
+	return pass, err
+}
+
+// admissionUsed tells the room a pass bought, or found the shopper's
+// order: its admission is not a no-show.
+func (a *api) admissionUsed(c *fiber.Ctx, pass core.RoomPass, err error) {
+	if pass.Position > 0 && (err == nil || errors.Is(err, core.ErrAlreadyPurchased)) {
+		a.rooms.Used(c.UserContext(), pass)
+	}
+}
+
+// roomMetrics are the rooms' series, per room voucher (few: a room is
+// for a sale's big openings).
+type roomMetrics struct {
+	admitted       *prometheus.CounterVec
+	waiting        *prometheus.GaugeVec
+	noShows        *prometheus.GaugeVec
+	soldOutSeconds *prometheus.GaugeVec
+}
+
+func newRoomMetrics(r *prometheus.Registry, queue string) *roomMetrics {
+	labels := prometheus.Labels{"queue": queue}
+	m := &roomMetrics{
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_room_admitted_total",
+			Help: "Places a waiting room admitted, by this instance's admission passes.", ConstLabels: labels}, []string{"voucher"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_room_waiting",
+			Help: "Places given in a waiting room and not yet admitted, at this instance's last pass.", ConstLabels: labels}, []string{"voucher"}),
+		noShows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_room_no_shows",
+			Help: "Admissions of a waiting room that lapsed unused, since its opening.", ConstLabels: labels}, []string{"voucher"}),
+		soldOutSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_room_sold_out_timestamp_seconds",
+			Help: "When a waiting room first found no unit left (unix seconds).", ConstLabels: labels}, []string{"voucher"}),
+	}
+	r.MustRegister(m.admitted, m.waiting, m.noShows, m.soldOutSeconds)
+	return m
+}
+
+// RoomPassed implements core.RoomObserver.
+func (m *roomMetrics) RoomPassed(voucherID int64, p core.RoomProgress) {
+	v := strconv.FormatInt(voucherID, 10)
+	m.admitted.WithLabelValues(v).Add(float64(p.Admitted))
+	m.waiting.WithLabelValues(v).Set(float64(p.Waiting()))
+	m.noShows.WithLabelValues(v).Set(float64(p.NoShows))
+	if !p.SoldOutAt.IsZero() {
+		m.soldOutSeconds.WithLabelValues(v).Set(float64(p.SoldOutAt.UnixMilli()) / 1000)
+	}
+}

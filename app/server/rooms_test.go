@@ -1,0 +1,286 @@
+package server
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// roomVoucher creates a voucher sold through a room that opened a minute
+// ago, whose sale begins after lead.
+func (h *harness) roomVoucher(stock int64, rate int, ttl string, lead time.Duration) (id int64, begin time.Time) {
+	h.t.Helper()
+	begin = time.Now().Add(lead)
+	status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
+		"title": "room voucher", "payValue": 100, "actualValue": 200, "stock": stock,
+		"beginTime": begin.Format(time.RFC3339Nano), "endTime": begin.Add(time.Hour).Format(time.RFC3339Nano),
+		"room": map[string]any{"opensAt": time.Now().Add(-time.Minute).Format(time.RFC3339), "admitPerSecond": rate, "admissionTTL": ttl},
+	})
+	if status != http.StatusCreated {
+		h.t.Fatalf("create room voucher: %d %v", status, body)
+	}
+	return int64(body["id"].(float64)), begin
+}
+
+// roomOf is a shopper's place as GET …/room answers it.
+func (h *harness) roomOf(voucher, user int64) map[string]any {
+	h.t.Helper()
+	status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(user), nil)
+	if status != 200 {
+		h.t.Fatalf("room of %d: %d %v", user, status, body)
+	}
+	return body
+}
+
+// waitForState polls a shopper's place until it reads state.
+func (h *harness) waitForState(voucher, user int64, state string, within time.Duration) map[string]any {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		body := h.roomOf(voucher, user)
+		if body["state"] == state {
+			return body
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("shopper %d reads %v after %v, want %s", user, body, within, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// buyWith is a seckill with an admission (none when empty).
+func (h *harness) buyWith(voucher, user int64, admission string) (int, map[string]any) {
+	h.t.Helper()
+	header := http.Header{"Content-Type": {"application/json"}}
+	if admission != "" {
+		header.Set(admissionHeader, admission)
+	}
+	status, body, _ := h.request("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(user), nil, header)
+	return status, body
+}
+
+func position(body map[string]any) int64 {
+	p, _ := body["position"].(float64)
+	return int64(p)
+}
+
+// TestARoomDrawsFairlyAndAdmitsInOrder walks a room voucher through its
+// opening over HTTP: shoppers join early, the seckill refuses anyone
+// without an admission (before the opening too: not_admitted, not
+// not_started), the published draw is recomputed here from the seed and
+// matches every shopper's place, later joiners queue in arrival order, an
+// admission is only its shopper's, and re-joins keep the place. On the
+// real stack a second instance answers the polls and the buys: the room
+// and its admissions hold across instances.
+func TestARoomDrawsFairlyAndAdmitsInOrder(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		other := h
+		if !h.cfg.EmbeddedRedis() {
+			cfg := h.cfg
+			cfg.Addr = "127.0.0.1:0"
+			other = startWith(t, cfg)
+		}
+		const early = 12
+		voucher, begin := h.roomVoucher(100, 4, "60s", 1500*time.Millisecond)
+		_, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+		commitment, _ := v["roomCommitment"].(string)
+		if len(commitment) != 64 || v["room"] == nil {
+			t.Fatalf("a room voucher shows %v: want its room and a commitment", v)
+		}
+		for u := int64(1); u <= early; u++ {
+			status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil)
+			if status != 200 || body["state"] != "waiting" || body["position"] != nil {
+				t.Fatalf("early join of %d: %d %v; want waiting, no position before the draw", u, status, body)
+			}
+		}
+		if status, body := h.buyWith(voucher, 1, ""); status != 403 || errorCode(body) != "not_admitted" {
+			t.Fatalf("a seckill without admission before the opening: %d %v; want 403 not_admitted", status, body)
+		}
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil); status != 403 || errorCode(body) != "not_started" {
+			t.Fatalf("the draw before the opening: %d %v; want 403 not_started", status, body)
+		}
+		time.Sleep(time.Until(begin) + 50*time.Millisecond)
+		for u := int64(early + 1); u <= early+3; u++ {
+			if status, body := other.do("POST", "/api/vouchers/"+idString(voucher)+"/room", other.shopper(u), nil); status != 200 || position(body) != u {
+				t.Fatalf("late join of %d: %d %v; want position %d (arrival order, behind the draw)", u, status, body, u)
+			}
+		}
+
+		status, draw := other.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil)
+		if status != 200 {
+			t.Fatalf("draw: %d %v", status, draw)
+		}
+		seed, err := hex.DecodeString(draw["seed"].(string))
+		sum := sha256.Sum256(seed)
+		if err != nil || len(seed) != 32 || hex.EncodeToString(sum[:]) != commitment || draw["commitment"] != commitment {
+			t.Fatalf("the seed %v does not match the commitment %s shown before the opening", draw["seed"], commitment)
+		}
+		var keys []string
+		for _, k := range draw["keys"].([]any) {
+			keys = append(keys, k.(string))
+		}
+		mine := map[int64]string{}
+		for u := int64(1); u <= early; u++ {
+			mac := hmac.New(sha256.New, seed)
+			mac.Write([]byte(strconv.FormatInt(u, 10)))
+			mine[u] = hex.EncodeToString(mac.Sum(nil))
+		}
+		want := slices.Sorted(func(yield func(string) bool) {
+			for _, k := range mine {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		if !slices.Equal(keys, want) {
+			t.Fatalf("published keys %v, want the early joiners' recomputed and sorted %v", keys, want)
+		}
+		first := int64(0)
+		for u := int64(1); u <= early; u++ {
+			body := other.roomOf(voucher, u)
+			if want := int64(slices.Index(keys, mine[u]) + 1); position(body) != want {
+				t.Fatalf("shopper %d is at %v, the draw says %d", u, body["position"], want)
+			}
+			if position(body) == 1 {
+				first = u
+			}
+			// A re-join answers the same place.
+			if _, again := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); position(again) != position(body) {
+				t.Fatalf("a re-join moved shopper %d from %v to %v", u, body["position"], again["position"])
+			}
+		}
+
+		admitted := other.waitForState(voucher, first, "admitted", 3*time.Second)
+		pass, _ := admitted["admission"].(string)
+		if pass == "" || admitted["admissionExpiresAt"] == nil {
+			t.Fatalf("admitted without an admission: %v", admitted)
+		}
+		for _, u := range []int64{first + 1, early + 3} { // another shopper's use of it
+			if u == first {
+				continue
+			}
+			if status, body := h.buyWith(voucher, u, pass); status != 403 || errorCode(body) != "not_admitted" {
+				t.Fatalf("shopper %d with shopper %d's admission: %d %v; want 403 not_admitted", u, first, status, body)
+			}
+		}
+		if status, body := h.buyWith(voucher, first, pass+"x"); status != 403 || errorCode(body) != "not_admitted" {
+			t.Fatalf("a forged admission: %d %v", status, body)
+		}
+		if status, body := h.buyWith(voucher, first, pass); status != 200 || body["orderId"] == nil {
+			t.Fatalf("the admitted shopper buys: %d %v", status, body)
+		}
+		if status, body := other.buyWith(voucher, first, pass); status != 409 || errorCode(body) != "already_purchased" {
+			t.Fatalf("a second buy on the other instance: %d %v; want already_purchased", status, body)
+		}
+		// After the draw every waiting place has a count ahead, never more
+		// than the places before it.
+		for u := int64(1); u <= early+3; u++ {
+			body := other.roomOf(voucher, u)
+			if body["state"] != "waiting" {
+				continue
+			}
+			if ahead, ok := body["ahead"].(float64); !ok || int64(ahead) > position(body)-1 || body["etaSeconds"] == nil {
+				t.Fatalf("shopper %d waits at %v with %v ahead, eta %v", u, body["position"], body["ahead"], body["etaSeconds"])
+			}
+		}
+	})
+}
+
+// TestARoomTellsSoldOutAndReadmitsWhenAUnitComesBack: once the last unit
+// goes, the shoppers still waiting read sold_out within a second; a
+// cancelled order's unit makes the room admit again.
+func TestARoomTellsSoldOutAndReadmitsWhenAUnitComesBack(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		const stock, shoppers = 2, 8
+		voucher, begin := h.roomVoucher(stock, 2, "60s", 500*time.Millisecond)
+		for u := int64(1); u <= shoppers; u++ {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+				t.Fatalf("join: %d %v", status, body)
+			}
+		}
+		time.Sleep(time.Until(begin))
+		byPosition := map[int64]int64{}
+		for u := int64(1); u <= shoppers; u++ {
+			body := h.roomOf(voucher, u)
+			for deadline := time.Now().Add(time.Second); position(body) == 0 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond) // the opening by Redis's clock
+				body = h.roomOf(voucher, u)
+			}
+			byPosition[position(body)] = u
+		}
+		var orders []string
+		for p := int64(1); p <= stock; p++ {
+			body := h.waitForState(voucher, byPosition[p], "admitted", 3*time.Second)
+			status, bought := h.buyWith(voucher, byPosition[p], body["admission"].(string))
+			if status != 200 {
+				t.Fatalf("position %d buys: %d %v", p, status, bought)
+			}
+			orders = append(orders, bought["orderId"].(string))
+		}
+		soldAt := time.Now()
+		last := byPosition[shoppers]
+		h.waitForState(voucher, last, "sold_out", time.Second)
+		t.Logf("sold_out told %v after the last unit went", time.Since(soldAt))
+		waiting := h.roomOf(voucher, last)
+		if waiting["position"] == nil || waiting["admission"] != nil {
+			t.Fatalf("a sold-out shopper's place: %v", waiting)
+		}
+
+		h.waitForRows(voucher, stock, 10*time.Second)
+		if status, body := h.do("POST", "/api/orders/"+orders[0]+"/cancel", h.shopper(byPosition[1]), nil); status != 200 {
+			t.Fatalf("cancel: %d %v", status, body)
+		}
+		// The room admits again: someone still waiting gets in.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			body := h.roomOf(voucher, last)
+			if body["state"] == "admitted" {
+				if status, bought := h.buyWith(voucher, last, body["admission"].(string)); status != 200 && status != 409 {
+					t.Fatalf("re-admitted shopper buys: %d %v", status, bought)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a unit came back and the last shopper still reads %v", body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
+
+// TestAPlainVoucherNeedsNoAdmission and the room endpoints refuse it.
+func TestAPlainVoucherNeedsNoAdmissionAndHasNoRoom(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	voucher := h.openVoucher(3)
+	if status, body := h.buyWith(voucher, 1, ""); status != 200 {
+		t.Fatalf("a plain voucher's seckill: %d %v", status, body)
+	}
+	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(2), nil); status != 400 || errorCode(body) != "bad_request" {
+		t.Fatalf("joining a plain voucher's room: %d %v; want 400", status, body)
+	}
+	_, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+	if _, ok := v["room"]; ok {
+		t.Fatalf("a plain voucher shows a room: %v", v)
+	}
+	for _, bad := range []map[string]any{
+		{"opensAt": time.Now().Add(2 * time.Hour).Format(time.RFC3339), "admitPerSecond": 5},
+		{"opensAt": time.Now().Format(time.RFC3339), "admitPerSecond": 0},
+		{"opensAt": time.Now().Format(time.RFC3339), "admitPerSecond": 5, "admissionTTL": "1s"},
+		{"opensAt": time.Now().Format(time.RFC3339), "admitPerSecond": 5, "admissionTTL": "soon"},
+		{"opensAt": time.Now().Format(time.RFC3339), "admitPerSecond": 5, "queue": "fifo"},
+	} {
+		status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
+			"title": "bad room", "payValue": 1, "actualValue": 2, "stock": 1,
+			"beginTime": time.Now().Add(time.Hour).Format(time.RFC3339), "endTime": time.Now().Add(3 * time.Hour).Format(time.RFC3339),
+			"room": bad,
+		})
+		if status != 400 || errorCode(body) != "bad_request" {
+			t.Fatalf("room %v: %d %v; want 400 bad_request", bad, status, body)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package core
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Room is a voucher's waiting room (Voucher.Room): shoppers join from
+// OpensAt; at the voucher's BeginAt everyone who joined is ordered by a
+// draw keyed with Seed, later joiners queue behind them in arrival order,
+// and the room admits AdmitPerSecond places a second, each admission good
+// for AdmissionTTL. Fixed at creation.
+type Room struct {
+	OpensAt        time.Time
+	AdmitPerSecond int
+	AdmissionTTL   time.Duration
+	// Seed keys the draw. It is secret until the sale begins (only its
+	// Commitment is shown), then published, so that anyone can check the
+	// draw: never put it in an answer before BeginAt.
+	Seed [32]byte
+}
+
+// Bounds of a room's settings.
+const (
+	MaxAdmitPerSecond   = 100_000
+	MinAdmissionTTL     = 5 * time.Second
+	MaxAdmissionTTL     = time.Hour
+	DefaultAdmissionTTL = time.Minute
+)
+
+// NewRoomSeed draws a room's seed from the system's secure source.
+func NewRoomSeed() ([32]byte, error) {
+	var seed [32]byte
+	_, err := rand.Read(seed[:])
+	return seed, err
+}
+
+// Commitment is the hex SHA-256 of the seed: shown from the room's
+// opening, so that the seed published after the draw can be checked to be
+// the one fixed before anyone joined.
+func (r Room) Commitment() string {
+	sum := sha256.Sum256(r.Seed[:])
+	return hex.EncodeToString(sum[:])
+}
+
+// DrawKey is a shopper's key in the draw: hex HMAC-SHA256 keyed with the
+// seed's 32 bytes over the decimal user id. The early joiners' places are
+// their keys in ascending order, so a shopper who has the seed finds
+// their own place among the published keys.
+func (r Room) DrawKey(userID int64) string {
+	mac := hmac.New(sha256.New, r.Seed[:])
+	mac.Write(strconv.AppendInt(nil, userID, 10))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// validate reports the first problem with a room for a sale that begins
+// at begin.
+func (r Room) validate(begin time.Time) error {
+	switch {
+	case r.OpensAt.IsZero():
+		return E(CodeBadRequest, "room.opensAt is required")
+	case !inSaleRange(r.OpensAt):
+		return E(CodeBadRequest, "room.opensAt must be in UTC years 2000 to 2199")
+	case !r.OpensAt.Before(begin):
+		return E(CodeBadRequest, "room.opensAt must be before beginTime (shoppers join before the draw at the opening)")
+	case r.AdmitPerSecond < 1 || r.AdmitPerSecond > MaxAdmitPerSecond:
+		return E(CodeBadRequest, fmt.Sprintf("room.admitPerSecond must be from 1 to %d", MaxAdmitPerSecond))
+	case r.AdmissionTTL < MinAdmissionTTL || r.AdmissionTTL > MaxAdmissionTTL:
+		return E(CodeBadRequest, fmt.Sprintf("room.admissionTTL must be from %s to %s", MinAdmissionTTL, MaxAdmissionTTL))
+	}
+	return nil
+}
+
+// RoomState is where a shopper stands in a room.
+type RoomState string
+
+const (
+	RoomWaiting   RoomState = "waiting"
+	RoomAdmitted  RoomState = "admitted"
+	RoomSoldOut   RoomState = "sold_out"
+	RoomNotJoined RoomState = "not_joined"
+)
+
+// RoomSeat is what the live store holds of one shopper in a room, read in
+// one step.
+type RoomSeat struct {
+	// Joined: the shopper holds a place (an early join, or one at the
+	// back).
+	Joined bool
+	// Position counts from 1; 0 while the draw has not been made (an
+	// early joiner before the sale begins). It never changes once given.
+	Position int64
+	// Frontier is the last position admitted so far.
+	Frontier int64
+	// AdmittedAt is when the shopper's position was admitted (zero if it
+	// was not); Used, whether an order was taken with it.
+	AdmittedAt time.Time
+	Used       bool
+	// SoldOut: the room's last admission pass found no unit left.
+	SoldOut bool
+	// Now is the live store's clock at the read: admissions expire by it.
+	Now time.Time
+}
+
+// RoomProgress is what one admission pass did to a room.
+type RoomProgress struct {
+	// Admitted is how many positions this pass admitted; Frontier the
+	// last admitted position after it; Joined every position given.
+	Admitted, Frontier, Joined int64
+	// NoShows counts, since the opening, the admissions that lapsed
+	// unused (each of which admitted one more while units were left).
+	NoShows int64
+	// SoldOut: no unit was left at this pass; SoldOutAt is when the room
+	// first found none (zero: never).
+	SoldOut   bool
+	SoldOutAt time.Time
+}
+
+// Waiting is the number of places not yet admitted.
+func (p RoomProgress) Waiting() int64 { return p.Joined - p.Frontier }
+
+// RoomBoard is the live store of the rooms (Redis): every call is one
+// atomic step, safe to make from any number of instances at once.
+type RoomBoard interface {
+	// Join gives userID a place in v's room, or answers the one it holds
+	// (a place whose admission lapsed unused is given up for one at the
+	// back). ErrNotStarted before the room opens, ErrEnded after the sale.
+	Join(ctx context.Context, v Voucher, userID int64) error
+	// Seat reads userID's place; read-only, a bounded number of reads
+	// whatever the room's size.
+	Seat(ctx context.Context, v Voucher, userID int64) (RoomSeat, error)
+	// Admit makes one admission pass: at most the room's rate since the
+	// last pass, plus one for each admission that lapsed unused, in
+	// order; none while stockLeft is 0.
+	Admit(ctx context.Context, v Voucher, stockLeft int64) (RoomProgress, error)
+	// Use records that the admission of position was used for an order.
+	Use(ctx context.Context, v Voucher, position int64) error
+	// DrawKeys lists the early joiners' draw keys in ascending order;
+	// drawn is false (and keys nil) before the sale begins by the
+	// store's clock.
+	DrawKeys(ctx context.Context, v Voucher) (keys []string, drawn bool, err error)
+}

@@ -1,0 +1,84 @@
+package core
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RoomPass is an admission out of a room: the shopper, the voucher, the
+// admitted position and when the admission lapses. Its token is signed,
+// so any instance checks it without a look-up.
+type RoomPass struct {
+	VoucherID, UserID, Position int64
+	Expires                     time.Time
+}
+
+// PassSigner signs and checks the passes' tokens with a key of the
+// server's (HMAC-SHA256).
+type PassSigner struct {
+	key []byte
+}
+
+// passDomain separates the pass key from other uses of the same secret
+// (the shoppers' JWTs are signed with the secret itself: a login token is
+// never a pass, nor a pass a login token).
+const passDomain = "seckill room pass v1"
+
+// NewPassSigner derives the pass key from secret (SECKILL_JWT_SECRET).
+func NewPassSigner(secret []byte) *PassSigner {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(passDomain))
+	return &PassSigner{key: mac.Sum(nil)}
+}
+
+// ErrNotAdmitted refuses a seckill on a room voucher without a valid
+// admission of the shopper's.
+var ErrNotAdmitted = E(CodeNotAdmitted, "this voucher sells through a waiting room: join it (POST /api/vouchers/{id}/room) and send the admission it gives in the X-Seckill-Admission header")
+
+// Token is the pass as the shopper sends it: its fields in decimal, then
+// the signature, dot-separated.
+func (s *PassSigner) Token(p RoomPass) string {
+	payload := strconv.FormatInt(p.VoucherID, 10) + "." + strconv.FormatInt(p.UserID, 10) + "." +
+		strconv.FormatInt(p.Position, 10) + "." + strconv.FormatInt(p.Expires.UnixMilli(), 10)
+	return payload + "." + base64.RawURLEncoding.EncodeToString(s.sign(payload))
+}
+
+func (s *PassSigner) sign(payload string) []byte {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(payload))
+	return mac.Sum(nil)
+}
+
+// Check reads token as a pass for userID on voucherID, valid at now:
+// ErrNotAdmitted for anything else (missing, forged, another shopper's or
+// voucher's, lapsed).
+func (s *PassSigner) Check(token string, voucherID, userID int64, now time.Time) (RoomPass, error) {
+	cut := strings.LastIndexByte(token, '.')
+	if cut < 0 || len(token) > 200 {
+		return RoomPass{}, ErrNotAdmitted
+	}
+	payload, sig := token[:cut], token[cut+1:]
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.sign(payload)) {
+		return RoomPass{}, ErrNotAdmitted
+	}
+	fields := strings.Split(payload, ".")
+	if len(fields) != 4 {
+		return RoomPass{}, ErrNotAdmitted
+	}
+	var n [4]int64
+	for i, f := range fields {
+		if n[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return RoomPass{}, ErrNotAdmitted
+		}
+	}
+	p := RoomPass{VoucherID: n[0], UserID: n[1], Position: n[2], Expires: time.UnixMilli(n[3])}
+	if p.VoucherID != voucherID || p.UserID != userID || !now.Before(p.Expires) {
+		return RoomPass{}, ErrNotAdmitted
+	}
+	return p, nil
+}

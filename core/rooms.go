@@ -1,0 +1,268 @@
+package core
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+)
+
+// Rooms runs the vouchers' waiting rooms: a shopper joins and polls their
+// place, the draw is published after the opening, a seckill on a room
+// voucher is let through only with the shopper's pass, and the admission
+// passes (Service) admit each open room at its rate. Its state is the
+// RoomBoard's, so any number of instances serve one room.
+type Rooms struct {
+	board   RoomBoard
+	catalog *Catalog
+	passes  *PassSigner
+	// interval is the time between admission passes.
+	interval time.Duration
+	observer RoomObserver
+	log      *slog.Logger
+	now      func() time.Time
+	// draws keeps each room's published draw: it never changes once made.
+	draws sync.Map // int64 -> RoomDraw
+}
+
+// RoomObserver is told what each admission pass did (the metrics).
+type RoomObserver interface {
+	RoomPassed(voucherID int64, p RoomProgress)
+}
+
+// RoomsConfig is what the rooms are made of.
+type RoomsConfig struct {
+	// Board, Catalog and Passes are required.
+	Board   RoomBoard
+	Catalog *Catalog
+	Passes  *PassSigner
+	// Interval is the time between admission passes (default 200 ms:
+	// sold out is told within a second, and an admission comes within a
+	// fifth of one of its turn).
+	Interval time.Duration
+	Observer RoomObserver
+	Log      *slog.Logger
+}
+
+// DefaultRoomInterval is RoomsConfig.Interval's default.
+const DefaultRoomInterval = 200 * time.Millisecond
+
+// NewRooms builds the rooms, whole: it panics without a Board, a Catalog
+// or Passes (a wiring mistake, found at start).
+func NewRooms(cfg RoomsConfig) *Rooms {
+	if cfg.Board == nil || cfg.Catalog == nil || cfg.Passes == nil {
+		panic("core: NewRooms needs a Board, a Catalog and Passes")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultRoomInterval
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, interval: cfg.Interval,
+		observer: cfg.Observer, log: cfg.Log, now: time.Now}
+}
+
+// RoomStatus is a shopper's place in a room, as the shopper is told it.
+type RoomStatus struct {
+	State RoomState
+	// Position is 0 until the draw (and for a shopper without a place).
+	Position int64
+	// Ahead is the places before Position still waiting; Wait the
+	// estimated time to admission (before the draw: to the opening). Both
+	// -1 where they mean nothing (admitted, sold out, not joined).
+	Ahead int64
+	Wait  time.Duration
+	// Pass is the admission's token, while admitted and unlapsed;
+	// PassExpires when it lapses.
+	Pass        string
+	PassExpires time.Time
+}
+
+// RoomDraw is a room's published draw: the seed and its commitment, and
+// the early joiners' keys in ascending order (their places).
+type RoomDraw struct {
+	Seed, Commitment string
+	Keys             []string
+}
+
+// ErrNoRoom answers a room request on a voucher sold without one.
+var ErrNoRoom = E(CodeBadRequest, "this voucher has no waiting room: buy it directly")
+
+// roomOf is the voucher with its room, or ErrNoRoom.
+func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (Voucher, error) {
+	v, err := r.catalog.Details(ctx, voucherID)
+	if err != nil {
+		return Voucher{}, err
+	}
+	if v.Room == nil {
+		return Voucher{}, ErrNoRoom
+	}
+	return v, nil
+}
+
+// Join gives the shopper a place in the voucher's room (or answers the one
+// they hold), and their status.
+func (r *Rooms) Join(ctx context.Context, userID, voucherID int64) (RoomStatus, error) {
+	v, err := r.roomOf(ctx, voucherID)
+	if err != nil {
+		return RoomStatus{}, err
+	}
+	if err := r.board.Join(ctx, v, userID); err != nil {
+		if CodeOf(err) == CodeNotStarted {
+			return RoomStatus{}, E(CodeNotStarted, "the waiting room opens at "+v.Room.OpensAt.UTC().Format(time.RFC3339))
+		}
+		return RoomStatus{}, Wrap("join room", CodeUnavailable, err)
+	}
+	return r.statusOf(ctx, v, userID)
+}
+
+// Status is the shopper's place in the voucher's room.
+func (r *Rooms) Status(ctx context.Context, userID, voucherID int64) (RoomStatus, error) {
+	v, err := r.roomOf(ctx, voucherID)
+	if err != nil {
+		return RoomStatus{}, err
+	}
+	return r.statusOf(ctx, v, userID)
+}
+
+func (r *Rooms) statusOf(ctx context.Context, v Voucher, userID int64) (RoomStatus, error) {
+	seat, err := r.board.Seat(ctx, v, userID)
+	if err != nil {
+		return RoomStatus{}, Wrap("room seat", CodeUnavailable, err)
+	}
+	return r.status(v, userID, seat), nil
+}
+
+// status reads a seat as the shopper's status.
+func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
+	out := RoomStatus{State: RoomNotJoined, Position: seat.Position, Ahead: -1, Wait: -1}
+	switch {
+	case !seat.Joined:
+		out.Position = 0
+	case seat.Position == 0:
+		out.State, out.Wait = RoomWaiting, max(v.BeginAt.Sub(seat.Now), 0)
+	case seat.Position <= seat.Frontier:
+		// To the millisecond, as the token carries it.
+		expires := time.UnixMilli(seat.AdmittedAt.Add(v.Room.AdmissionTTL).UnixMilli())
+		switch {
+		case seat.Now.Before(expires):
+			out.State, out.PassExpires = RoomAdmitted, expires
+			out.Pass = r.passes.Token(RoomPass{VoucherID: v.ID, UserID: userID, Position: seat.Position, Expires: expires})
+		case seat.Used:
+			out.State = RoomAdmitted
+		default:
+			// Lapsed unused: the place is given up (a join queues again).
+			out.Position = 0
+		}
+	case seat.SoldOut:
+		out.State = RoomSoldOut
+	default:
+		ahead := seat.Position - 1 - seat.Frontier
+		out.State, out.Ahead = RoomWaiting, ahead
+		out.Wait = time.Duration(math.Ceil(float64(ahead+1)/float64(v.Room.AdmitPerSecond)*1000)) * time.Millisecond
+	}
+	return out
+}
+
+// Draw is the voucher's published draw; not_started before the sale
+// begins.
+func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
+	if d, ok := r.draws.Load(voucherID); ok {
+		return d.(RoomDraw), nil
+	}
+	v, err := r.roomOf(ctx, voucherID)
+	if err != nil {
+		return RoomDraw{}, err
+	}
+	keys, drawn, err := r.board.DrawKeys(ctx, v)
+	if err != nil {
+		return RoomDraw{}, Wrap("room draw", CodeUnavailable, err)
+	}
+	if !drawn {
+		return RoomDraw{}, E(CodeNotStarted, "the draw is published when the sale begins, at "+v.BeginAt.UTC().Format(time.RFC3339))
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
+	r.draws.Store(voucherID, d)
+	return d, nil
+}
+
+// Pass checks a seckill's admission: (zero, nil) for a voucher without a
+// room (what a plain voucher pays: a map read once the voucher is known),
+// the shopper's pass for a room voucher, ErrNotAdmitted without a valid
+// one.
+func (r *Rooms) Pass(ctx context.Context, userID, voucherID int64, token string) (RoomPass, error) {
+	v, err := r.catalog.Details(ctx, voucherID)
+	if err != nil || v.Room == nil {
+		// An unknown voucher is the seckill's to answer.
+		return RoomPass{}, nil
+	}
+	return r.passes.Check(token, voucherID, userID, r.now())
+}
+
+// Used records that a pass bought (or found the shopper's order): its
+// admission is not a no-show. Best effort: a record lost admits one more
+// shopper when the admission lapses.
+func (r *Rooms) Used(ctx context.Context, p RoomPass) {
+	v, err := r.catalog.Details(ctx, p.VoucherID)
+	if err == nil && v.Room != nil {
+		err = r.board.Use(ctx, v, p.Position)
+	}
+	if err != nil {
+		r.log.Warn("room: admission use not recorded", "voucher", p.VoucherID, "position", p.Position, "err", err)
+	}
+}
+
+// Service runs the admission passes from Start to Stop.
+func (r *Rooms) Service() Service {
+	return NewService("room admission", func(ctx context.Context) error {
+		t := time.NewTicker(r.interval)
+		defer t.Stop()
+		for {
+			r.AdmitOpen(ctx)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// AdmitOpen makes one admission pass over every room open now that this
+// instance knows of (Catalog.OpenAt: the storefront's and those looked
+// up here). A room another instance passes too is no matter: each pass
+// admits what the rate allows since the last, whoever made it.
+func (r *Rooms) AdmitOpen(ctx context.Context) {
+	now := r.now()
+	for _, id := range r.catalog.OpenAt(ctx, now) {
+		v, err := r.catalog.Details(ctx, id)
+		if err != nil || v.Room == nil || now.Before(v.BeginAt) {
+			continue
+		}
+		if err := r.admit(ctx, v); err != nil && ctx.Err() == nil {
+			r.log.Warn("room: admission pass failed", "voucher", id, "err", err)
+		}
+	}
+}
+
+func (r *Rooms) admit(ctx context.Context, v Voucher) error {
+	live, err := r.catalog.Get(ctx, v.ID)
+	if err != nil {
+		return fmt.Errorf("stock: %w", err)
+	}
+	p, err := r.board.Admit(ctx, v, live.Stock)
+	if err != nil {
+		return err
+	}
+	if r.observer != nil {
+		r.observer.RoomPassed(v.ID, p)
+	}
+	return nil
+}

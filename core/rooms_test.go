@@ -1,0 +1,43 @@
+package core
+
+import (
+	"testing"
+	"time"
+)
+
+// TestASeatReadsAsTheShopperIsTold: how each place the live store holds
+// is told to its shopper.
+func TestASeatReadsAsTheShopperIsTold(t *testing.T) {
+	now := time.Now()
+	v := Voucher{ID: 7, BeginAt: now.Add(10 * time.Second), Room: &Room{AdmitPerSecond: 4, AdmissionTTL: time.Minute}}
+	r := &Rooms{passes: NewPassSigner([]byte("k"))}
+	cases := []struct {
+		name  string
+		seat  RoomSeat
+		state RoomState
+		pos   int64
+		ahead int64
+		wait  time.Duration
+		pass  bool
+	}{
+		{"never joined", RoomSeat{Now: now}, RoomNotJoined, 0, -1, -1, false},
+		{"early, before the draw", RoomSeat{Joined: true, Now: now}, RoomWaiting, 0, -1, 10 * time.Second, false},
+		{"waiting", RoomSeat{Joined: true, Position: 30, Frontier: 10, Now: now}, RoomWaiting, 30, 19, 5 * time.Second, false},
+		{"admitted", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-time.Second), Now: now}, RoomAdmitted, 9, -1, -1, true},
+		{"admitted, sold out: keeps the admission", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now, SoldOut: true, Now: now}, RoomAdmitted, 9, -1, -1, true},
+		{"lapsed unused: the place is given up", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Now: now}, RoomNotJoined, 0, -1, -1, false},
+		{"lapsed after buying", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Used: true, Now: now}, RoomAdmitted, 9, -1, -1, false},
+		{"waiting, sold out", RoomSeat{Joined: true, Position: 30, Frontier: 10, SoldOut: true, Now: now}, RoomSoldOut, 30, -1, -1, false},
+	}
+	for _, c := range cases {
+		got := r.status(v, 42, c.seat)
+		if got.State != c.state || got.Position != c.pos || got.Ahead != c.ahead || got.Wait != c.wait || (got.Pass != "") != c.pass {
+			t.Errorf("%s: %+v; want %s at %d, %d ahead, wait %v, pass %v", c.name, got, c.state, c.pos, c.ahead, c.wait, c.pass)
+		}
+		if c.pass {
+			if p, err := r.passes.Check(got.Pass, 7, 42, now); err != nil || p.Position != c.pos || !p.Expires.Equal(got.PassExpires) {
+				t.Errorf("%s: the pass %+v does not check (%v)", c.name, p, err)
+			}
+		}
+	}
+}
