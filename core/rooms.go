@@ -1,11 +1,13 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -26,6 +28,16 @@ type Rooms struct {
 	now      func() time.Time
 	// draws keeps each room's published draw: it never changes once made.
 	draws sync.Map // int64 -> RoomDraw
+	// passed keeps what this instance's last pass over each room found.
+	passed sync.Map // int64 -> RoomReport
+}
+
+// RoomReport is a room as this instance's last admission pass found it.
+type RoomReport struct {
+	Voucher Voucher
+	RoomProgress
+	// At is when the pass was made.
+	At time.Time
 }
 
 // RoomObserver is told what each admission pass did (the metrics).
@@ -261,8 +273,26 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 	if err != nil {
 		return err
 	}
+	r.passed.Store(v.ID, RoomReport{Voucher: v, RoomProgress: p, At: r.now()})
 	if r.observer != nil {
 		r.observer.RoomPassed(v.ID, p)
 	}
 	return nil
+}
+
+// Reports are the rooms this instance passed in the last minute, by
+// voucher id (the dashboard's).
+func (r *Rooms) Reports() []RoomReport {
+	var out []RoomReport
+	now := r.now()
+	r.passed.Range(func(key, value any) bool {
+		if rep := value.(RoomReport); now.Sub(rep.At) < time.Minute {
+			out = append(out, rep)
+		} else {
+			r.passed.Delete(key)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b RoomReport) int { return cmp.Compare(a.Voucher.ID, b.Voucher.ID) })
+	return out
 }

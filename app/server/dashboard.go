@@ -80,6 +80,8 @@ type dashboardSnapshot struct {
 	// Warnings are settings an operator must not miss (dev codes forced
 	// on real servers).
 	Warnings []string `json:"warnings"`
+	// Rooms are the waiting rooms this instance admits (rooms.go).
+	Rooms []dashboardRoom `json:"rooms"`
 }
 
 // dashboard makes the snapshots.
@@ -93,8 +95,10 @@ type dashboard struct {
 	snapshot dashboardSnapshot
 	madeAt   time.Time
 	prev     metricTotals
-	// prevForwarded is the relay's count at the previous snapshot.
+	// prevForwarded is the relay's count at the previous snapshot;
+	// prevAdmitted each room's frontier then.
 	prevForwarded int64
+	prevAdmitted  map[int64]roomMark
 	history       []dashboardPoint
 	// charts are the snapshot's charts, drawn when first asked for.
 	charts map[string][]byte
@@ -268,6 +272,7 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 		}
 	}
 	d.prev = cur
+	s.Rooms = d.roomsNow()
 	d.history = append(d.history, dashboardPoint{At: now.Unix(), OK: ok, Refused: refused, Persisted: s.Persisted, Depth: depth})
 	if len(d.history) > dashboardHistory {
 		d.history = d.history[len(d.history)-dashboardHistory:]

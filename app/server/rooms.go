@@ -189,3 +189,45 @@ func (m *roomMetrics) RoomPassed(voucherID int64, p core.RoomProgress) {
 		m.soldOutSeconds.WithLabelValues(v).Set(float64(p.SoldOutAt.UnixMilli()) / 1000)
 	}
 }
+
+// dashboardRoom is a waiting room on the dashboard: its size (places not
+// yet admitted), how fast it admits, its no-shows and when it sold out.
+type dashboardRoom struct {
+	Voucher           int64      `json:"voucher"`
+	Title             string     `json:"title"`
+	Waiting           int64      `json:"waiting"`
+	Admitted          int64      `json:"admitted"`
+	AdmittedPerSecond float64    `json:"admittedPerSecond"`
+	Rate              int        `json:"rate"`
+	NoShows           int64      `json:"noShows"`
+	SoldOutAt         *time.Time `json:"soldOutAt"`
+}
+
+// roomMark is a room's frontier at a snapshot.
+type roomMark struct {
+	frontier int64
+	at       time.Time
+}
+
+// roomsNow reads the rooms' last passes; admitted per second is the
+// frontier's move since the previous snapshot.
+func (d *dashboard) roomsNow() []dashboardRoom {
+	reports := d.api.rooms.Reports()
+	out := make([]dashboardRoom, 0, len(reports))
+	marks := make(map[int64]roomMark, len(reports))
+	for _, r := range reports {
+		room := dashboardRoom{Voucher: r.Voucher.ID, Title: r.Voucher.Title, Waiting: r.Waiting(), Admitted: r.Frontier,
+			Rate: r.Voucher.Room.AdmitPerSecond, NoShows: r.NoShows}
+		if prev, ok := d.prevAdmitted[r.Voucher.ID]; ok && r.At.After(prev.at) {
+			room.AdmittedPerSecond = float64(r.Frontier-prev.frontier) / r.At.Sub(prev.at).Seconds()
+		}
+		if !r.SoldOutAt.IsZero() {
+			at := r.SoldOutAt.UTC()
+			room.SoldOutAt = &at
+		}
+		marks[r.Voucher.ID] = roomMark{frontier: r.Frontier, at: r.At}
+		out = append(out, room)
+	}
+	d.prevAdmitted = marks
+	return out
+}

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -283,4 +285,104 @@ func TestAPlainVoucherNeedsNoAdmissionAndHasNoRoom(t *testing.T) {
 			t.Fatalf("room %v: %d %v; want 400 bad_request", bad, status, body)
 		}
 	}
+}
+
+// TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser: a shopper joins a
+// room voucher's queue before the opening beside eight others, reads the
+// draw's countdown, then their place, checks the draw in the page (the
+// seed against the commitment, their key's rank against the place shown),
+// buys when their turn comes and pays. Nothing on the pages logs an error
+// or fails a request; screenshots of each step are saved.
+func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		b := newBrowser(t)
+		voucher, begin := h.roomVoucher(3, 1, "60s", 8*time.Second)
+		card := `li[data-voucher="` + idString(voucher) + `"]`
+		p := b.page()
+		b.open(p, "open /", h.base+"/")
+		b.waitJS(p, "the room voucher is listed", `document.querySelector('`+card+` .buy') !== null && document.querySelector('`+card+` .buy').textContent === 'Log in to join the queue'`)
+		b.input(p, "#phone", "13800000031")
+		b.click(p, "#send-code")
+		b.waitJS(p, "the development code is shown", `!document.getElementById('dev-code').hidden`)
+		b.click(p, "#log-in")
+		b.waitJS(p, "logged in, the queue can be joined", `document.querySelector('`+card+` .buy').textContent === 'Join the queue' && !document.querySelector('`+card+` .buy').disabled`)
+		for u := int64(9001); u <= 9008; u++ { // the others in the draw
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+				t.Fatalf("join: %d %v", status, body)
+			}
+		}
+		b.click(p, card+" .buy")
+		b.waitJS(p, "in the draw, counting down to the opening", `document.querySelector('`+card+` .room-state').textContent.startsWith("You're in the draw. Places are drawn when the sale opens, in ") && document.querySelector('`+card+` .buy').textContent === 'In the queue'`)
+		b.screenshot(p, "storefront-room-draw", 1280, 800, false)
+		if time.Until(begin) < time.Second {
+			t.Fatal("the opening came before the page showed the draw's countdown: too slow to test it")
+		}
+
+		b.waitJS(p, "a place after the opening", `/^(Your place: #\d+ · \d+ ahead · about |Your turn \(place #\d+\))/.test(document.querySelector('`+card+` .room-state').textContent)`)
+		if got := b.text(p, card+" .room-state"); strings.HasPrefix(got, "Your place") {
+			b.screenshot(p, "storefront-room-waiting", 390, 844, true)
+		}
+		b.waitJS(p, "the draw is checked in the page", `!document.querySelector('`+card+` .draw').hidden && document.querySelector('`+card+` .draw-text').textContent !== ''`)
+		got, err := p.Eval(`() => document.querySelector('` + card + ` .draw-text').textContent`)
+		b.must("read the draw's check", err)
+		draw := got.Value.Str() // inside a closed <details>: no innerText
+		place := regexp.MustCompile(`It is #(\d+) of the 9 keys in ascending order: your place\.`).FindStringSubmatch(draw)
+		if !strings.Contains(draw, "✓ SHA-256(seed) is the commitment.") || place == nil {
+			t.Fatalf("the page's check of the draw says:\n%s", draw)
+		}
+		b.waitJS(p, "the shopper's turn", `document.querySelector('`+card+` .buy').textContent === 'Buy now' && !document.querySelector('`+card+` .buy').disabled`)
+		if got := b.text(p, card+" .room-state"); !strings.HasPrefix(got, "Your turn (place #"+place[1]+"): buy within ") {
+			t.Fatalf("at the shopper's turn the room says %q; the draw put them at #%s", got, place[1])
+		}
+		b.click(p, card+" details.draw summary")
+		b.screenshot(p, "storefront-room-turn", 1280, 800, false)
+		b.click(p, card+" .buy")
+		b.waitJS(p, "the order is created and can be paid", `!document.querySelector('`+card+` .order-actions').hidden`)
+		b.click(p, card+" .pay-order")
+		b.waitJS(p, "the sandbox's pay page", `location.pathname.startsWith('/pay/sandbox/') && !document.getElementById('pay').disabled`)
+		b.click(p, "#pay")
+		b.waitJS(p, "paid", `document.getElementById('result').textContent.startsWith('Paid')`)
+		b.open(p, "back to the shop", h.base+"/")
+		b.waitJS(p, "the shop shows the order paid", `(document.querySelector('`+card+` .answer')?.textContent || '').startsWith('Paid ✓ · ref ')`)
+		b.waitJS(p, "the room says the shopper was let in", `document.querySelector('`+card+` .room-state').textContent === 'Let in at place #`+place[1]+`: the order is yours.'`)
+		b.screenshot(p, "storefront-room-paid", 1280, 800, false)
+		b.clean()
+	})
+}
+
+// TestTheDashboardShowsTheRoomsInABrowser: a room's size, admissions,
+// no-shows and sold-out time on the operator's page, as the sale goes.
+func TestTheDashboardShowsTheRoomsInABrowser(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	b := newBrowser(t)
+	voucher, begin := h.roomVoucher(2, 5, "5s", time.Second)
+	for u := int64(1); u <= 10; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+			t.Fatalf("join: %d %v", status, body)
+		}
+	}
+	time.Sleep(time.Until(begin) + 1200*time.Millisecond) // five admitted at 5/s
+	bought := 0
+	for u := int64(1); u <= 10 && bought < 2; u++ {
+		if body := h.roomOf(voucher, u); body["state"] == "admitted" {
+			if status, _ := h.buyWith(voucher, u, body["admission"].(string)); status != 200 {
+				t.Fatalf("an admitted shopper could not buy: %d", status)
+			}
+			bought++
+		}
+	}
+	if bought != 2 {
+		t.Fatalf("%d admitted shoppers found to buy, want 2", bought)
+	}
+	p := b.page()
+	b.open(p, "open /dashboard", h.base+"/dashboard")
+	b.input(p, "#admin-token", h.cfg.AdminToken)
+	row := `#room-table tr[data-voucher="` + idString(voucher) + `"]`
+	// Sold out after two; the three admitted who did not buy lapse after
+	// 5 s: no-shows, and (sold out) nobody else is let in.
+	b.waitJS(p, "the room: 5 waiting, 5 admitted, 3 no-shows, sold out", `(() => { const tr = document.querySelector('`+row+`');
+		if (!tr) return false; const c = [...tr.cells].map((td) => td.textContent);
+		return c[1] === 'room voucher' && c[2] === '5' && c[3] === '5' && c[4].endsWith('(5)') && c[5] === '3' && c[6] !== '—'; })()`)
+	b.screenshot(p, "dashboard-rooms", 1280, 800, false)
+	b.clean()
 }

@@ -79,11 +79,29 @@ function render(d) {
     ["may evict keys", r.evicting && r.evicting.length ? r.evicting.join(", ") : "no (noeviction)"],
     ["evicted keys", num(r.evictedKeys)],
   ] : [["eviction", "not told (embedded Redis)"]]);
+  renderRooms(d.rooms || []);
   $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
   $("warnings").replaceChildren(...(d.warnings || []).map((w) => {
     const li = document.createElement("li");
     li.textContent = w;
     return li;
+  }));
+}
+
+// renderRooms shows each waiting room this instance admits: its size, how
+// fast it admits against its rate, its no-shows, when it sold out.
+function renderRooms(rooms) {
+  $("rooms-section").hidden = rooms.length === 0;
+  $("room-table").querySelector("tbody").replaceChildren(...rooms.map((r) => {
+    const tr = document.createElement("tr");
+    tr.dataset.voucher = String(r.voucher);
+    for (const v of [r.voucher, r.title, num(r.waiting), num(r.admitted), num(r.admittedPerSecond, 1) + " (" + r.rate + ")",
+      num(r.noShows), r.soldOutAt ? new Date(r.soldOutAt).toLocaleTimeString() : "—"]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.append(td);
+    }
+    return tr;
   }));
 }
 

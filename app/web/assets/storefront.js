@@ -12,8 +12,8 @@ const phoneKey = "seckill.phone";
 
 const $ = (id) => document.getElementById(id);
 
-async function api(method, path, body, auth) {
-  const headers = {};
+async function api(method, path, body, auth, extra) {
+  const headers = { ...(extra || {}) };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const token = sessionStorage.getItem(tokenKey);
   if (auth && token) headers["Authorization"] = "Bearer " + token;
@@ -27,6 +27,7 @@ const messages = {
   sold_out: "Sold out.",
   already_purchased: "You already have an order for this voucher.",
   not_started: "The sale has not started yet.",
+  not_admitted: "Wait for your turn in the queue.",
   ended: "The sale has ended.",
   busy: "Busy, try again in a moment.",
   rate_limited: "Too many tries, wait a second.",
@@ -61,11 +62,13 @@ function buyButton(card, now) {
     label = "Bought ✓"; can = false;
   } else if (in_ && o && o.status === "created") {
     label = "Yours: pay below"; can = false;
-  } else if (now < Date.parse(v.beginTime)) {
-    label = "Opens at " + new Date(Date.parse(v.beginTime)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-    can = false;
   } else if (now >= Date.parse(v.endTime)) {
     label = "Ended"; can = false;
+  } else if (v.room) {
+    [label, can] = roomButton(card, now, in_);
+  } else if (now < Date.parse(v.beginTime)) {
+    label = "Opens at " + clockTime(v.beginTime);
+    can = false;
   } else if (v.stock <= 0) {
     label = "Sold out"; can = false;
   } else if (!in_) {
@@ -73,6 +76,120 @@ function buyButton(card, now) {
   }
   b.textContent = label;
   b.disabled = !can || b.dataset.busy === "1";
+}
+
+function clockTime(t) { return new Date(Date.parse(t)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }); }
+
+// A room voucher is bought with the admission its waiting room gives in
+// turn: the button joins the queue, then waits, then buys. card.room is
+// the shopper's place as the server last said it.
+function roomButton(card, now, in_) {
+  const v = card.voucher;
+  const state = card.room ? card.room.state : "not_joined";
+  if (!in_) return ["Log in to join the queue", false];
+  if (now < Date.parse(v.room.opensAt)) return ["Queue opens at " + clockTime(v.room.opensAt), false];
+  if (state === "admitted" && card.room.admission) return ["Buy now", true];
+  if (state === "admitted") return ["Your turn has passed", false];
+  if (state === "waiting") return ["In the queue", false];
+  if (state === "sold_out") return ["Sold out", false];
+  return ["Join the queue", true];
+}
+
+// roomText says where the shopper stands: the countdown to the room's
+// opening, the draw, their place with how many are ahead and the wait,
+// their turn with the time left to buy, or sold out.
+function roomText(card, now) {
+  const v = card.voucher, r = card.room;
+  const opens = Date.parse(v.room.opensAt), begin = Date.parse(v.beginTime);
+  if (now < opens) return "Waiting room opens in " + duration(opens - now) + ". Join before the sale for a fair draw.";
+  if (!sessionStorage.getItem(tokenKey)) return "Sold through a waiting room: who joins before the opening is placed by a draw, then first come.";
+  const o = card.order;
+  if (o && o.status !== "cancelled" && r && r.position) return "Let in at place #" + r.position + ": the order is yours.";
+  if (!r || r.state === "not_joined") {
+    return now < begin ? "Join the queue: places are drawn when the sale opens, in " + duration(begin - now) + "."
+      : "Join the queue: you get the next place; " + v.room.admitPerSecond + " shoppers are let in each second.";
+  }
+  if (r.state === "waiting" && r.position === null) return "You're in the draw. Places are drawn when the sale opens, in " + duration(begin - now) + ".";
+  if (r.state === "waiting") {
+    return "Your place: #" + r.position + " · " + r.ahead + " ahead · about " + duration((r.etaSeconds || 0) * 1000);
+  }
+  if (r.state === "admitted" && r.admissionExpiresAt) {
+    const left = Date.parse(r.admissionExpiresAt) - now;
+    return left > 0 ? "Your turn (place #" + r.position + "): buy within " + duration(left) + "." : "Your turn has passed.";
+  }
+  if (r.state === "admitted") return "You were let in (place #" + r.position + ").";
+  return "Sold out while you waited (place #" + r.position + ").";
+}
+
+function showRoom(card, now) {
+  const box = card.li.querySelector(".room");
+  box.hidden = !card.voucher.room;
+  if (!card.voucher.room) return;
+  const p = card.li.querySelector(".room-state");
+  p.textContent = roomText(card, now);
+  p.classList.toggle("turn", Boolean(card.room && card.room.admission));
+  if (card.room && card.room.position !== null && now >= Date.parse(card.voucher.beginTime) && !card.draw) showDraw(card);
+}
+
+// pollRoom reads the shopper's place in the voucher's room.
+async function pollRoom(id) {
+  const card = cards.get(id);
+  if (!card || !card.voucher.room || !sessionStorage.getItem(tokenKey)) return;
+  const r = await api("GET", "/api/vouchers/" + id + "/room", undefined, true);
+  if (r.status === 200) card.room = r.data;
+  showRoom(card, shopNow());
+  buyButton(card, shopNow());
+}
+
+// pollRooms follows, every second, the rooms the shopper waits in.
+function pollRooms() {
+  for (const [id, card] of cards) {
+    const o = card.order;
+    if (card.voucher.room && card.room && ["waiting", "admitted"].includes(card.room.state) && !(o && o.status !== "cancelled")) pollRoom(id);
+  }
+}
+
+async function joinRoom(id) {
+  const card = cards.get(id);
+  const r = await api("POST", "/api/vouchers/" + id + "/room", undefined, true);
+  if (r.status === 200) {
+    card.room = r.data;
+    answer(id, "", true);
+  } else {
+    if (errorCode(r.data) === "unauthorized") logOut();
+    answer(id, (r.data.error && r.data.error.message) || "Could not join the queue.", false);
+  }
+  showRoom(card, shopNow());
+}
+
+// hex and the Web Crypto digests let the shopper check the draw here:
+// the seed against the commitment shown before the opening, and their own
+// key (HMAC-SHA256 of the seed over their user id) among the published.
+const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
+const unhex = (s) => new Uint8Array(s.match(/../g).map((h) => parseInt(h, 16)));
+
+async function showDraw(card) {
+  card.draw = "loading";
+  const r = await api("GET", "/api/vouchers/" + card.voucher.id + "/room/draw");
+  if (r.status !== 200) { card.draw = undefined; return; }
+  const d = r.data, user = sessionStorage.getItem(userKey) || "";
+  let lines = ["Seed: " + d.seed, "Commitment (shown from the room's opening): " + d.commitment];
+  if (window.crypto && crypto.subtle) {
+    const seed = unhex(d.seed);
+    const sum = hex(await crypto.subtle.digest("SHA-256", seed));
+    lines.push(sum === d.commitment ? "✓ SHA-256(seed) is the commitment." : "✗ SHA-256(seed) is " + sum + ", not the commitment.");
+    const key = await crypto.subtle.importKey("raw", seed, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const mine = hex(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(user)));
+    const rank = d.keys.indexOf(mine);
+    lines.push("Your key, HMAC-SHA256(seed, " + user + "): " + mine);
+    lines.push(rank >= 0 ? "It is #" + (rank + 1) + " of the " + d.keys.length + " keys in ascending order: your place."
+      : "You joined after the opening: your place is by arrival, behind the " + d.keys.length + " drawn.");
+  } else {
+    lines.push("Check it: SHA-256(seed) must be the commitment; your key is HMAC-SHA256 keyed with the seed over your user id (" + user + "), and your place its rank among the " + d.keys.length + " keys.");
+  }
+  card.draw = d;
+  card.li.querySelector(".draw-text").textContent = lines.join("\n");
+  card.li.querySelector(".draw").hidden = false;
 }
 
 // challenges name the codes sent from this page, newest first: a code is
@@ -168,6 +285,7 @@ async function logIn() {
   say("", true);
   showAccount();
   checkHeld();
+  for (const [id, card] of cards) if (card.voucher.room) pollRoom(id);
 }
 
 function logOut() {
@@ -178,6 +296,9 @@ function logOut() {
   $("my-orders").replaceChildren();
   for (const card of cards.values()) {
     card.order = undefined;
+    card.room = undefined;
+    card.draw = undefined;
+    card.li.querySelector(".draw").hidden = true;
     card.checked = false;
     card.li.querySelector(".answer").textContent = "";
     card.li.querySelector(".payby").hidden = true;
@@ -218,13 +339,14 @@ function render(vouchers) {
     if (!card) {
       const li = $("voucher-card").content.firstElementChild.cloneNode(true);
       li.dataset.voucher = String(v.id);
-      li.querySelector(".buy").addEventListener("click", () => buy(v.id));
+      li.querySelector(".buy").addEventListener("click", () => act(v.id));
       li.querySelector(".pay-order").addEventListener("click", () => payOrder(v.id));
       li.querySelector(".cancel-order").addEventListener("click", () => cancelOrder(v.id));
       card = { li };
       cards.set(v.id, card);
       list.appendChild(li);
     }
+    if (v.room && !card.voucher && sessionStorage.getItem(tokenKey)) setTimeout(() => pollRoom(v.id), 0);
     card.voucher = v;
     card.li.querySelector(".title").textContent = v.title;
     card.li.querySelector(".pay").textContent = money(v.payValue);
@@ -246,6 +368,7 @@ function tick() {
   const now = shopNow();
   for (const card of cards.values()) {
     card.li.querySelector(".window").textContent = windowText(card.voucher, now);
+    showRoom(card, now);
     buyButton(card, now);
     const o = card.order;
     if (o && o.status === "created" && o.payBy) {
@@ -391,6 +514,14 @@ function answer(id, text, ok) {
   p.className = "answer " + (ok ? "ok" : "refused");
 }
 
+// act is the card's button: a room voucher's shopper joins its queue
+// until the room lets them in; then, as for any voucher, buys.
+function act(id) {
+  const card = cards.get(id);
+  if (card.voucher.room && !(card.room && card.room.admission)) return joinRoom(id);
+  return buy(id);
+}
+
 async function buy(id) {
   const card = cards.get(id);
   const button = card.li.querySelector(".buy");
@@ -399,7 +530,8 @@ async function buy(id) {
   card.note = "";
   answer(id, "Buying…", true);
   try {
-    const r = await api("POST", "/api/vouchers/" + id + "/seckill", undefined, true);
+    const admission = card.room && card.room.admission;
+    const r = await api("POST", "/api/vouchers/" + id + "/seckill", undefined, true, admission ? { "X-Seckill-Admission": admission } : {});
     const code = errorCode(r.data);
     if (r.status === 200) {
       answer(id, "Reserved · ref " + shortRef(r.data.orderId) + " · saving your order…", true);
@@ -457,4 +589,5 @@ document.addEventListener("DOMContentLoaded", () => {
   refresh().then(loadMyOrders);
   setInterval(refresh, 2000);
   setInterval(tick, 1000);
+  setInterval(pollRooms, 1000);
 });
