@@ -5,17 +5,23 @@
 -- that lapsed unused since; the next positions in order, recorded as one
 -- pass "from:to:ms". Nothing is admitted while no unit is left, and no
 -- burst saved: when units come back, admission resumes at the rate.
+-- Once the draw is made, each pass also writes up to ARGV[7] of the early
+-- joiners' positions into the places hash, in rank order: a poll is then
+-- one field read, whatever the room's size (a rank in a large sorted set
+-- costs several times a field, measured).
 --
 -- KEYS[1] -> seckill:room:{shard}:voucherId  hash: the room's state
 --            (room_join.lua's fields, and credit: the bucket's tokens;
 --            tick: the last pass, unix ms; owed: places owed for lapsed
 --            admissions; checked: the last position whose admission was
 --            settled; noshows: admissions lapsed unused; soldout 0/1;
---            soldoutAt: when no unit was first found, unix ms)
--- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: draw keys
+--            soldoutAt: when no unit was first found, unix ms; placed:
+--            the early joiners whose positions are written)
+-- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the draw
 -- KEYS[3] -> seckill:room:{shard}:voucherId:admitted  sorted set: passes
 -- KEYS[4] -> seckill:room:{shard}:voucherId:used  sorted set: used
 --            positions
+-- KEYS[5] -> seckill:room:{shard}:voucherId:places  hash: positions
 --
 -- ARGV[1] -> places admitted per second
 -- ARGV[2] -> the admission's lifetime, ms
@@ -23,21 +29,23 @@
 -- ARGV[4] -> units left (0: sold out)
 -- ARGV[5] -> when the room's keys expire, unix ms
 -- ARGV[6] -> at most this many passes settled per call
+-- ARGV[7] -> at most this many early joiners' positions written per call
 --
--- Returns {admitted, frontier, joined, noshows, soldout, soldoutAt}:
--- the places this pass admitted, the last admitted position, the places
--- given, the admissions lapsed unused so far, 0/1, unix ms (0: never).
+-- Returns {admitted, frontier, joined, noshows, soldout, soldoutAt,
+-- unplaced}: the places this pass admitted, the last admitted position,
+-- the places given, the admissions lapsed unused so far, 0/1, unix ms
+-- (0: never), the early joiners whose positions are still to be written.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local begin = tonumber(ARGV[3])
 if now < begin then
-  return {0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0}
 end
 local rate, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local soldout = tonumber(ARGV[4]) <= 0
 local f = redis.call('HMGET', KEYS[1], 'closed', 'early', 'next', 'frontier', 'credit', 'tick',
-  'owed', 'checked', 'noshows', 'soldout', 'soldoutAt')
+  'owed', 'checked', 'noshows', 'soldout', 'soldoutAt', 'placed')
 local early = tonumber(f[2] or '0')
 if f[1] ~= '1' then
   early = redis.call('ZCARD', KEYS[2])
@@ -49,6 +57,17 @@ local credit = tonumber(f[5] or '0')
 local last = math.max(tonumber(f[6] or '0'), begin)
 local owed, checked, noshows = tonumber(f[7] or '0'), tonumber(f[8] or '0'), tonumber(f[9] or '0')
 local soldoutAt = tonumber(f[11] or '0')
+
+-- Write the next early joiners' positions (never over a place a lapsed
+-- early joiner was given at the back since).
+local placed = tonumber(f[12] or '0')
+if placed < early then
+  local chunk = redis.call('ZRANGE', KEYS[2], placed, placed + tonumber(ARGV[7]) - 1)
+  for i, m in ipairs(chunk) do
+    redis.call('HSETNX', KEYS[5], string.sub(m, 66), placed + i)
+  end
+  placed = placed + #chunk
+end
 
 -- Settle the passes whose admissions have lapsed, oldest first: each
 -- place not used is a no-show, and owed one more admission (while units
@@ -90,8 +109,8 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'frontier', frontier, 'credit', tostring(credit), 'tick', now, 'owed', owed,
-  'checked', checked, 'noshows', noshows, 'soldout', soldout and 1 or 0, 'soldoutAt', soldoutAt)
-for i = 1, 4 do
+  'checked', checked, 'noshows', noshows, 'soldout', soldout and 1 or 0, 'soldoutAt', soldoutAt, 'placed', placed)
+for i = 1, 5 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[5])
 end
-return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt}
+return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt, early - placed}

@@ -4,17 +4,22 @@
 --
 -- KEYS[1] -> seckill:room:{shard}:voucherId  hash: the room's state
 --            (closed: the early set is final)
--- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: draw keys
+-- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the draw,
+--            "<draw key>:<user id>"
 --
 -- ARGV[1] -> the sale's begin, unix ms
 --
--- Returns {0}: not drawn yet; {1, key, key, ...}: the keys.
+-- Returns {0}: not drawn yet; {1, key, key, ...}: the keys, without the
+-- user ids.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[1]) and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
   return {0}
 end
-local keys = redis.call('ZRANGE', KEYS[2], 0, -1)
-table.insert(keys, 1, 1)
+local members = redis.call('ZRANGE', KEYS[2], 0, -1)
+local keys = {1}
+for i, m in ipairs(members) do
+  keys[i + 1] = string.sub(m, 1, 64)
+end
 return keys

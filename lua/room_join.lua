@@ -10,16 +10,19 @@
 --            then), next (places given at the back), frontier (the last
 --            admitted position), and room_admit.lua's fields
 -- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the early
---            joiners' draw keys, all scored 0 (so ranked by the key)
--- KEYS[3] -> seckill:room:{shard}:voucherId:late  hash: user id -> its
---            place at the back
+--            joiners, "<draw key>:<user id>", all scored 0 (so ranked by
+--            the key: 64 hex characters, then the id)
+-- KEYS[3] -> seckill:room:{shard}:voucherId:places  hash: user id -> its
+--            position (an early joiner's written from the draw by
+--            room_admit.lua; a later joiner's here)
 -- KEYS[4] -> seckill:room:{shard}:voucherId:admitted  sorted set: the
 --            admission passes, "from:to:ms" scored by to
 -- KEYS[5] -> seckill:room:{shard}:voucherId:used  sorted set: positions
 --            whose admission bought, scored by the position
 --
 -- ARGV[1] -> the user id
--- ARGV[2] -> the user's draw key (hex HMAC-SHA256 of the seed over the id)
+-- ARGV[2] -> the user's member in the draw, "<draw key>:<user id>" (the
+--            key: hex HMAC-SHA256 of the seed over the id)
 -- ARGV[3] -> the room's opening, unix ms
 -- ARGV[4] -> the sale's begin, unix ms
 -- ARGV[5] -> the sale's end, unix ms

@@ -1,17 +1,19 @@
 -- room_seat.lua: a shopper's place in a voucher's waiting room, read in
 -- one step and a bounded number of reads whatever the room's size (a
--- position is a rank or a field, never a scan). Writes nothing.
+-- position is a field; until the admission passes have written the
+-- draw's positions, an early joiner's is a rank; never a scan). Writes
+-- nothing.
 --
 -- KEYS[1] -> seckill:room:{shard}:voucherId  hash: the room's state
 --            (room_join.lua)
--- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: draw keys
--- KEYS[3] -> seckill:room:{shard}:voucherId:late  hash: places at the back
+-- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the draw
+-- KEYS[3] -> seckill:room:{shard}:voucherId:places  hash: positions
 -- KEYS[4] -> seckill:room:{shard}:voucherId:admitted  sorted set: passes
 -- KEYS[5] -> seckill:room:{shard}:voucherId:used  sorted set: used
 --            positions
 --
 -- ARGV[1] -> the user id
--- ARGV[2] -> the user's draw key
+-- ARGV[2] -> the user's member in the draw ("<draw key>:<user id>")
 -- ARGV[3] -> the sale's begin, unix ms
 --
 -- Returns {joined, position, frontier, admittedAt, used, soldout, now}:

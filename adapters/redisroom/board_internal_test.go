@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -96,7 +98,14 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		if !slices.Equal(keys, want) {
 			t.Fatal("the published keys are not the early joiners' keys recomputed from the seed, in ascending order")
 		}
-		for round := range 2 { // the second round re-joins everyone first
+		// Round 1 re-joins everyone first; round 2 reads the positions an
+		// admission pass wrote from the draw.
+		for round := range 3 {
+			if round == 2 {
+				if _, err := b.Admit(ctx, v, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for u := int64(1); u <= early+20; u++ {
 				if round == 1 {
 					if err := b.Join(ctx, v, u); err != nil {
@@ -286,6 +295,54 @@ func TestJoinOutsideTheRoomsHoursIsRefused(t *testing.T) {
 		v.Room.OpensAt, v.BeginAt, v.EndAt = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(-time.Second)
 		if err := b.Join(ctx, v, 1); !errors.Is(err, core.ErrEnded) {
 			t.Fatalf("a join after the sale: %v, want ended", err)
+		}
+	})
+}
+
+// TestTheDrawsPositionsAreWrittenInChunksAndMatchTheRanks: a draw larger
+// than one script call writes (placePerCall) is written over several
+// calls of one pass; every written position is the key's rank, and a
+// position given at the back to a lapsed early joiner is never
+// overwritten.
+func TestTheDrawsPositionsAreWrittenInChunksAndMatchTheRanks(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 47, 10, time.Minute, time.Hour)
+		n := int64(placePerCall*2 + 500)
+		_, early, places, _, _ := b.keys(v.ID)
+		pipe := b.rdb.Pipeline()
+		for u := int64(1); u <= n; u++ {
+			pipe.ZAdd(ctx, early, redis.Z{Member: member(v.Room, u)})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, 0, n)
+		for u := int64(1); u <= n; u++ {
+			keys = append(keys, v.Room.DrawKey(u))
+		}
+		slices.Sort(keys)
+		// Shopper 1 already has a place at the back (a lapsed admission).
+		if err := b.rdb.HSet(ctx, places, 1, n+1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		v.BeginAt = time.Now().Add(-time.Second)
+		if _, err := b.Admit(ctx, v, 100); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.rdb.HGetAll(ctx, places).Result()
+		if err != nil || int64(len(got)) != n {
+			t.Fatalf("%d positions written (%v), want %d", len(got), err, n)
+		}
+		for u := int64(2); u <= n; u++ {
+			want := slices.Index(keys, v.Room.DrawKey(u)) + 1
+			if got[strconv.FormatInt(u, 10)] != strconv.Itoa(want) {
+				t.Fatalf("shopper %d written at %s, the draw says %d", u, got[strconv.FormatInt(u, 10)], want)
+			}
+		}
+		if got["1"] != strconv.FormatInt(n+1, 10) {
+			t.Fatalf("the place given at the back was overwritten: %s", got["1"])
 		}
 	})
 }

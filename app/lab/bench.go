@@ -214,7 +214,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	duration := fs.Duration("duration", 6*time.Second, "length of each load run")
 	conns := fs.Int("conns", 50, "keep-alive connections")
 	rounds := fs.Int("rounds", 5, "rounds of alternated runs (endpoint against the bare handlers, drain against the INSERT loop); the median of each is kept")
-	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, tracing, wrk, hot, sale (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: endpoint, redis, drain, sync, wait, tracing, room, wrk, hot, sale (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server during the last endpoint run to this file (and of the last wrk run of each case to this file plus .stock-left and .sold-out)")
 	memProfile := fs.String("memprofile", "", "write the server's allocation profile after the last endpoint run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -308,6 +308,17 @@ func (b *bench) runParts(flags benchFlags) ([]benchTarget, error) {
 			return nil, err
 		}
 		results = append(results, target)
+	}
+	if flags.run("room") {
+		targets, err := b.roomCosts()
+		if err != nil {
+			return nil, err
+		}
+		bots, err := b.botShares(min(flags.rounds, 3))
+		if err != nil {
+			return nil, err
+		}
+		results = append(append(results, targets...), bots...)
 	}
 	if flags.run("wrk") {
 		targets, err := b.wrkCompare(flags.rounds, flags.duration, flags.cpuProfile)

@@ -1,0 +1,367 @@
+package lab
+
+import (
+	"context"
+	crand "crypto/rand"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/redisroom"
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/lua"
+)
+
+// The waiting room on the real Redis (`bench -only room`): what a join
+// costs Redis against a bare ZADD (redis-benchmark, same run), what a poll
+// costs as the room grows from 1,000 to 100,000 places, whether the draw's
+// places are independent of the arrival order (Kendall's τ, a χ² test),
+// and the share of units a fast scripted client takes with and without
+// the room (bench_roombots.go).
+
+// roomBench is the room's Redis and key space for one bench run.
+type roomBench struct {
+	rdb    *redis.Client
+	url    string
+	prefix string
+	board  *redisroom.Board
+	keys   func(voucherID int64) []string
+	// joinSHA is room_join.lua's, loaded: fill pipelines it.
+	joinSHA string
+}
+
+func (b *bench) newRoomBench() (*roomBench, error) {
+	opts, err := redis.ParseURL(b.cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opts)
+	prefix := "benchroom" + crand.Text()[:4] + ":"
+	shards := redisreserve.SpreadShards(1)
+	keys := func(id int64) []string {
+		s := prefix + "room:{" + shards.TagOf(id) + "}:" + strconv.FormatInt(id, 10)
+		return []string{s, s + ":early", s + ":places", s + ":admitted", s + ":used"}
+	}
+	sha, err := rdb.ScriptLoad(context.Background(), lua.RoomJoin).Result()
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &roomBench{rdb: rdb, url: b.cfg.RedisURL, prefix: prefix, board: redisroom.New(rdb, prefix, shards), keys: keys, joinSHA: sha}, nil
+}
+
+func (r *roomBench) close() {
+	r.rdb.Close()
+	dropKeys(r.url, r.prefix)
+}
+
+// roomOf is a room voucher of id whose sale begins at begin.
+func roomOf(id int64, begin time.Time) core.Voucher {
+	v := core.Voucher{ID: id, Stock: 100, BeginAt: begin, EndAt: begin.Add(time.Hour),
+		Room: &core.Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 100, AdmissionTTL: time.Minute}}
+	crand.Read(v.Room.Seed[:])
+	return v
+}
+
+// roomCosts runs the Redis-side room measurements.
+func (b *bench) roomCosts() ([]benchTarget, error) {
+	r, err := b.newRoomBench()
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	out, err := r.joinCost(b.conns)
+	if err != nil {
+		out = append(out, benchTarget{name: "room join ÷ bare ZADD, redis-benchmark", detail: "not run: " + err.Error()})
+	}
+	polls, err := r.pollCost()
+	if err != nil {
+		return nil, err
+	}
+	draw, err := r.drawFairness(10_000)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(out, polls...), draw...), nil
+}
+
+// joinCost sets redis-benchmark's EVALSHA of room_join.lua, before the
+// opening (a join into the draw) and after it (a place at the back),
+// against a bare ZADD of the same random members, in one run.
+func (r *roomBench) joinCost(conns int) ([]benchTarget, error) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return nil, fmt.Errorf("redis-benchmark is not on this machine")
+	}
+	sha := r.joinSHA
+	host, port, _ := strings.Cut(r.rdb.Options().Addr, ":")
+	run := func(args ...string) (float64, error) {
+		progressf("bench: redis-benchmark %s…", args[0])
+		cmd := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q"}, args...)
+		out, err := exec.Command(bin, cmd...).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
+		}
+		m := rpsLine.FindAllStringSubmatch(string(out), -1)
+		if len(m) == 0 {
+			return 0, fmt.Errorf("redis-benchmark printed no rate: %s", out)
+		}
+		return strconv.ParseFloat(m[len(m)-1][1], 64)
+	}
+	join := func(v core.Voucher) (float64, error) {
+		ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+		args := append([]string{"EVALSHA", sha, "5"}, r.keys(v.ID)...)
+		return run(append(args, "__rand_int__", "__rand_int__", ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt), "60000", ms(v.EndAt.Add(time.Hour)))...)
+	}
+	zadd, err := run("ZADD", r.prefix+"bare:{s0}", "0", "__rand_int__")
+	if err != nil {
+		return nil, err
+	}
+	early, err := join(roomOf(1, time.Now().Add(time.Hour)))
+	if err != nil {
+		return nil, err
+	}
+	late, err := join(roomOf(2, time.Now().Add(-time.Minute)))
+	if err != nil {
+		return nil, err
+	}
+	detail := func(rate float64) string {
+		return fmt.Sprintf("%.0f ÷ %.0f req/s; %d connections, no pipelining, random users", rate, zadd, conns)
+	}
+	return []benchTarget{
+		{name: "room join before the opening (the draw) ÷ bare ZADD, redis-benchmark", ratio: early / zadd, measured: true, detail: detail(early)},
+		{name: "room join after the opening (at the back) ÷ bare ZADD, redis-benchmark", ratio: late / zadd, measured: true, detail: detail(late)},
+	}, nil
+}
+
+// fill joins users 1..n into v's room, pipelined, in that order.
+func (r *roomBench) fill(v core.Voucher, n int) error {
+	ctx := context.Background()
+	const batch = 1000
+	for from := 1; from <= n; from += batch {
+		pipe := r.rdb.Pipeline()
+		for u := from; u < from+batch && u <= n; u++ {
+			ms := func(t time.Time) int64 { return t.UnixMilli() }
+			pipe.EvalSha(ctx, r.joinSHA, r.keys(v.ID), u, v.Room.DrawKey(int64(u))+":"+strconv.Itoa(u), ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt),
+				60000, ms(v.EndAt.Add(time.Hour)))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("fill a room: %w", err)
+		}
+	}
+	return nil
+}
+
+// pollCost fills rooms of 1,000, 10,000 and 100,000 early joiners and
+// polls random ones after the opening from 16 goroutines: first while
+// their positions are ranks in the draw (before an admission pass has
+// written them), then, in three rounds that rotate the rooms' order (this
+// machine is noisy), once a pass has written them: the rate, and Redis's
+// own time per call from INFO commandstats.
+func (r *roomBench) pollCost() ([]benchTarget, error) {
+	ctx := context.Background()
+	sizes := []int{1_000, 10_000, 100_000}
+	rooms := make([]core.Voucher, len(sizes))
+	rankUsecs := make([]float64, len(sizes))
+	for i, n := range sizes {
+		v := roomOf(int64(10+i), time.Now().Add(time.Hour))
+		progressf("bench: a room of %d places…", n)
+		if err := r.fill(v, n); err != nil {
+			return nil, err
+		}
+		v.BeginAt = time.Now().Add(-time.Second) // the draw is made
+		_, rankUsec, err := r.polls(v, n, 2*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		if p, err := r.board.Admit(ctx, v, 1); err != nil || p.Joined != int64(n) {
+			return nil, fmt.Errorf("the admission pass that writes the positions: %+v, %v", p, err)
+		}
+		rooms[i], rankUsecs[i] = v, rankUsec
+	}
+	rates, usecs := make([][]float64, len(sizes)), make([][]float64, len(sizes))
+	for round := range 3 {
+		for k := range sizes {
+			i := (round + k) % len(sizes)
+			rate, usec, err := r.polls(rooms[i], sizes[i], 2*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			progressf("bench:   round %d, %d places: %.0f polls/s, %.2f µs of Redis per poll", round+1, sizes[i], rate, usec)
+			rates[i], usecs[i] = append(rates[i], rate), append(usecs[i], usec)
+		}
+	}
+	m := func(xs [][]float64, i int) float64 { return medianOf(xs[i]) }
+	detail := fmt.Sprintf("medians of 3 rounds; polls/s at 1k, 10k, 100k places: %.0f, %.0f, %.0f; Redis µs per poll: %.2f, %.2f, %.2f",
+		m(rates, 0), m(rates, 1), m(rates, 2), m(usecs, 0), m(usecs, 1), m(usecs, 2))
+	return []benchTarget{
+		{name: "room poll rate at 100,000 places ÷ at 1,000 (flat: at least 0.8)", ratio: pairedRatio(rates[2], rates[0]), target: 0.8, measured: true, detail: detail},
+		{name: "room poll, Redis's time per call at 100,000 places ÷ at 1,000 (at most 1.5)", ratio: pairedRatio(usecs[2], usecs[0]), target: -1.5, measured: true,
+			detail: "INFO commandstats evalsha, over the same runs"},
+		{name: "room poll before the passes write the positions (a rank), Redis's time at 100,000 ÷ 1,000 (reported)", ratio: rankUsecs[2] / rankUsecs[0],
+			measured: true, detail: fmt.Sprintf("one run each; Redis µs per poll: %.2f, %.2f, %.2f", rankUsecs[0], rankUsecs[1], rankUsecs[2])},
+	}, nil
+}
+
+// polls polls random places of v's n for d from 16 goroutines.
+func (r *roomBench) polls(v core.Voucher, n int, d time.Duration) (rate, usecPerCall float64, err error) {
+	ctx := context.Background()
+	calls0, usec0, err := evalshaStats(ctx, r.rdb)
+	if err != nil {
+		return 0, 0, err
+	}
+	var done atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < d {
+				seat, err := r.board.Seat(ctx, v, 1+rand.Int64N(int64(n)))
+				if err == nil && (!seat.Joined || seat.Position < 1) {
+					err = fmt.Errorf("a joined shopper read %+v", seat)
+				}
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return 0, 0, *e
+	}
+	elapsed := time.Since(start)
+	calls1, usec1, err := evalshaStats(ctx, r.rdb)
+	if err != nil || calls1 <= calls0 {
+		return 0, 0, fmt.Errorf("commandstats: %v", err)
+	}
+	return float64(done.Load()) / elapsed.Seconds(), float64(usec1-usec0) / float64(calls1-calls0), nil
+}
+
+// evalshaStats reads INFO commandstats' evalsha calls and microseconds.
+func evalshaStats(ctx context.Context, rdb *redis.Client) (calls, usec int64, err error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(f, "=")
+				switch k {
+				case "calls":
+					calls, _ = strconv.ParseInt(v, 10, 64)
+				case "usec":
+					usec, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+	}
+	return calls, usec, nil
+}
+
+// drawFairness joins n shoppers before the opening in arrival order,
+// reads their places from the published draw (each checked against a
+// poll for a sample), and tests the places' independence of the arrival:
+// Kendall's τ, and a χ² test of the 10×10 table of arrival decile by
+// place decile.
+func (r *roomBench) drawFairness(n int) ([]benchTarget, error) {
+	ctx := context.Background()
+	v := roomOf(99, time.Now().Add(time.Hour))
+	progressf("bench: %d early joiners, then the draw…", n)
+	if err := r.fill(v, n); err != nil {
+		return nil, err
+	}
+	v.BeginAt = time.Now().Add(-time.Second)
+	keys, drawn, err := r.board.DrawKeys(ctx, v)
+	if err != nil || !drawn || len(keys) != n {
+		return nil, fmt.Errorf("the draw: %d keys, drawn %v, %v", len(keys), drawn, err)
+	}
+	rank := make(map[string]int, n)
+	for i, k := range keys {
+		rank[k] = i + 1
+	}
+	places := make([]int, n) // places[arrival-1]
+	for u := 1; u <= n; u++ {
+		places[u-1] = rank[v.Room.DrawKey(int64(u))]
+		if u%(n/20) == 0 {
+			if seat, err := r.board.Seat(ctx, v, int64(u)); err != nil || seat.Position != int64(places[u-1]) {
+				return nil, fmt.Errorf("shopper %d: the poll says %d, the published draw %d (%v)", u, seat.Position, places[u-1], err)
+			}
+		}
+	}
+	tau := kendallTau(places)
+	chi2, p := decileChiSquare(places)
+	return []benchTarget{
+		{name: fmt.Sprintf("draw: |Kendall τ| between arrival and place, %d early joiners (below 0.05)", n), ratio: math.Abs(tau), target: -0.05, measured: true,
+			detail: fmt.Sprintf("τ = %+.4f (arrival order itself: τ = 1)", tau)},
+		{name: "draw: χ² of arrival decile × place decile, p-value (above 0.01: no dependence found)", ratio: p, target: 0.01, measured: true,
+			detail: fmt.Sprintf("χ² = %.1f, 81 degrees of freedom (Wilson–Hilferty)", chi2)},
+	}, nil
+}
+
+// kendallTau is Kendall's τ between i and places[i] (a permutation of
+// 1..n): 1 − 4·inversions / (n(n−1)), inversions counted by merge sort.
+func kendallTau(places []int) float64 {
+	a := slices.Clone(places)
+	inv := countInversions(a, make([]int, len(a)))
+	n := float64(len(a))
+	return 1 - 4*float64(inv)/(n*(n-1))
+}
+
+func countInversions(a, buf []int) int64 {
+	if len(a) < 2 {
+		return 0
+	}
+	mid := len(a) / 2
+	inv := countInversions(a[:mid], buf[:mid]) + countInversions(a[mid:], buf[mid:])
+	i, j, k := 0, mid, 0
+	for i < mid && j < len(a) {
+		if a[i] <= a[j] {
+			buf[k], i = a[i], i+1
+		} else {
+			buf[k], j = a[j], j+1
+			inv += int64(mid - i)
+		}
+		k++
+	}
+	k += copy(buf[k:], a[i:mid])
+	copy(buf[k:], a[j:])
+	copy(a, buf[:len(a)])
+	return inv
+}
+
+// decileChiSquare is Pearson's χ² of the 10×10 table (arrival decile,
+// place decile) against independence, and its p-value by the
+// Wilson–Hilferty normal approximation (81 degrees of freedom).
+func decileChiSquare(places []int) (chi2, p float64) {
+	n := len(places)
+	var table [10][10]float64
+	for i, place := range places {
+		table[i*10/n][(place-1)*10/n]++
+	}
+	expected := float64(n) / 100
+	for _, row := range table {
+		for _, o := range row {
+			chi2 += (o - expected) * (o - expected) / expected
+		}
+	}
+	const k = 81.0
+	z := (math.Cbrt(chi2/k) - (1 - 2/(9*k))) / math.Sqrt(2/(9*k))
+	return chi2, 0.5 * math.Erfc(z/math.Sqrt2)
+}
