@@ -22,7 +22,10 @@ const (
 	CodeNotStarted      Code = "not_started"
 	// CodeNotAdmitted: a seckill on a voucher sold through a waiting room,
 	// without a valid admission of the shopper's.
-	CodeNotAdmitted      Code = "not_admitted"
+	CodeNotAdmitted Code = "not_admitted"
+	// CodePuzzleRequired: a join of a room that asks a proof of work,
+	// without a valid solution (SECKILL_ROOM_POW_BITS).
+	CodePuzzleRequired   Code = "pow_required"
 	CodeEnded            Code = "ended"
 	CodeSoldOut          Code = "sold_out"
 	CodeAlreadyPurchased Code = "already_purchased"
@@ -58,7 +61,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeEnded, CodeSoldOut, CodeAlreadyPurchased, CodeOrderNotFound,
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
-	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted,
+	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted, CodePuzzleRequired,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

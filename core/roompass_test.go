@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto/sha256"
 	"strings"
 	"testing"
 	"time"
@@ -51,3 +52,40 @@ func TestADrawKeyIsTheHMACOfTheUserIDAndTheCommitmentTheSeedsHash(t *testing.T) 
 		t.Errorf("DrawKey(42) = %s, want %s", got, want)
 	}
 }
+
+// TestAPuzzleSolutionIsItsShoppersAndAsHardAsAsked: a solution found by
+// counting up joins; the same nonce for another shopper or voucher, a
+// lapsed challenge, one of fewer bits, a forged one, or a wrong nonce is
+// refused.
+func TestAPuzzleSolutionIsItsShoppersAndAsHardAsAsked(t *testing.T) {
+	p := NewJoinPuzzle([]byte("secret-0123456789"), 12)
+	now := time.Now()
+	ch := p.Challenge(7, 42, now)
+	nonce := Solve(ch, 12)
+	if err := p.Check(ch, nonce, 7, 42, now); err != nil {
+		t.Fatalf("the solution is refused: %v", err)
+	}
+	wrong := nonce + "0"
+	for LeadingZeroBits(sha256Sum(ch+":"+wrong)) >= 12 {
+		wrong += "0"
+	}
+	easier := NewJoinPuzzle([]byte("secret-0123456789"), 4)
+	easy := easier.Challenge(7, 42, now)
+	refused := map[string]error{
+		"another shopper":      p.Check(ch, nonce, 7, 43, now),
+		"another voucher":      p.Check(ch, nonce, 8, 42, now),
+		"lapsed":               p.Check(ch, nonce, 7, 42, now.Add(puzzleLifetime)),
+		"a wrong nonce":        p.Check(ch, wrong, 7, 42, now),
+		"no nonce":             p.Check(ch, "", 7, 42, now),
+		"fewer bits":           p.Check(easy, Solve(easy, 4), 7, 42, now),
+		"another server's key": NewJoinPuzzle([]byte("other"), 12).Check(ch, nonce, 7, 42, now),
+		"bits edited":          p.Check(strings.Replace(ch, ".12.", ".1.", 1), nonce, 7, 42, now),
+	}
+	for name, err := range refused {
+		if CodeOf(err) != CodePuzzleRequired {
+			t.Errorf("%s: %v, want pow_required", name, err)
+		}
+	}
+}
+
+func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }

@@ -21,6 +21,8 @@ type Rooms struct {
 	board   RoomBoard
 	catalog *Catalog
 	passes  *PassSigner
+	// puzzle, when on, makes a join cost a proof of work.
+	puzzle *JoinPuzzle
 	// interval is the time between admission passes.
 	interval time.Duration
 	observer RoomObserver
@@ -51,6 +53,9 @@ type RoomsConfig struct {
 	Board   RoomBoard
 	Catalog *Catalog
 	Passes  *PassSigner
+	// Puzzle, if on (Bits > 0), asks a proof of work of each join (nil:
+	// none).
+	Puzzle *JoinPuzzle
 	// Interval is the time between admission passes (default 200 ms:
 	// sold out is told within a second, and an admission comes within a
 	// fifth of one of its turn).
@@ -74,7 +79,7 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, interval: cfg.Interval,
+	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, interval: cfg.Interval,
 		observer: cfg.Observer, log: cfg.Log, now: time.Now}
 }
 
@@ -92,7 +97,14 @@ type RoomStatus struct {
 	// PassExpires when it lapses.
 	Pass        string
 	PassExpires time.Time
+	// Puzzle is the challenge a join must solve, with PuzzleBits, for a
+	// shopper not in the room while the puzzle is on ("": none).
+	Puzzle     string
+	PuzzleBits int
 }
+
+// RoomProof is a join's solution of the puzzle (empty: none sent).
+type RoomProof struct{ Challenge, Nonce string }
 
 // RoomDraw is a room's published draw: the seed and its commitment, and
 // the early joiners' keys in ascending order (their places).
@@ -117,11 +129,20 @@ func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (Voucher, error) {
 }
 
 // Join gives the shopper a place in the voucher's room (or answers the one
-// they hold), and their status.
-func (r *Rooms) Join(ctx context.Context, userID, voucherID int64) (RoomStatus, error) {
+// they hold), and their status. With the puzzle on, a shopper without a
+// place needs a solution.
+func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof RoomProof) (RoomStatus, error) {
 	v, err := r.roomOf(ctx, voucherID)
 	if err != nil {
 		return RoomStatus{}, err
+	}
+	if r.puzzle.On() {
+		if err := r.puzzle.Check(proof.Challenge, proof.Nonce, voucherID, userID, r.now()); err != nil {
+			if s, serr := r.statusOf(ctx, v, userID); serr == nil && s.State != RoomNotJoined {
+				return s, nil // their place: a re-join needs no new work
+			}
+			return RoomStatus{}, err
+		}
 	}
 	if err := r.board.Join(ctx, v, userID); err != nil {
 		if CodeOf(err) == CodeNotStarted {
@@ -146,7 +167,11 @@ func (r *Rooms) statusOf(ctx context.Context, v Voucher, userID int64) (RoomStat
 	if err != nil {
 		return RoomStatus{}, Wrap("room seat", CodeUnavailable, err)
 	}
-	return r.status(v, userID, seat), nil
+	s := r.status(v, userID, seat)
+	if s.State == RoomNotJoined && r.puzzle.On() {
+		s.Puzzle, s.PuzzleBits = r.puzzle.Challenge(v.ID, userID, r.now()), r.puzzle.Bits
+	}
+	return s, nil
 }
 
 // status reads a seat as the shopper's status.

@@ -92,7 +92,24 @@ func (b *bench) roomCosts() ([]benchTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(out, polls...), draw...), nil
+	return append(append(append(out, polls...), draw...), puzzleRate()), nil
+}
+
+// puzzleRate is what the join's proof of work (SECKILL_ROOM_POW_BITS)
+// costs a native solver on one core of this machine: core.Solve, plain Go
+// SHA-256, on twenty 20-bit challenges of the server's length.
+func puzzleRate() benchTarget {
+	progressf("bench: the join's proof of work, a native solver…")
+	puzzle := core.NewJoinPuzzle([]byte("bench"), 20)
+	tries, start := 0, time.Now()
+	for i := range 20 {
+		n, _ := strconv.Atoi(core.Solve(puzzle.Challenge(int64(i+1), 123456789, start), 20))
+		tries += n + 1
+	}
+	rate := float64(tries) / time.Since(start).Seconds()
+	mean := float64(1<<20) / rate
+	return benchTarget{name: "proof of work at 20 bits, native Go on one core: seconds a join (reported)", ratio: mean, measured: true,
+		detail: fmt.Sprintf("%.0f hashes/s: %.0f places an hour per core (the storefront's solver: TestTheStorefrontSolvesTheRoomsPuzzle)", rate, 3600/mean)}
 }
 
 // joinCost sets redis-benchmark's EVALSHA of room_join.lua, before the

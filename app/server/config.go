@@ -110,6 +110,9 @@ type Config struct {
 	AllowEviction bool // SECKILL_REDIS_ALLOW_EVICTION
 	// SeckillRate: seckill requests per shopper per second (0: no limit).
 	SeckillRate int // SECKILL_SECKILL_RATE
+	// RoomPowBits: the waiting rooms' proof of work on joining, in
+	// leading zero bits (0: off).
+	RoomPowBits int // SECKILL_ROOM_POW_BITS
 	// CodeRate: login-code requests per client IP per minute (0: no limit).
 	CodeRate int // SECKILL_CODE_RATE
 	// MissRate: answers voucher_not_found per client address per minute;

@@ -249,7 +249,7 @@ func statusOf(code core.Code) int {
 		return fiber.StatusBadRequest
 	case core.CodeUnauthorized, core.CodeBadCode, core.CodeBadSignature:
 		return fiber.StatusUnauthorized
-	case core.CodeNotStarted, core.CodeEnded, core.CodeNotAdmitted:
+	case core.CodeNotStarted, core.CodeEnded, core.CodeNotAdmitted, core.CodePuzzleRequired:
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound

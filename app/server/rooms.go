@@ -27,7 +27,7 @@ func (s *Server) newRooms() *core.Rooms {
 		shards = redisreserve.SpreadShards(1)
 	}
 	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
-		Passes: core.NewPassSigner(s.cfg.JWTSecret), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
+		Passes: core.NewPassSigner(s.cfg.JWTSecret), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
 }
 
 // roomJSON is a voucher's room as created and shown.
@@ -77,6 +77,17 @@ type roomStatusJSON struct {
 	Admission  *string        `json:"admission"`
 	// AdmissionExpiresAt is when the admission lapses (only with one).
 	AdmissionExpiresAt *time.Time `json:"admissionExpiresAt,omitempty"`
+	// Pow is the proof of work a join must carry (SECKILL_ROOM_POW_BITS;
+	// only to a shopper not in the room).
+	Pow *powJSON `json:"pow,omitempty"`
+}
+
+// powJSON is the room's puzzle: find a nonce such that SHA-256 of
+// "challenge:nonce" starts with bits zero bits.
+type powJSON struct {
+	Challenge string `json:"challenge"`
+	Bits      int    `json:"bits"`
+	Nonce     string `json:"nonce,omitempty"`
 }
 
 func toRoomStatusJSON(s core.RoomStatus) roomStatusJSON {
@@ -94,6 +105,9 @@ func toRoomStatusJSON(s core.RoomStatus) roomStatusJSON {
 	if s.Pass != "" {
 		out.Admission, out.AdmissionExpiresAt = &s.Pass, &s.PassExpires
 	}
+	if s.Puzzle != "" {
+		out.Pow = &powJSON{Challenge: s.Puzzle, Bits: s.PuzzleBits}
+	}
 	return out
 }
 
@@ -102,7 +116,21 @@ func (a *api) joinRoom(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	s, err := a.rooms.Join(c.UserContext(), shopperID(c), id)
+	// The body is optional: {"pow": {"challenge", "nonce"}} where the
+	// room asks a proof of work.
+	var req struct {
+		Pow *powJSON `json:"pow"`
+	}
+	if len(c.Body()) > 0 {
+		if err := decodeStrict(c, &req); err != nil {
+			return err
+		}
+	}
+	var proof core.RoomProof
+	if req.Pow != nil {
+		proof = core.RoomProof{Challenge: req.Pow.Challenge, Nonce: req.Pow.Nonce}
+	}
+	s, err := a.rooms.Join(c.UserContext(), shopperID(c), id, proof)
 	if err != nil {
 		return err
 	}

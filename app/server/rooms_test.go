@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // roomVoucher creates a voucher sold through a room that opened a minute
@@ -385,4 +388,78 @@ func TestTheDashboardShowsTheRoomsInABrowser(t *testing.T) {
 		return c[1] === 'room voucher' && c[2] === '5' && c[3] === '5' && c[4].endsWith('(5)') && c[5] === '3' && c[6] !== '—'; })()`)
 	b.screenshot(p, "dashboard-rooms", 1280, 800, false)
 	b.clean()
+}
+
+// TestARoomsPuzzleGuardsTheJoin: with SECKILL_ROOM_POW_BITS on, a join
+// without a solution is refused (pow_required), the room's challenge
+// solved joins, and a re-join keeps the place without new work.
+func TestARoomsPuzzleGuardsTheJoin(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { *c = c.MustWith("SECKILL_ROOM_POW_BITS", "12") })
+	voucher, _ := h.roomVoucher(5, 5, "60s", time.Hour)
+	path := "/api/vouchers/" + idString(voucher) + "/room"
+	if status, body := h.do("POST", path, h.shopper(1), nil); status != 403 || errorCode(body) != "pow_required" {
+		t.Fatalf("a join without work: %d %v; want 403 pow_required", status, body)
+	}
+	place := h.roomOf(voucher, 1)
+	pow, _ := place["pow"].(map[string]any)
+	if place["state"] != "not_joined" || pow == nil || pow["bits"] != float64(12) {
+		t.Fatalf("the room's answer to a shopper not in it: %v; want a challenge of 12 bits", place)
+	}
+	challenge := pow["challenge"].(string)
+	nonce := core.Solve(challenge, 12)
+	if status, body := h.do("POST", path, h.shopper(2), map[string]any{"pow": map[string]any{"challenge": challenge, "nonce": nonce}}); status != 403 {
+		t.Fatalf("shopper 1's solution used by shopper 2: %d %v; want 403", status, body)
+	}
+	status, body := h.do("POST", path, h.shopper(1), map[string]any{"pow": map[string]any{"challenge": challenge, "nonce": nonce}})
+	if status != 200 || body["state"] != "waiting" || body["pow"] != nil {
+		t.Fatalf("the solved join: %d %v", status, body)
+	}
+	if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 || body["state"] != "waiting" {
+		t.Fatalf("a re-join without work: %d %v; want the place kept", status, body)
+	}
+}
+
+// TestTheStorefrontSolvesTheRoomsPuzzle: with the proof of work on at
+// 20 bits, the storefront joins the queue after solving the challenge on
+// the device, and says how long it took (the figure docs/results.md
+// quotes: run with -v).
+func TestTheStorefrontSolvesTheRoomsPuzzle(t *testing.T) {
+	h := startServer(t, "embedded", func(c *Config) { *c = c.MustWith("SECKILL_ROOM_POW_BITS", "20") })
+	b := newBrowser(t)
+	voucher, _ := h.roomVoucher(5, 5, "60s", time.Minute)
+	card := `li[data-voucher="` + idString(voucher) + `"]`
+	p := b.page()
+	b.open(p, "open /", h.base+"/")
+	b.input(p, "#phone", "13800000041")
+	b.click(p, "#send-code")
+	b.waitJS(p, "the development code is shown", `!document.getElementById('dev-code').hidden`)
+	b.click(p, "#log-in")
+	b.waitJS(p, "the queue can be joined", `document.querySelector('`+card+` .buy')?.textContent === 'Join the queue'`)
+	b.click(p, card+" .buy")
+	b.waitJS(p, "in the draw after the page's work", `document.querySelector('`+card+` .room-state').textContent.startsWith("You're in the draw")`)
+	if body := h.roomOf(voucher, shopperOf(t, h, "+8613800000041")); body["state"] != "waiting" {
+		t.Fatalf("the shopper the page joined reads %v", body)
+	}
+	// The page's solver on fresh challenges of the same length: its rate
+	// (tries over time), and the mean time a 20-bit solve then takes.
+	tries, ms := 0, 0.0
+	for i := range 5 {
+		got, err := p.Eval(`async (i) => { const t = performance.now();
+			const n = await solvePow('`+strings.Repeat("c", 90)+`' + i, 20); return [Number(n) + 1, performance.now() - t]; }`, i)
+		b.must("time the page's solver", err)
+		tries, ms = tries+got.Value.Arr()[0].Int(), ms+got.Value.Arr()[1].Num()
+	}
+	rate := float64(tries) / ms * 1000
+	t.Logf("the storefront's solver: %.0f hashes/s, a 20-bit puzzle in %.2f s on average (headless Chromium, this machine)", rate, float64(1<<20)/rate)
+	b.clean()
+}
+
+// shopperOf is the user id the login of phone made.
+func shopperOf(t *testing.T, h *harness, phone string) int64 {
+	t.Helper()
+	id, err := h.srv.store.Users().UserIDByPhone(context.Background(), phone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

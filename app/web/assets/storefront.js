@@ -149,9 +149,25 @@ function pollRooms() {
   }
 }
 
+// joinRoom joins the voucher's queue; where the room asks a proof of
+// work, this device solves the room's challenge first (pow.js), and a
+// challenge that lapsed meanwhile is asked again once.
 async function joinRoom(id) {
   const card = cards.get(id);
-  const r = await api("POST", "/api/vouchers/" + id + "/room", undefined, true);
+  let r;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    if (!card.room || attempt > 0) await pollRoom(id);
+    let body;
+    if (card.room && card.room.pow) {
+      answer(id, "Getting your ticket: a moment of work on this device…", true);
+      const started = performance.now();
+      const nonce = await solvePow(card.room.pow.challenge, card.room.pow.bits);
+      card.powMs = Math.round(performance.now() - started);
+      body = { pow: { challenge: card.room.pow.challenge, nonce } };
+    }
+    r = await api("POST", "/api/vouchers/" + id + "/room", body, true);
+    if (errorCode(r.data) !== "pow_required") break;
+  }
   if (r.status === 200) {
     card.room = r.data;
     answer(id, "", true);
