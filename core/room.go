@@ -116,6 +116,9 @@ type RoomProgress struct {
 	// NoShows counts, since the opening, the admissions that lapsed
 	// unused (each of which admitted one more while units were left).
 	NoShows int64
+	// Drawn is the draw's size as the live store holds it (fewer than
+	// the saved draw's: the store lost the room).
+	Drawn int64
 	// SoldOut: no unit was left at this pass; SoldOutAt is when the room
 	// first found none (zero: never).
 	SoldOut   bool
@@ -131,7 +134,9 @@ type RoomBoard interface {
 	// Join gives userID a place in v's room, or answers the one it holds
 	// (a place whose admission lapsed unused is given up for one at the
 	// back). ErrNotStarted before the room opens, ErrEnded after the sale.
-	Join(ctx context.Context, v Voucher, userID int64) error
+	// drawSize is the saved draw's size where known (-1: not known; the
+	// live store's own count is then the draw's).
+	Join(ctx context.Context, v Voucher, userID, drawSize int64) error
 	// Seat reads userID's place; read-only, a bounded number of reads
 	// whatever the room's size.
 	Seat(ctx context.Context, v Voucher, userID int64) (RoomSeat, error)
@@ -141,8 +146,30 @@ type RoomBoard interface {
 	Admit(ctx context.Context, v Voucher, stockLeft int64) (RoomProgress, error)
 	// Use records that the admission of position was used for an order.
 	Use(ctx context.Context, v Voucher, position int64) error
-	// DrawKeys lists the early joiners' draw keys in ascending order;
-	// drawn is false (and keys nil) before the sale begins by the
-	// store's clock.
-	DrawKeys(ctx context.Context, v Voucher) (keys []string, drawn bool, err error)
+	// Draw lists the early joiners in the draw's order (their keys
+	// ascending); drawn is false (and the list nil) before the sale
+	// begins by the store's clock.
+	Draw(ctx context.Context, v Voucher) (draw []DrawEntry, drawn bool, err error)
+	// Restore puts a saved draw back after the live store lost the room:
+	// the early joiners and their positions, and the draw's size, so that
+	// later joiners queue behind it again. Idempotent; a place given
+	// since is kept.
+	Restore(ctx context.Context, v Voucher, draw []DrawEntry) error
+}
+
+// DrawEntry is one early joiner in a draw: their key and who they are
+// (the id is never published).
+type DrawEntry struct {
+	Key    string
+	UserID int64
+}
+
+// RoomDrawStore keeps each room's draw once it is made (the database), so
+// the published draw never changes and a live store that lost the room
+// gets it back.
+type RoomDrawStore interface {
+	// SaveDraw keeps a room's draw; a draw already kept is kept as it is.
+	SaveDraw(ctx context.Context, voucherID int64, draw []DrawEntry) error
+	// LoadDraw is the kept draw in order (empty: none kept).
+	LoadDraw(ctx context.Context, voucherID int64) ([]DrawEntry, error)
 }

@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
@@ -28,8 +27,12 @@ type Rooms struct {
 	observer RoomObserver
 	log      *slog.Logger
 	now      func() time.Time
-	// draws keeps each room's published draw: it never changes once made.
-	draws sync.Map // int64 -> RoomDraw
+	// draws keeps each room's draw once made (nil: the live store's
+	// only); saved holds those this instance has read back, published
+	// each as it is published (roomdraw.go).
+	draws     RoomDrawStore
+	saved     sync.Map // int64 -> []DrawEntry
+	published sync.Map // int64 -> RoomDraw
 	// passed keeps what this instance's last pass over each room found.
 	passed sync.Map // int64 -> RoomReport
 }
@@ -56,6 +59,10 @@ type RoomsConfig struct {
 	// Puzzle, if on (Bits > 0), asks a proof of work of each join (nil:
 	// none).
 	Puzzle *JoinPuzzle
+	// Draws keeps each room's draw once made, so the published draw never
+	// changes and a live store that lost a room gets it back (nil: the
+	// live store's only).
+	Draws RoomDrawStore
 	// Interval is the time between admission passes (default 200 ms:
 	// sold out is told within a second, and an admission comes within a
 	// fifth of one of its turn).
@@ -79,7 +86,7 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, interval: cfg.Interval,
+	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, draws: cfg.Draws, interval: cfg.Interval,
 		observer: cfg.Observer, log: cfg.Log, now: time.Now}
 }
 
@@ -144,7 +151,11 @@ func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof RoomPro
 			return RoomStatus{}, err
 		}
 	}
-	if err := r.board.Join(ctx, v, userID); err != nil {
+	drawSize := int64(-1)
+	if saved, ok := r.saved.Load(voucherID); ok {
+		drawSize = int64(len(saved.([]DrawEntry)))
+	}
+	if err := r.board.Join(ctx, v, userID, drawSize); err != nil {
 		if CodeOf(err) == CodeNotStarted {
 			return RoomStatus{}, E(CodeNotStarted, "the waiting room opens at "+v.Room.OpensAt.UTC().Format(time.RFC3339))
 		}
@@ -203,31 +214,6 @@ func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
 		out.Wait = time.Duration(math.Ceil(float64(ahead+1)/float64(v.Room.AdmitPerSecond)*1000)) * time.Millisecond
 	}
 	return out
-}
-
-// Draw is the voucher's published draw; not_started before the sale
-// begins.
-func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
-	if d, ok := r.draws.Load(voucherID); ok {
-		return d.(RoomDraw), nil
-	}
-	v, err := r.roomOf(ctx, voucherID)
-	if err != nil {
-		return RoomDraw{}, err
-	}
-	keys, drawn, err := r.board.DrawKeys(ctx, v)
-	if err != nil {
-		return RoomDraw{}, Wrap("room draw", CodeUnavailable, err)
-	}
-	if !drawn {
-		return RoomDraw{}, E(CodeNotStarted, "the draw is published when the sale begins, at "+v.BeginAt.UTC().Format(time.RFC3339))
-	}
-	if keys == nil {
-		keys = []string{}
-	}
-	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
-	r.draws.Store(voucherID, d)
-	return d, nil
 }
 
 // Pass checks a seckill's admission: (zero, nil) for a voucher without a
@@ -296,6 +282,9 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 	}
 	p, err := r.board.Admit(ctx, v, live.Stock)
 	if err != nil {
+		return err
+	}
+	if err := r.keepDraw(ctx, v, p); err != nil {
 		return err
 	}
 	r.passed.Store(v.ID, RoomReport{Voucher: v, RoomProgress: p, At: r.now()})

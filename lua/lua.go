@@ -201,3 +201,8 @@ var RoomAdmit string
 //
 //go:embed room_draw.lua
 var RoomDraw string
+
+// RoomRestore puts a saved draw back after Redis lost a waiting room.
+//
+//go:embed room_restore.lua
+var RoomRestore string

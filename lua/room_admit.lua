@@ -32,15 +32,16 @@
 -- ARGV[7] -> at most this many early joiners' positions written per call
 --
 -- Returns {admitted, frontier, joined, noshows, soldout, soldoutAt,
--- unplaced}: the places this pass admitted, the last admitted position,
--- the places given, the admissions lapsed unused so far, 0/1, unix ms
--- (0: never), the early joiners whose positions are still to be written.
+-- unplaced, early}: the places this pass admitted, the last admitted
+-- position, the places given, the admissions lapsed unused so far, 0/1,
+-- unix ms (0: never), the early joiners whose positions are still to be
+-- written, the draw's size.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local begin = tonumber(ARGV[3])
 if now < begin then
-  return {0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0}
 end
 local rate, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local soldout = tonumber(ARGV[4]) <= 0
@@ -113,4 +114,4 @@ redis.call('HSET', KEYS[1], 'frontier', frontier, 'credit', tostring(credit), 't
 for i = 1, 5 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[5])
 end
-return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt, early - placed}
+return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt, early - placed, early}

@@ -9,8 +9,8 @@
 --
 -- ARGV[1] -> the sale's begin, unix ms
 --
--- Returns {0}: not drawn yet; {1, key, key, ...}: the keys, without the
--- user ids.
+-- Returns {0}: not drawn yet; {1, member, member, ...}: the draw in order,
+-- each "<draw key>:<user id>" (the ids are the server's, never published).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,8 +18,5 @@ if now < tonumber(ARGV[1]) and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
   return {0}
 end
 local members = redis.call('ZRANGE', KEYS[2], 0, -1)
-local keys = {1}
-for i, m in ipairs(members) do
-  keys[i + 1] = string.sub(m, 1, 64)
-end
-return keys
+table.insert(members, 1, 1)
+return members

@@ -28,6 +28,8 @@
 -- ARGV[5] -> the sale's end, unix ms
 -- ARGV[6] -> the admission's lifetime, ms
 -- ARGV[7] -> when the room's keys expire, unix ms
+-- ARGV[8] -> the saved draw's size (-1: not known; the early set's size
+--            is then the draw's)
 --
 -- Returns {0, position}: joined (position 0: in the draw, not yet made);
 -- {1, 0}: the room is not open yet; {2, 0}: the sale has ended.
@@ -77,7 +79,11 @@ if drawing then
   return {0, 0}
 end
 if not closed then
-  redis.call('HSET', KEYS[1], 'closed', 1, 'early', redis.call('ZCARD', KEYS[2]))
+  local early = tonumber(ARGV[8])
+  if early < 0 then
+    early = redis.call('ZCARD', KEYS[2])
+  end
+  redis.call('HSET', KEYS[1], 'closed', 1, 'early', early)
 end
 pos = tonumber(redis.call('HGET', KEYS[1], 'early')) + redis.call('HINCRBY', KEYS[1], 'next', 1)
 redis.call('HSET', KEYS[3], ARGV[1], pos)

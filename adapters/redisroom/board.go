@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,10 +46,10 @@ const (
 
 // Board is the rooms' live store.
 type Board struct {
-	rdb                     redis.UniversalClient
-	prefix                  string
-	shards                  core.Shards
-	join, seat, admit, draw *redis.Script
+	rdb                              redis.UniversalClient
+	prefix                           string
+	shards                           core.Shards
+	join, seat, admit, draw, restore *redis.Script
 }
 
 // New keeps the rooms in rdb under prefix, each room's keys under its
@@ -58,7 +59,8 @@ func New(rdb redis.UniversalClient, prefix string, shards core.Shards) *Board {
 		panic("redisroom: New needs the sale's shards")
 	}
 	return &Board{rdb: rdb, prefix: prefix, shards: shards, join: redis.NewScript(lua.RoomJoin),
-		seat: redis.NewScript(lua.RoomSeat), admit: redis.NewScript(lua.RoomAdmit), draw: redis.NewScript(lua.RoomDraw)}
+		seat: redis.NewScript(lua.RoomSeat), admit: redis.NewScript(lua.RoomAdmit), draw: redis.NewScript(lua.RoomDraw),
+		restore: redis.NewScript(lua.RoomRestore)}
 }
 
 // keys are the room's state, early joiners, places at the back, passes
@@ -77,12 +79,12 @@ func member(r *core.Room, userID int64) string {
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 // Join implements core.RoomBoard.
-func (b *Board) Join(ctx context.Context, v core.Voucher, userID int64) error {
+func (b *Board) Join(ctx context.Context, v core.Voucher, userID, drawSize int64) error {
 	state, early, late, admitted, used := b.keys(v.ID)
 	r := v.Room
 	res, err := b.join.Run(ctx, b.rdb, []string{state, early, late, admitted, used},
 		userID, member(r, userID), ms(r.OpensAt), ms(v.BeginAt), ms(v.EndAt), r.AdmissionTTL.Milliseconds(),
-		ms(v.EndAt.Add(keep))).Int64Slice()
+		ms(v.EndAt.Add(keep)), drawSize).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("redisroom: join: %w", err)
 	}
@@ -127,7 +129,7 @@ func (b *Board) Admit(ctx context.Context, v core.Voucher, stockLeft int64) (cor
 		}
 		p.Admitted += res[0]
 	}
-	p.Frontier, p.Joined, p.NoShows, p.SoldOut = res[1], res[2], res[3], res[4] == 1
+	p.Frontier, p.Joined, p.NoShows, p.SoldOut, p.Drawn = res[1], res[2], res[3], res[4] == 1, res[7]
 	if res[5] > 0 {
 		p.SoldOutAt = time.UnixMilli(res[5])
 	}
@@ -143,8 +145,8 @@ func (b *Board) Use(ctx context.Context, v core.Voucher, position int64) error {
 	return nil
 }
 
-// DrawKeys implements core.RoomBoard.
-func (b *Board) DrawKeys(ctx context.Context, v core.Voucher) ([]string, bool, error) {
+// Draw implements core.RoomBoard.
+func (b *Board) Draw(ctx context.Context, v core.Voucher) ([]core.DrawEntry, bool, error) {
 	state, early, _, _, _ := b.keys(v.ID)
 	res, err := b.draw.Run(ctx, b.rdb, []string{state, early}, ms(v.BeginAt)).Slice()
 	if err != nil {
@@ -153,15 +155,35 @@ func (b *Board) DrawKeys(ctx context.Context, v core.Voucher) ([]string, bool, e
 	if len(res) == 0 || res[0] != int64(1) {
 		return nil, false, nil
 	}
-	keys := make([]string, 0, len(res)-1)
-	for _, k := range res[1:] {
-		s, ok := k.(string)
-		if !ok {
-			return nil, false, fmt.Errorf("redisroom: draw: a key of type %T", k)
+	draw := make([]core.DrawEntry, 0, len(res)-1)
+	for _, m := range res[1:] {
+		s, _ := m.(string)
+		key, id, ok := strings.Cut(s, ":")
+		user, err := strconv.ParseInt(id, 10, 64)
+		if !ok || err != nil || len(key) != 64 {
+			return nil, false, fmt.Errorf("redisroom: draw: a member %q", s)
 		}
-		keys = append(keys, s)
+		draw = append(draw, core.DrawEntry{Key: key, UserID: user})
 	}
-	return keys, true, nil
+	return draw, true, nil
+}
+
+// restoreChunk is the entries one restore call carries.
+const restoreChunk = 1000
+
+// Restore implements core.RoomBoard.
+func (b *Board) Restore(ctx context.Context, v core.Voucher, draw []core.DrawEntry) error {
+	state, early, places, _, _ := b.keys(v.ID)
+	for from := 0; from < len(draw) || from == 0; from += restoreChunk {
+		args := []any{len(draw), ms(v.EndAt.Add(keep))}
+		for i, e := range draw[from:min(from+restoreChunk, len(draw))] {
+			args = append(args, e.Key+":"+strconv.FormatInt(e.UserID, 10), e.UserID, from+i+1)
+		}
+		if err := b.restore.Run(ctx, b.rdb, []string{state, early, places}, args...).Err(); err != nil {
+			return fmt.Errorf("redisroom: restore: %w", err)
+		}
+	}
+	return nil
 }
 
 var _ core.RoomBoard = (*Board)(nil)

@@ -70,23 +70,23 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		v := roomVoucher(t, 41, 10, time.Minute, 700*time.Millisecond)
 		const early = 150
 		for u := int64(1); u <= early; u++ {
-			if err := b.Join(ctx, v, u); err != nil {
+			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if seat, err := b.Seat(ctx, v, 7); err != nil || !seat.Joined || seat.Position != 0 {
 			t.Fatalf("an early joiner before the opening: %+v, %v; want joined without a position", seat, err)
 		}
-		if _, drawn, err := b.DrawKeys(ctx, v); drawn || err != nil {
+		if _, drawn, err := drawKeys(b, ctx, v); drawn || err != nil {
 			t.Fatalf("the draw was published before the opening (%v)", err)
 		}
 		waitUntil(v.BeginAt)
 		for u := int64(early + 1); u <= early+20; u++ {
-			if err := b.Join(ctx, v, u); err != nil {
+			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}
-		keys, drawn, err := b.DrawKeys(ctx, v)
+		keys, drawn, err := drawKeys(b, ctx, v)
 		if err != nil || !drawn || len(keys) != early {
 			t.Fatalf("draw: %d keys, drawn %v, %v; want %d", len(keys), drawn, err, early)
 		}
@@ -108,7 +108,7 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 			}
 			for u := int64(1); u <= early+20; u++ {
 				if round == 1 {
-					if err := b.Join(ctx, v, u); err != nil {
+					if err := b.Join(ctx, v, u, -1); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -144,7 +144,7 @@ func TestTwoAdmittersNeverAdmitPastTheRateOrTwice(t *testing.T) {
 		const rate = 40
 		v := roomVoucher(t, 42, rate, time.Minute, 300*time.Millisecond)
 		for u := int64(1); u <= 400; u++ {
-			if err := boards[0].Join(ctx, v, u); err != nil {
+			if err := boards[0].Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 		b := newBoard(t, r)
 		v := roomVoucher(t, 43, 2, 300*time.Millisecond, 100*time.Millisecond)
 		for u := int64(1); u <= 30; u++ {
-			if err := b.Join(ctx, v, u); err != nil {
+			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -220,7 +220,7 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 				lapsedUser = u
 			}
 		}
-		if err := b.Join(ctx, v, lapsedUser); err != nil {
+		if err := b.Join(ctx, v, lapsedUser, -1); err != nil {
 			t.Fatal(err)
 		}
 		if seat, _ := b.Seat(ctx, v, lapsedUser); seat.Position != 31 {
@@ -236,7 +236,7 @@ func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
 		b := newBoard(t, r)
 		v := roomVoucher(t, 44, 50, time.Minute, 100*time.Millisecond)
 		for u := int64(1); u <= 200; u++ {
-			if err := b.Join(ctx, v, u); err != nil {
+			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -289,11 +289,11 @@ func TestJoinOutsideTheRoomsHoursIsRefused(t *testing.T) {
 		b := newBoard(t, r)
 		v := roomVoucher(t, 45, 5, time.Minute, time.Hour)
 		v.Room.OpensAt = time.Now().Add(time.Minute)
-		if err := b.Join(ctx, v, 1); !errors.Is(err, core.ErrNotStarted) {
+		if err := b.Join(ctx, v, 1, -1); !errors.Is(err, core.ErrNotStarted) {
 			t.Fatalf("a join before the room opens: %v, want not started", err)
 		}
 		v.Room.OpensAt, v.BeginAt, v.EndAt = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(-time.Second)
-		if err := b.Join(ctx, v, 1); !errors.Is(err, core.ErrEnded) {
+		if err := b.Join(ctx, v, 1, -1); !errors.Is(err, core.ErrEnded) {
 			t.Fatalf("a join after the sale: %v, want ended", err)
 		}
 	})
@@ -343,6 +343,69 @@ func TestTheDrawsPositionsAreWrittenInChunksAndMatchTheRanks(t *testing.T) {
 		}
 		if got["1"] != strconv.FormatInt(n+1, 10) {
 			t.Fatalf("the place given at the back was overwritten: %s", got["1"])
+		}
+	})
+}
+
+// drawKeys is the draw's keys in order, as the server publishes them.
+func drawKeys(b *Board, ctx context.Context, v core.Voucher) ([]string, bool, error) {
+	draw, drawn, err := b.Draw(ctx, v)
+	keys := make([]string, len(draw))
+	for i, e := range draw {
+		keys[i] = e.Key
+	}
+	return keys, drawn, err
+}
+
+// TestARestoredDrawGivesEveryPlaceBack: after the room's keys are lost, a
+// join that knows the kept draw's size queues behind it, and the restore
+// gives every early joiner their place (over several calls), keeping the
+// place the later joiner was given.
+func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
+	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		b := newBoard(t, r)
+		v := roomVoucher(t, 48, 10, time.Minute, 400*time.Millisecond)
+		const early = restoreChunk + 200
+		pipe := r.Client.Pipeline()
+		_, earlyKey, _, _, _ := b.keys(v.ID)
+		for u := int64(1); u <= early; u++ {
+			pipe.ZAdd(ctx, earlyKey, redis.Z{Member: member(v.Room, u)})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(v.BeginAt)
+		if _, err := b.Admit(ctx, v, 100); err != nil {
+			t.Fatal(err)
+		}
+		draw, drawn, err := b.Draw(ctx, v)
+		if err != nil || !drawn || len(draw) != early {
+			t.Fatalf("draw: %d, %v, %v", len(draw), drawn, err)
+		}
+		state, earlyK, places, admitted, used := b.keys(v.ID)
+		for _, k := range []string{state, earlyK, places, admitted, used} {
+			r.Client.Del(ctx, k)
+		}
+		if err := b.Join(ctx, v, 99_999, early); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Restore(ctx, v, draw); err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range draw {
+			if i%97 != 0 && i != len(draw)-1 {
+				continue
+			}
+			if seat, err := b.Seat(ctx, v, e.UserID); err != nil || seat.Position != int64(i+1) {
+				t.Fatalf("shopper %d after the restore: %+v, %v; want position %d", e.UserID, seat, err, i+1)
+			}
+		}
+		if seat, _ := b.Seat(ctx, v, 99_999); seat.Position != early+1 {
+			t.Fatalf("the joiner after the loss is at %d, want %d", seat.Position, early+1)
+		}
+		if p, err := b.Admit(ctx, v, 100); err != nil || p.Drawn != early || p.Joined != early+1 {
+			t.Fatalf("after the restore the pass reads %+v, %v", p, err)
 		}
 	})
 }

@@ -79,7 +79,7 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 		const rate, shoppers = 200, 300
 		v := roomVoucher(t, 46, rate, time.Minute, 200*time.Millisecond)
 		for u := int64(1); u <= shoppers; u++ {
-			if err := b.Join(ctx, v, u); err != nil {
+			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -305,13 +305,13 @@ func (r *roomBench) drawFairness(n int) ([]benchTarget, error) {
 		return nil, err
 	}
 	v.BeginAt = time.Now().Add(-time.Second)
-	keys, drawn, err := r.board.DrawKeys(ctx, v)
-	if err != nil || !drawn || len(keys) != n {
-		return nil, fmt.Errorf("the draw: %d keys, drawn %v, %v", len(keys), drawn, err)
+	draw, drawn, err := r.board.Draw(ctx, v)
+	if err != nil || !drawn || len(draw) != n {
+		return nil, fmt.Errorf("the draw: %d keys, drawn %v, %v", len(draw), drawn, err)
 	}
 	rank := make(map[string]int, n)
-	for i, k := range keys {
-		rank[k] = i + 1
+	for i, e := range draw {
+		rank[e.Key] = i + 1
 	}
 	places := make([]int, n) // places[arrival-1]
 	for u := 1; u <= n; u++ {

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -462,4 +463,60 @@ func shopperOf(t *testing.T, h *harness, phone string) int64 {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestARoomRedisLostComesBackFromTheKeptDraw: the first admission pass
+// after the opening keeps the draw in the database; when Redis then loses
+// the room's keys, the next pass puts the draw back: every early joiner
+// polls the place they had, the published draw is the one published
+// before (also from an instance that never saw it), and a later joiner
+// queues behind the draw again.
+func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		const early = 12
+		voucher, begin := h.roomVoucher(100, 1, "60s", 700*time.Millisecond)
+		for u := int64(1); u <= early; u++ {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+				t.Fatalf("join: %d %v", status, body)
+			}
+		}
+		time.Sleep(time.Until(begin) + 600*time.Millisecond) // a pass or more after the opening
+		_, before := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil)
+		places := map[int64]int64{}
+		for u := int64(1); u <= early; u++ {
+			places[u] = position(h.roomOf(voucher, u))
+		}
+		ctx := context.Background()
+		pattern := h.cfg.KeyPrefix + "room:*:" + idString(voucher) + "*"
+		lost, err := h.srv.rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(lost) < 3 {
+			t.Fatalf("the room's keys %v (%v)", lost, err)
+		}
+		if err := h.srv.rdb.Del(ctx, lost...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for u := int64(1); u <= early; u++ {
+			for position(h.roomOf(voucher, u)) != places[u] {
+				if time.Now().After(deadline) {
+					t.Fatalf("after Redis lost the room, shopper %d reads %v; had place %d", u, h.roomOf(voucher, u), places[u])
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(early+1), nil); status != 200 || position(body) != early+1 {
+			t.Fatalf("a later joiner after the loss: %d %v; want position %d, behind the draw", status, body, early+1)
+		}
+		readers := []*harness{h}
+		if !h.cfg.EmbeddedRedis() {
+			cfg := h.cfg
+			cfg.Addr = "127.0.0.1:0"
+			readers = append(readers, startWith(t, cfg)) // never saw the draw
+		}
+		for _, r := range readers {
+			if _, after := r.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("the published draw changed after Redis lost the room:\nbefore %v\nafter  %v", before, after)
+			}
+		}
+	})
 }

@@ -1,0 +1,61 @@
+package mysqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+)
+
+// RoomDraws keeps the waiting rooms' draws (core.RoomDrawStore).
+type RoomDraws struct{ db *bun.DB }
+
+// RoomDraws is the store's side of the rooms' draws.
+func (s *Store) RoomDraws() *RoomDraws { return &RoomDraws{db: s.db} }
+
+type roomDrawRow struct {
+	bun.BaseModel `bun:"table:tb_room_draw"`
+	VoucherID     int64  `bun:"voucher_id,pk"`
+	Rank          int    `bun:"draw_rank,pk"`
+	Key           string `bun:"draw_key"`
+	UserID        int64  `bun:"user_id"`
+}
+
+// drawChunk is the rows one INSERT carries.
+const drawChunk = 1000
+
+// SaveDraw implements core.RoomDrawStore: one transaction, and a draw
+// already saved is kept (the first writer's), whoever saves again.
+func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw []core.DrawEntry) error {
+	return d.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		n, err := tx.NewSelect().Model((*roomDrawRow)(nil)).Where("voucher_id = ?", voucherID).Limit(1).Count(ctx)
+		if err != nil || n > 0 {
+			return err
+		}
+		for from := 0; from < len(draw); from += drawChunk {
+			rows := make([]roomDrawRow, 0, drawChunk)
+			for i, e := range draw[from:min(from+drawChunk, len(draw))] {
+				rows = append(rows, roomDrawRow{VoucherID: voucherID, Rank: from + i + 1, Key: e.Key, UserID: e.UserID})
+			}
+			if _, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx); err != nil {
+				return fmt.Errorf("mysqlstore: save room draw: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// LoadDraw implements core.RoomDrawStore.
+func (d *RoomDraws) LoadDraw(ctx context.Context, voucherID int64) ([]core.DrawEntry, error) {
+	var rows []roomDrawRow
+	if err := d.db.NewSelect().Model(&rows).Where("voucher_id = ?", voucherID).Order("draw_rank").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("mysqlstore: load room draw: %w", err)
+	}
+	out := make([]core.DrawEntry, len(rows))
+	for i, r := range rows {
+		out[i] = core.DrawEntry{Key: r.Key, UserID: r.UserID}
+	}
+	return out, nil
+}
