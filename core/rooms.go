@@ -222,8 +222,14 @@ func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
 // one.
 func (r *Rooms) Pass(ctx context.Context, userID, voucherID int64, token string) (RoomPass, error) {
 	v, err := r.catalog.Details(ctx, voucherID)
-	if err != nil || v.Room == nil {
-		// An unknown voucher is the seckill's to answer.
+	switch {
+	case CodeOf(err) == CodeVoucherNotFound:
+		return RoomPass{}, nil // the seckill's to answer
+	case err != nil:
+		// Not known to be a plain voucher: never let a room's seckill
+		// through unchecked because the database did not answer.
+		return RoomPass{}, err
+	case v.Room == nil:
 		return RoomPass{}, nil
 	}
 	return r.passes.Check(token, voucherID, userID, r.now())

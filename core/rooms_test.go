@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -41,3 +43,25 @@ func TestASeatReadsAsTheShopperIsTold(t *testing.T) {
 		}
 	}
 }
+
+// failingRepo answers every look-up with a database failure.
+type failingRepo struct{ VoucherRepository }
+
+func (failingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
+	return Voucher{}, errors.New("database down")
+}
+
+// TestASeckillIsNotLetThroughWhenTheVoucherCannotBeLookedUp: a voucher
+// this instance has not seen, while the database fails, might be a room
+// voucher: the pass check fails rather than letting the seckill through
+// unchecked.
+func TestASeckillIsNotLetThroughWhenTheVoucherCannotBeLookedUp(t *testing.T) {
+	c := NewCatalog(CatalogConfig{Vouchers: failingRepo{}, Board: board{}})
+	r := NewRooms(RoomsConfig{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
+	if _, err := r.Pass(context.Background(), 42, 7, ""); err == nil {
+		t.Fatal("the pass check let a seckill through on a voucher it could not look up")
+	}
+}
+
+// unusedRoomBoard is a room board the test never reaches.
+type unusedRoomBoard struct{ RoomBoard }

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -58,8 +59,10 @@ type api struct {
 		OrdersOfUser(ctx context.Context, userID int64, limit int) ([]core.Order, error)
 	}
 	catalog *core.Catalog
-	// rooms are the vouchers' waiting rooms.
+	// rooms are the vouchers' waiting rooms; draws each room's published
+	// draw, encoded (int64 -> []byte).
 	rooms *core.Rooms
+	draws sync.Map
 	users core.UserRepository
 	// userAdmin reports what the admin decides on.
 	userAdmin interface {

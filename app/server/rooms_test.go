@@ -201,62 +201,68 @@ func TestARoomDrawsFairlyAndAdmitsInOrder(t *testing.T) {
 // goes, the shoppers still waiting read sold_out within a second; a
 // cancelled order's unit makes the room admit again.
 func TestARoomTellsSoldOutAndReadmitsWhenAUnitComesBack(t *testing.T) {
-	forEachStack(t, nil, func(t *testing.T, h *harness) {
-		const stock, shoppers = 2, 8
-		voucher, begin := h.roomVoucher(stock, 2, "60s", 500*time.Millisecond)
-		for u := int64(1); u <= shoppers; u++ {
-			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
-				t.Fatalf("join: %d %v", status, body)
-			}
-		}
-		time.Sleep(time.Until(begin))
-		byPosition := map[int64]int64{}
-		for u := int64(1); u <= shoppers; u++ {
-			body := h.roomOf(voucher, u)
-			for deadline := time.Now().Add(time.Second); position(body) == 0 && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond) // the opening by Redis's clock
-				body = h.roomOf(voucher, u)
-			}
-			byPosition[position(body)] = u
-		}
-		var orders []string
-		for p := int64(1); p <= stock; p++ {
-			body := h.waitForState(voucher, byPosition[p], "admitted", 3*time.Second)
-			status, bought := h.buyWith(voucher, byPosition[p], body["admission"].(string))
-			if status != 200 {
-				t.Fatalf("position %d buys: %d %v", p, status, bought)
-			}
-			orders = append(orders, bought["orderId"].(string))
-		}
-		soldAt := time.Now()
-		last := byPosition[shoppers]
-		h.waitForState(voucher, last, "sold_out", time.Second)
-		t.Logf("sold_out told %v after the last unit went", time.Since(soldAt))
-		waiting := h.roomOf(voucher, last)
-		if waiting["position"] == nil || waiting["admission"] != nil {
-			t.Fatalf("a sold-out shopper's place: %v", waiting)
-		}
-
-		h.waitForRows(voucher, stock, 10*time.Second)
-		if status, body := h.do("POST", "/api/orders/"+orders[0]+"/cancel", h.shopper(byPosition[1]), nil); status != 200 {
-			t.Fatalf("cancel: %d %v", status, body)
-		}
-		// The room admits again: someone still waiting gets in.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			body := h.roomOf(voucher, last)
-			if body["state"] == "admitted" {
-				if status, bought := h.buyWith(voucher, last, body["admission"].(string)); status != 200 && status != 409 {
-					t.Fatalf("re-admitted shopper buys: %d %v", status, bought)
-				}
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a unit came back and the last shopper still reads %v", body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	forEachStack(t, nil, roomSoldOutCase)
+	// sync: no Redis reservation, the database's stock; the room is Redis's.
+	t.Run("sync", func(t *testing.T) {
+		roomSoldOutCase(t, startServer(t, "embedded", func(c *Config) { c.Queue = "sync" }))
 	})
+}
+
+func roomSoldOutCase(t *testing.T, h *harness) {
+	const stock, shoppers = 2, 8
+	voucher, begin := h.roomVoucher(stock, 2, "60s", 500*time.Millisecond)
+	for u := int64(1); u <= shoppers; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+			t.Fatalf("join: %d %v", status, body)
+		}
+	}
+	time.Sleep(time.Until(begin))
+	byPosition := map[int64]int64{}
+	for u := int64(1); u <= shoppers; u++ {
+		body := h.roomOf(voucher, u)
+		for deadline := time.Now().Add(time.Second); position(body) == 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // the opening by Redis's clock
+			body = h.roomOf(voucher, u)
+		}
+		byPosition[position(body)] = u
+	}
+	var orders []string
+	for p := int64(1); p <= stock; p++ {
+		body := h.waitForState(voucher, byPosition[p], "admitted", 3*time.Second)
+		status, bought := h.buyWith(voucher, byPosition[p], body["admission"].(string))
+		if status != 200 {
+			t.Fatalf("position %d buys: %d %v", p, status, bought)
+		}
+		orders = append(orders, bought["orderId"].(string))
+	}
+	soldAt := time.Now()
+	last := byPosition[shoppers]
+	h.waitForState(voucher, last, "sold_out", time.Second)
+	t.Logf("sold_out told %v after the last unit went", time.Since(soldAt))
+	waiting := h.roomOf(voucher, last)
+	if waiting["position"] == nil || waiting["admission"] != nil {
+		t.Fatalf("a sold-out shopper's place: %v", waiting)
+	}
+
+	h.waitForRows(voucher, stock, 10*time.Second)
+	if status, body := h.do("POST", "/api/orders/"+orders[0]+"/cancel", h.shopper(byPosition[1]), nil); status != 200 {
+		t.Fatalf("cancel: %d %v", status, body)
+	}
+	// The room admits again: someone still waiting gets in.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		body := h.roomOf(voucher, last)
+		if body["state"] == "admitted" {
+			if status, bought := h.buyWith(voucher, last, body["admission"].(string)); status != 200 && status != 409 {
+				t.Fatalf("re-admitted shopper buys: %d %v", status, bought)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a unit came back and the last shopper still reads %v", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestAPlainVoucherNeedsNoAdmission and the room endpoints refuse it.
