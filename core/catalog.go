@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Catalog creates vouchers and answers what is on sale. A voucher is
@@ -20,6 +23,10 @@ type Catalog struct {
 	// Vouchers never change after creation, so their details are cached:
 	// the crowd polling a sale then reads only the live stock.
 	cache sync.Map // int64 -> Voucher
+	// lookups joins the concurrent first look-ups of one voucher (the
+	// opening second's crowd on an instance that has not seen it yet)
+	// into one query.
+	lookups singleflight.Group
 	// recovery, if set, verifies a voucher's live state before its stock
 	// is read, and rebuilds what the live store forgot.
 	recovery LiveGuard
@@ -197,12 +204,17 @@ func (c *Catalog) Details(ctx context.Context, id int64) (Voucher, error) {
 	if cached, ok := c.cache.Load(id); ok {
 		return cached.(Voucher), nil
 	}
-	found, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
+	found, err, _ := c.lookups.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		v, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
+		if err == nil {
+			c.cache.Store(id, v)
+		}
+		return v, err
+	})
 	if err != nil {
 		return Voucher{}, Wrap("get voucher", CodeUnavailable, err)
 	}
-	c.cache.Store(id, found)
-	return found, nil
+	return found.(Voucher), nil
 }
 
 // Get returns a voucher with its remaining stock.

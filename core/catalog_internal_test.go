@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -80,3 +82,37 @@ func TestTheListingIsSharedForASecond(t *testing.T) {
 // unusedRepo is a repository the test never reaches (the listing fills
 // the catalog's cache): any call panics.
 type unusedRepo struct{ VoucherRepository }
+
+// slowRepo counts its look-ups, each taking a while.
+type slowRepo struct {
+	VoucherRepository
+	calls atomic.Int64
+}
+
+func (r *slowRepo) FindVoucher(_ context.Context, id int64) (Voucher, error) {
+	r.calls.Add(1)
+	time.Sleep(50 * time.Millisecond)
+	return Voucher{ID: id, Title: "v"}, nil
+}
+
+// TestTheFirstLookUpsOfAVoucherAreOneQuery: a crowd's first requests for
+// a voucher this instance has not seen (the opening second) cost the
+// database one query, not one each.
+func TestTheFirstLookUpsOfAVoucherAreOneQuery(t *testing.T) {
+	repo := &slowRepo{}
+	c := NewCatalog(CatalogConfig{Vouchers: repo, Board: board{}})
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := c.Details(context.Background(), 7); err != nil || v.ID != 7 {
+				t.Errorf("Details = %+v, %v", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := repo.calls.Load(); n != 1 {
+		t.Fatalf("100 concurrent first look-ups made %d queries, want 1", n)
+	}
+}
