@@ -306,7 +306,7 @@ func TestAPlainVoucherNeedsNoAdmissionAndHasNoRoom(t *testing.T) {
 func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		b := newBrowser(t)
-		voucher, begin := h.roomVoucher(3, 1, "60s", 8*time.Second)
+		voucher, begin := h.roomVoucher(3, 1, "60s", 12*time.Second) // time to log in before the draw, under load
 		card := `li[data-voucher="` + idString(voucher) + `"]`
 		p := b.page()
 		b.open(p, "open /", h.base+"/")
@@ -388,11 +388,14 @@ func TestTheDashboardShowsTheRoomsInABrowser(t *testing.T) {
 	b.open(p, "open /dashboard", h.base+"/dashboard")
 	b.input(p, "#admin-token", h.cfg.AdminToken)
 	row := `#room-table tr[data-voucher="` + idString(voucher) + `"]`
-	// Sold out after two; the three admitted who did not buy lapse after
-	// 5 s: no-shows, and (sold out) nobody else is let in.
-	b.waitJS(p, "the room: 5 waiting, 5 admitted, 3 no-shows, sold out", `(() => { const tr = document.querySelector('`+row+`');
+	// Sold out after two; those admitted who did not buy lapse after 5 s:
+	// no-shows, and (sold out) nobody else is let in. How many were let
+	// in before the sell-out depends on the passes' timing: at least 2.
+	b.waitJS(p, "the room: waiting and admitted add up, the unbought admissions are no-shows, sold out", `(() => { const tr = document.querySelector('`+row+`');
 		if (!tr) return false; const c = [...tr.cells].map((td) => td.textContent);
-		return c[1] === 'room voucher' && c[2] === '5' && c[3] === '5' && c[4].endsWith('(5)') && c[5] === '3' && c[6] !== '—'; })()`)
+		const waiting = Number(c[2]), admitted = Number(c[3]), noShows = Number(c[5]);
+		return c[1] === 'room voucher' && waiting + admitted === 10 && admitted >= 2 && c[4].endsWith('(5)') &&
+			noShows === admitted - 2 && noShows > 0 && c[6] !== '—'; })()`)
 	b.screenshot(p, "dashboard-rooms", 1280, 800, false)
 	b.clean()
 }
@@ -486,7 +489,15 @@ func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 				t.Fatalf("join: %d %v", status, body)
 			}
 		}
-		time.Sleep(time.Until(begin) + 600*time.Millisecond) // a pass or more after the opening
+		time.Sleep(time.Until(begin))
+		for kept := 0; kept < early; { // the first pass after the opening keeps the draw
+			draw, err := h.srv.store.RoomDraws().LoadDraw(context.Background(), voucher)
+			if err != nil || time.Until(begin) < -5*time.Second {
+				t.Fatalf("the draw is not kept 5 s after the opening: %d entries, %v", len(draw), err)
+			}
+			kept = len(draw)
+			time.Sleep(50 * time.Millisecond)
+		}
 		_, before := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil)
 		places := map[int64]int64{}
 		for u := int64(1); u <= early; u++ {
