@@ -217,6 +217,34 @@ func (c *Catalog) Details(ctx context.Context, id int64) (Voucher, error) {
 	return found.(Voucher), nil
 }
 
+// Peek is Details for a caller that must not decide a voucher unknown
+// (the room check before a seckill): ok is false for a voucher the
+// unknown-voucher memo rules out, or the repository does not have, and
+// nothing is remembered of it; the seckill answers such an id itself, as
+// it did before rooms.
+func (c *Catalog) Peek(ctx context.Context, id int64) (v Voucher, ok bool, err error) {
+	if cached, ok := c.cache.Load(id); ok {
+		return cached.(Voucher), true, nil
+	}
+	if c.unknown.RuledOut(ctx, id) {
+		return Voucher{}, false, nil
+	}
+	found, err, _ := c.lookups.Do("peek:"+strconv.FormatInt(id, 10), func() (any, error) {
+		v, err := c.repo.FindVoucher(ctx, id)
+		if err == nil {
+			c.cache.Store(id, v)
+		}
+		return v, err
+	})
+	switch {
+	case errors.Is(err, ErrVoucherNotFound):
+		return Voucher{}, false, nil
+	case err != nil:
+		return Voucher{}, false, Wrap("get voucher", CodeUnavailable, err)
+	}
+	return found.(Voucher), true, nil
+}
+
 // Get returns a voucher with its remaining stock.
 func (c *Catalog) Get(ctx context.Context, id int64) (Voucher, error) {
 	v, err := c.Details(ctx, id)

@@ -33,8 +33,10 @@ type Rooms struct {
 	draws     RoomDrawStore
 	saved     sync.Map // int64 -> []DrawEntry
 	published sync.Map // int64 -> RoomDraw
-	// passed keeps what this instance's last pass over each room found.
+	// passed keeps what this instance's last pass over each room found;
+	// known the rooms a request here has touched (the passes' rooms).
 	passed sync.Map // int64 -> RoomReport
+	known  sync.Map // int64 -> Voucher
 }
 
 // RoomReport is a room as this instance's last admission pass found it.
@@ -132,6 +134,7 @@ func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (Voucher, error) {
 	if v.Room == nil {
 		return Voucher{}, ErrNoRoom
 	}
+	r.known.Store(v.ID, v)
 	return v, nil
 }
 
@@ -221,17 +224,16 @@ func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
 // the shopper's pass for a room voucher, ErrNotAdmitted without a valid
 // one.
 func (r *Rooms) Pass(ctx context.Context, userID, voucherID int64, token string) (RoomPass, error) {
-	v, err := r.catalog.Details(ctx, voucherID)
+	v, found, err := r.catalog.Peek(ctx, voucherID)
 	switch {
-	case CodeOf(err) == CodeVoucherNotFound:
-		return RoomPass{}, nil // the seckill's to answer
 	case err != nil:
 		// Not known to be a plain voucher: never let a room's seckill
 		// through unchecked because the database did not answer.
 		return RoomPass{}, err
-	case v.Room == nil:
-		return RoomPass{}, nil
+	case !found || v.Room == nil:
+		return RoomPass{}, nil // a plain voucher, or an id the seckill answers
 	}
+	r.known.Store(v.ID, v)
 	return r.passes.Check(token, voucherID, userID, r.now())
 }
 
@@ -265,20 +267,25 @@ func (r *Rooms) Service() Service {
 }
 
 // AdmitOpen makes one admission pass over every room open now that this
-// instance knows of (Catalog.OpenAt: the storefront's and those looked
-// up here). A room another instance passes too is no matter: each pass
-// admits what the rate allows since the last, whoever made it.
+// instance knows of: those a shopper's request here has touched (a join,
+// a poll, a seckill, the draw). A room another instance passes too is no
+// matter: each pass admits what the rate allows since the last, whoever
+// made it. An instance that serves no room makes no call at all.
 func (r *Rooms) AdmitOpen(ctx context.Context) {
 	now := r.now()
-	for _, id := range r.catalog.OpenAt(ctx, now) {
-		v, err := r.catalog.Details(ctx, id)
-		if err != nil || v.Room == nil || now.Before(v.BeginAt) {
-			continue
+	r.known.Range(func(key, value any) bool {
+		v := value.(Voucher)
+		switch {
+		case !now.Before(v.EndAt.Add(time.Second)):
+			r.known.Delete(key) // the sale is over
+		case now.Before(v.BeginAt):
+		default:
+			if err := r.admit(ctx, v); err != nil && ctx.Err() == nil {
+				r.log.Warn("room: admission pass failed", "voucher", v.ID, "err", err)
+			}
 		}
-		if err := r.admit(ctx, v); err != nil && ctx.Err() == nil {
-			r.log.Warn("room: admission pass failed", "voucher", id, "err", err)
-		}
-	}
+		return ctx.Err() == nil
+	})
 }
 
 func (r *Rooms) admit(ctx context.Context, v Voucher) error {

@@ -65,3 +65,40 @@ func TestASeckillIsNotLetThroughWhenTheVoucherCannotBeLookedUp(t *testing.T) {
 
 // unusedRoomBoard is a room board the test never reaches.
 type unusedRoomBoard struct{ RoomBoard }
+
+// countingRepo counts its look-ups and has no voucher.
+type countingRepo struct {
+	VoucherRepository
+	calls int
+}
+
+func (r *countingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
+	r.calls++
+	return Voucher{}, ErrVoucherNotFound
+}
+
+// TestThePassCheckCostsNoLookUpForIDsAboveTheHighest: random voucher ids
+// above the highest one (a scan for vouchers) cost the room check no
+// query each, and an id it finds no voucher for is not remembered unknown
+// by it (the seckill answers it, as before rooms).
+func TestThePassCheckCostsNoLookUpForIDsAboveTheHighest(t *testing.T) {
+	repo := &countingRepo{}
+	highest := 0
+	unknown := NewUnknownVouchers(time.Minute, func(context.Context) (int64, error) { highest++; return 100, nil })
+	c := NewCatalog(CatalogConfig{Vouchers: repo, Board: board{}, Unknown: unknown})
+	r := NewRooms(RoomsConfig{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
+	for id := int64(101); id <= 200; id++ {
+		if _, err := r.Pass(context.Background(), 42, id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if repo.calls != 0 || highest != 1 {
+		t.Fatalf("100 ids above the highest cost %d look-ups and %d reads of the highest, want 0 and 1", repo.calls, highest)
+	}
+	if _, err := r.Pass(context.Background(), 42, 50, ""); err != nil || repo.calls != 1 {
+		t.Fatalf("an id below the highest: %v, %d look-ups", err, repo.calls)
+	}
+	if unknown.Unknown(50) {
+		t.Fatal("the room check remembered a voucher unknown: the seckill would answer 404 where Redis has it")
+	}
+}

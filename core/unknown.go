@@ -117,6 +117,13 @@ func (u *UnknownVouchers) aboveCeiling(ctx context.Context, voucherID int64) boo
 	return voucherID > u.ceiling
 }
 
+// RuledOut reports whether voucherID is remembered unknown or lies above
+// the highest voucher (the ceiling read at most once a lifetime): what
+// Find answers without a look-up, remembering nothing new.
+func (u *UnknownVouchers) RuledOut(ctx context.Context, voucherID int64) bool {
+	return u != nil && (u.Unknown(voucherID) || u.aboveCeiling(ctx, voucherID))
+}
+
 // Find looks the voucher up with find unless it is remembered unknown, and
 // remembers it when find reports ErrVoucherNotFound. A lookup that started
 // before a Forget is not remembered after it: it may have missed the

@@ -252,6 +252,9 @@ type roomMark struct {
 // roomsNow reads the rooms' last passes; admitted per second is the
 // frontier's move since the previous snapshot.
 func (d *dashboard) roomsNow() []dashboardRoom {
+	if d.api.rooms == nil {
+		return nil
+	}
 	reports := d.api.rooms.Reports()
 	out := make([]dashboardRoom, 0, len(reports))
 	marks := make(map[int64]roomMark, len(reports))
