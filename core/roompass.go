@@ -30,9 +30,16 @@ const passDomain = "seckill room pass v1"
 
 // NewPassSigner derives the pass key from secret (SECKILL_JWT_SECRET).
 func NewPassSigner(secret []byte) *PassSigner {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(passDomain))
-	return &PassSigner{key: mac.Sum(nil)}
+	return &PassSigner{key: hmacSum(secret, passDomain)}
+}
+
+// hmacSum is HMAC-SHA256 keyed with key over message: a key derived from
+// the server's secret for one use (message names the use), and the
+// signatures made with it.
+func hmacSum(key []byte, message string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(message))
+	return mac.Sum(nil)
 }
 
 // ErrNotAdmitted refuses a seckill on a room voucher without a valid
@@ -47,11 +54,7 @@ func (s *PassSigner) Token(p RoomPass) string {
 	return payload + "." + base64.RawURLEncoding.EncodeToString(s.sign(payload))
 }
 
-func (s *PassSigner) sign(payload string) []byte {
-	mac := hmac.New(sha256.New, s.key)
-	mac.Write([]byte(payload))
-	return mac.Sum(nil)
-}
+func (s *PassSigner) sign(payload string) []byte { return hmacSum(s.key, payload) }
 
 // Check reads token as a pass for userID on voucherID, valid at now:
 // ErrNotAdmitted for anything else (missing, forged, another shopper's or

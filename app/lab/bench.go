@@ -669,12 +669,19 @@ func redisBenchmarkRate(cfg server.Config, conns int) (float64, error) {
 		return 0, err
 	}
 	body := string(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 1, CreatedAt: time.Now()}))
-	host, port, _ := strings.Cut(opts.Addr, ":")
-	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q",
-		"EVALSHA", sha, "6", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0), keys.Limit(1, 0), keys.PayByOf(1),
-		"__rand_int__", "__rand_int__", body, "0", "0", "0", "1", "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody).CombinedOutput()
 	defer dropKeys(cfg.RedisURL, prefix)
+	return redisBenchmark(bin, opts.Addr, conns,
+		"EVALSHA", sha, "6", keys.Stock(1), keys.Window(1), keys.Orders(1), keys.ShardKey("orders", 0), keys.Limit(1, 0), keys.PayByOf(1),
+		"__rand_int__", "__rand_int__", body, "0", "0", "0", "1", "XADD", core.HandoffKey, "*", streamgroup.BodyField, core.HandoffBody)
+}
 
+// redisBenchmark runs redis-benchmark's command args at addr: conns
+// connections, no pipelining, 200,000 requests, __rand_int__ over 10^8;
+// its rate.
+func redisBenchmark(bin, addr string, conns int, args ...string) (float64, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	cmd := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q"}, args...)
+	out, err := exec.Command(bin, cmd...).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
 	}

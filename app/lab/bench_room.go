@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,24 +120,14 @@ func (r *roomBench) joinCost(conns int) ([]benchTarget, error) {
 		return nil, fmt.Errorf("redis-benchmark is not on this machine")
 	}
 	sha := r.joinSHA
-	host, port, _ := strings.Cut(r.rdb.Options().Addr, ":")
 	run := func(args ...string) (float64, error) {
 		progressf("bench: redis-benchmark %s…", args[0])
-		cmd := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(conns), "-n", "200000", "-r", "100000000", "-q"}, args...)
-		out, err := exec.Command(bin, cmd...).CombinedOutput()
-		if err != nil {
-			return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
-		}
-		m := rpsLine.FindAllStringSubmatch(string(out), -1)
-		if len(m) == 0 {
-			return 0, fmt.Errorf("redis-benchmark printed no rate: %s", out)
-		}
-		return strconv.ParseFloat(m[len(m)-1][1], 64)
+		return redisBenchmark(bin, r.rdb.Options().Addr, conns, args...)
 	}
 	join := func(v core.Voucher) (float64, error) {
 		ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 		args := append([]string{"EVALSHA", sha, "5"}, r.keys(v.ID)...)
-		return run(append(args, "__rand_int__", "__rand_int__", ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt), "60000", ms(v.EndAt.Add(time.Hour)))...)
+		return run(append(args, "__rand_int__", "__rand_int__", ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt), "60000", ms(v.EndAt.Add(time.Hour)), "-1")...)
 	}
 	zadd, err := run("ZADD", r.prefix+"bare:{s0}", "0", "__rand_int__")
 	if err != nil {
@@ -170,7 +159,7 @@ func (r *roomBench) fill(v core.Voucher, n int) error {
 		for u := from; u < from+batch && u <= n; u++ {
 			ms := func(t time.Time) int64 { return t.UnixMilli() }
 			pipe.EvalSha(ctx, r.joinSHA, r.keys(v.ID), u, v.Room.DrawKey(int64(u))+":"+strconv.Itoa(u), ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt),
-				60000, ms(v.EndAt.Add(time.Hour)))
+				60000, ms(v.EndAt.Add(time.Hour)), -1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("fill a room: %w", err)
@@ -233,10 +222,7 @@ func (r *roomBench) pollCost() ([]benchTarget, error) {
 // polls polls random places of v's n for d from 16 goroutines.
 func (r *roomBench) polls(v core.Voucher, n int, d time.Duration) (rate, usecPerCall float64, err error) {
 	ctx := context.Background()
-	calls0, usec0, err := evalshaStats(ctx, r.rdb)
-	if err != nil {
-		return 0, 0, err
-	}
+	before := commandStats(r.rdb)["evalsha"]
 	var done atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -263,33 +249,11 @@ func (r *roomBench) polls(v core.Voucher, n int, d time.Duration) (rate, usecPer
 		return 0, 0, *e
 	}
 	elapsed := time.Since(start)
-	calls1, usec1, err := evalshaStats(ctx, r.rdb)
-	if err != nil || calls1 <= calls0 {
-		return 0, 0, fmt.Errorf("commandstats: %v", err)
+	after := commandStats(r.rdb)["evalsha"]
+	if after.calls <= before.calls {
+		return 0, 0, fmt.Errorf("INFO commandstats counted no EVALSHA over the polls")
 	}
-	return float64(done.Load()) / elapsed.Seconds(), float64(usec1-usec0) / float64(calls1-calls0), nil
-}
-
-// evalshaStats reads INFO commandstats' evalsha calls and microseconds.
-func evalshaStats(ctx context.Context, rdb *redis.Client) (calls, usec int64, err error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-			for _, f := range strings.Split(rest, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				switch k {
-				case "calls":
-					calls, _ = strconv.ParseInt(v, 10, 64)
-				case "usec":
-					usec, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-		}
-	}
-	return calls, usec, nil
+	return float64(done.Load()) / elapsed.Seconds(), (after.usec - before.usec) / float64(after.calls-before.calls), nil
 }
 
 // drawFairness joins n shoppers before the opening in arrival order,
