@@ -107,3 +107,47 @@ func DeadLetterOf(queue, consumer string, d Delivery, reason string) DeadLetter 
 	return DeadLetter{Body: d.Body, Reason: reason, Queue: queue, SourceID: d.ID,
 		Attempt: d.Attempt, Consumer: consumer, At: time.Now()}
 }
+
+// TakeBack is what making a dead-lettered order's unit its own in the live
+// sale did, before a re-drive persists the order. A letter's order keeps
+// its unit while its buyer's mark names it; a rebuild that dealt the stock
+// anew, or the return of a refused second order's unit, put the unit back
+// on sale, and persisting the order then would sell it twice.
+type TakeBack struct {
+	Result TakeBackResult
+	// Holder is the order the buyer holds instead (BuyerHoldsAnother).
+	Holder int64
+}
+
+// TakeBackResult says whether a re-drive may persist the order.
+type TakeBackResult int
+
+const (
+	// UnitHeld: the buyer's mark names the order; its unit is its own.
+	UnitHeld TakeBackResult = iota
+	// UnitTakenBack: its unit had gone back on sale; one was taken for it.
+	UnitTakenBack
+	// UnitGone: its unit went back on sale and none is left.
+	UnitGone
+	// BuyerHoldsAnother: the buyer holds another order of the voucher.
+	BuyerHoldsAnother
+	// TakeBackLater: the voucher's live state is fenced by a rebuild or
+	// not loaded; a later re-drive tries again.
+	TakeBackLater
+)
+
+// Persistable says a re-drive may persist the order: its unit is its own.
+func (t TakeBack) Persistable() bool { return t.Result == UnitHeld || t.Result == UnitTakenBack }
+
+// Why says, for the letter, why a re-drive skipped the order.
+func (t TakeBack) Why() string {
+	switch t.Result {
+	case UnitGone:
+		return "its unit went back on sale and none is left: the order cannot be persisted without overselling"
+	case BuyerHoldsAnother:
+		return fmt.Sprintf("its buyer holds order %d of the voucher", t.Holder)
+	case TakeBackLater:
+		return "the voucher's live state is being rebuilt: re-drive it again"
+	}
+	return ""
+}

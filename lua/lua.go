@@ -206,3 +206,9 @@ var RoomDraw string
 //
 //go:embed room_restore.lua
 var RoomRestore string
+
+// TakeBack makes a dead-lettered order's unit its own before a re-drive
+// persists it: held already, or taken back where one is left.
+//
+//go:embed take_back.lua
+var TakeBack string

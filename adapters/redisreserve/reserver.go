@@ -146,6 +146,7 @@ var (
 	seckillScript    = redis.NewScript(lua.Seckill)
 	releaseScript    = redis.NewScript(lua.Release)
 	returnUnitScript = redis.NewScript(lua.ReturnUnit)
+	takeBackScript   = redis.NewScript(lua.TakeBack)
 	claimScript      = redis.NewScript(lua.ClaimDeadlines)
 )
 
@@ -262,7 +263,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript,
+	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, takeBackScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript,
 		pendScript, takeScript, giveScript, readBucketScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
@@ -514,6 +515,105 @@ func (r *sale) returnUnit(ctx context.Context, o core.Order, held int64) (core.R
 		return core.NothingToReturn, nil
 	}
 	return core.ReturnLater, nil
+}
+
+// TakeBack makes each dead-lettered order's unit its own before a
+// re-drive persists it (take_back.lua): held already where the buyer's
+// mark names it, else taken back from the buyer's bucket where a unit is
+// left. One pipeline for all of them (a bulk re-drive takes 500 a step);
+// a hot voucher's bucket found dry borrows from the others, one order at
+// a time.
+func (r *Live) TakeBack(ctx context.Context, orders []core.Order) ([]core.TakeBack, error) {
+	out := make([]core.TakeBack, len(orders))
+	bks := make([]BucketKeys, len(orders))
+	for i, o := range orders {
+		bk, err := r.buyerBucket(ctx, o.VoucherID, o.UserID)
+		if err != nil {
+			return nil, err
+		}
+		bks[i] = bk
+	}
+	cmds, err := r.takeBackAll(ctx, orders, bks)
+	if err != nil {
+		return nil, err
+	}
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("redisreserve: take a unit back: %w", err)
+		}
+		if out[i] = takeBackOf(res); out[i].Result == core.UnitGone {
+			if out[i], err = r.takeBackBorrowing(ctx, orders[i], bks[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// takeBackAll runs take_back.lua for each order in one pipeline, loading
+// the script first where Redis has forgotten it (a restart).
+func (r *Live) takeBackAll(ctx context.Context, orders []core.Order, bks []BucketKeys) ([]*redis.Cmd, error) {
+	for try := 0; ; try++ {
+		pipe := r.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(orders))
+		for i, o := range orders {
+			cmds[i] = takeBackScript.EvalSha(ctx, pipe, []string{bks[i].Stock, bks[i].Orders}, o.UserID, o.ID)
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil || try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return cmds, err
+		}
+		if err := takeBackScript.Load(ctx, r.rdb).Err(); err != nil {
+			return nil, fmt.Errorf("redisreserve: load take_back.lua: %w", err)
+		}
+	}
+}
+
+// takeBackOf reads take_back.lua's answer.
+func takeBackOf(res []any) core.TakeBack {
+	code, _ := res[0].(int64)
+	switch code {
+	case 1:
+		return core.TakeBack{Result: core.UnitHeld}
+	case 2:
+		return core.TakeBack{Result: core.UnitTakenBack}
+	case 3:
+		holder, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+		return core.TakeBack{Result: core.BuyerHoldsAnother, Holder: holder}
+	case -1:
+		return core.TakeBack{Result: core.TakeBackLater}
+	}
+	return core.TakeBack{Result: core.UnitGone}
+}
+
+// takeBackBorrowing takes an order's unit back after its bucket was found
+// dry: the bucket borrows from the others, as a reservation's does, until
+// the script answers otherwise or no bucket has a unit to lend.
+func (r *Live) takeBackBorrowing(ctx context.Context, o core.Order, bk BucketKeys) (core.TakeBack, error) {
+	buckets, err := r.bucketsOf(ctx, o.VoucherID)
+	if err != nil || buckets == 1 {
+		return core.TakeBack{Result: core.UnitGone}, err
+	}
+	for idle := 0; idle < idleBorrows; idle++ {
+		got, err := r.borrow(ctx, o.VoucherID, bk.Bucket, buckets)
+		switch {
+		case err != nil:
+			return core.TakeBack{}, err
+		case got.units == 0 && got.unloaded:
+			return core.TakeBack{Result: core.TakeBackLater}, nil
+		case got.units == 0 && !got.voided:
+			return core.TakeBack{Result: core.UnitGone}, nil
+		}
+		res, err := takeBackScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders}, o.UserID, o.ID).Slice()
+		if err != nil {
+			return core.TakeBack{}, fmt.Errorf("redisreserve: take a unit back: %w", err)
+		}
+		if t := takeBackOf(res); t.Result != core.UnitGone {
+			return t, nil
+		}
+	}
+	return core.TakeBack{Result: core.UnitGone}, nil
 }
 
 // ClaimDue implements core.Deadlines: up to max reservations due for

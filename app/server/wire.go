@@ -333,7 +333,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		ledger:       s.store.Ledger(),
 		deadLetters:  s.store.DeadLetters(),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.ordersStore(),
-			Orders: s.store, Withdrawer: s.lifecycle, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
+			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
 		backend: cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,
@@ -479,6 +479,10 @@ type sale struct {
 	// returnRefused gives back the live unit of an order the store refused
 	// as its buyer's second (nil without the Redis reservation).
 	returnRefused func(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error)
+	// units makes a dead-lettered order's unit its own before a re-drive
+	// persists it (nil without the Redis reservation: the database is the
+	// live state).
+	units deadletters.LiveUnits
 }
 
 // openSale opens the backend that SECKILL_QUEUE names and the reservation
@@ -536,7 +540,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	if caps.Handoff != nil {
 		out.requeue = live.Requeue
 	}
-	out.returnRefused = live.ReturnRefused
+	out.returnRefused, out.units = live.ReturnRefused, live
 	return out, nil
 }
 

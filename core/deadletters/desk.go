@@ -21,6 +21,29 @@ type OrderFinder interface {
 	FindOrder(ctx context.Context, orderID int64) (core.Order, error)
 }
 
+// LiveUnits is the live sale's side of a re-drive (the Redis
+// reservation's upkeep, redisreserve.Live): an order is persisted only
+// once its unit is its own there, and the unit of one the database refuses
+// as its buyer's second goes back, once.
+type LiveUnits interface {
+	TakeBack(ctx context.Context, orders []core.Order) ([]core.TakeBack, error)
+	ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error)
+}
+
+// DatabaseUnits stands in for the live sale where the database is the
+// live state (sync): the persist itself checks the stock column.
+type DatabaseUnits struct{}
+
+// TakeBack says each unit is its order's: the database decides.
+func (DatabaseUnits) TakeBack(_ context.Context, orders []core.Order) ([]core.TakeBack, error) {
+	return make([]core.TakeBack, len(orders)), nil // core.UnitHeld
+}
+
+// ReturnRefused has nothing to return: the database took no stock.
+func (DatabaseUnits) ReturnRefused(context.Context, core.Order, int64) (core.ReturnResult, error) {
+	return core.NothingToReturn, nil
+}
+
 // Observer is told how many letters each action resolved, and how.
 type Observer interface {
 	DeadLettersResolved(how Resolution, n int)
@@ -35,6 +58,9 @@ type DeskConfig struct {
 	Orders OrderFinder
 	// Withdrawer discards (the lifecycle).
 	Withdrawer Withdrawer
+	// Units makes each order's unit its own in the live sale before it is
+	// persisted (nil: DatabaseUnits, the database is the live state).
+	Units LiveUnits
 	// PayWindow is the pipeline's: a re-driven order's deadline is its
 	// reservation's time plus it, as if persisted on time.
 	PayWindow time.Duration
@@ -68,6 +94,9 @@ func NewDesk(cfg DeskConfig) *Desk {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
+	}
+	if cfg.Units == nil {
+		cfg.Units = DatabaseUnits{}
 	}
 	return &Desk{cfg: cfg}
 }
@@ -172,10 +201,15 @@ func (d *Desk) redrive(ctx context.Context, letters []Letter, out *Outcome) erro
 }
 
 // persist saves the orders not in the database yet, and resolves their
-// letters, or records what refused them.
+// letters, or records what refused them. An order is persisted only once
+// its unit is its own in the live sale (LiveUnits.TakeBack): a unit that
+// went back on sale (a rebuild dealt the stock anew, or the letter was a
+// refused second order whose unit was returned) is taken back where one is
+// left, atomically, else the letter is skipped and says why.
 func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int64][]int64, out *Outcome) error {
-	if len(orders) == 0 {
-		return nil
+	orders, err := d.takeBack(ctx, orders, byOrder, out)
+	if err != nil || len(orders) == 0 {
+		return err
 	}
 	end := func(error) {}
 	if d.cfg.Tracing != nil {
@@ -193,11 +227,12 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 		if kind == "" {
 			kind = core.DeadLetterStockAnomaly
 		}
-		for _, id := range byOrder[rej.Order.ID] {
-			if err := d.cfg.Register.Failed(ctx, id, fmt.Sprintf("re-drive refused (%s): %s", kind, rej.Reason), d.cfg.Now()); err != nil {
-				return err
-			}
-			out.Skipped++
+		detail := fmt.Sprintf("re-drive refused (%s): %s", kind, rej.Reason)
+		if kind == core.DeadLetterBuyerHoldsAnother {
+			detail += d.returnRefused(ctx, rej)
+		}
+		if err := d.failed(ctx, byOrder[rej.Order.ID], detail, out); err != nil {
+			return err
 		}
 	}
 	var taken []core.Order
@@ -207,6 +242,50 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 		}
 	}
 	return d.resolve(ctx, lettersOf(taken, byOrder), Redriven, "", &out.Redriven)
+}
+
+// takeBack returns the orders whose unit is their own in the live sale;
+// the others' letters are skipped with the reason.
+func (d *Desk) takeBack(ctx context.Context, orders []core.Order, byOrder map[int64][]int64, out *Outcome) ([]core.Order, error) {
+	taken, err := d.cfg.Units.TakeBack(ctx, orders)
+	if err != nil {
+		return nil, core.Wrap("re-drive: take the units back", core.CodeUnavailable, err)
+	}
+	own := orders[:0:0]
+	for i, o := range orders {
+		if t := taken[i]; t.Persistable() {
+			own = append(own, o)
+			continue
+		}
+		if err := d.failed(ctx, byOrder[o.ID], "re-drive skipped: "+taken[i].Why(), out); err != nil {
+			return nil, err
+		}
+	}
+	return own, nil
+}
+
+// returnRefused gives back the live unit of an order the database refused
+// as its buyer's second, as the consumers do, and says so for the letter.
+func (d *Desk) returnRefused(ctx context.Context, rej core.Rejection) string {
+	res, err := d.cfg.Units.ReturnRefused(ctx, rej.Order, rej.Held)
+	switch {
+	case err != nil:
+		return "; its unit could not be given back (" + err.Error() + "): a rebuild gives it back"
+	case res == core.UnitReturned:
+		return "; its unit went back on sale, returned once"
+	}
+	return ""
+}
+
+// failed records a re-drive that did not persist letters ids, for detail.
+func (d *Desk) failed(ctx context.Context, ids []int64, detail string, out *Outcome) error {
+	for _, id := range ids {
+		if err := d.cfg.Register.Failed(ctx, id, detail, d.cfg.Now()); err != nil {
+			return err
+		}
+		out.Skipped++
+	}
+	return nil
 }
 
 // Discard resolves every open letter f matches without persisting it:
