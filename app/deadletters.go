@@ -130,6 +130,8 @@ func runDeadLetters(args []string, env func(string) string, stdout, stderr io.Wr
 		}
 		return 0
 	}
+	// What a letter says is anyone's text: it reaches the terminal escaped.
+	stdout, stderr = terminalSafe{stdout}, terminalSafe{stderr}
 	cmd := args[0]
 	f, rest, err := parseDeadLetterFlags(cmd, args[1:], env, stderr)
 	if err != nil {
@@ -210,8 +212,12 @@ func listLetters(c deadLetterClient, f *deadLetterFlags, stdout io.Writer) error
 		}
 		for _, it := range page.Items {
 			if !f.asJSON {
-				fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", it["id"], it["reason"], orDash(it["orderId"]), orDash(it["userId"]),
-					orDash(it["voucherId"]), it["deliveries"], it["redriven"], it["firstFailedAt"], it["backend"], it["error"])
+				cells := []any{it["id"], it["reason"], orDash(it["orderId"]), orDash(it["userId"]), orDash(it["voucherId"]),
+					it["deliveries"], it["redriven"], it["firstFailedAt"], it["backend"], it["error"]}
+				for i, c := range cells {
+					cells[i] = printable(c)
+				}
+				fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", cells...)
 			}
 		}
 		if page.NextCursor == nil || !f.all {

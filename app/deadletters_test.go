@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,46 @@ func post(t *testing.T, url, token string, body, out any) {
 	}
 	if err := json.Unmarshal(got, out); err != nil {
 		t.Fatalf("POST %s: %v: %s", url, err, got)
+	}
+}
+
+// TestTheDeadLettersCommandPrintsNoControlCharacter: a letter's text is
+// anyone's. The review's reason "poison: \e[2J\e[H\e[32mno open dead
+// letters\e[8m" cleared the operator's screen and hid what followed. In
+// every command's output (the table, -json, show, an error) every control
+// character but the layout's newlines and tabs comes out escaped: no ESC,
+// CSI, DEL or bidirectional override reaches the terminal.
+func TestTheDeadLettersCommandPrintsNoControlCharacter(t *testing.T) {
+	const hostile = "poison: \x1b[2J\x1b[H\x1b[32mno open dead letters\x1b[8m\u009b2J\x7f\u202egnp.exe\ttab\nline"
+	letter := map[string]any{"id": "1", "reason": "poison", "error": hostile, "orderId": nil, "userId": nil, "voucherId": nil,
+		"deliveries": 1, "redriven": 0, "firstFailedAt": "2026-12-07T00:00:00Z", "backend": "\x1b]0;owned\x07", "body": hostile}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/admin/deadletters", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"items": []any{letter}, "nextCursor": nil, "open": 1})
+	})
+	api.HandleFunc("GET /api/admin/deadletters/{id}", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(letter)
+	})
+	api.HandleFunc("POST /api/admin/deadletters/redrive", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusConflict)
+		io.WriteString(w, hostile)
+	})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	env := func(name string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": "t", "SECKILL_ADDR": srv.URL}[name]
+	}
+	for _, args := range [][]string{{"list"}, {"list", "-json"}, {"show", "1"}, {"redrive", "-voucher", "1"}} {
+		var stdout, stderr bytes.Buffer
+		runDeadLetters(args, env, &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		for _, bad := range []string{"\x1b", "\u009b", "\x7f", "\u202e", "\x07"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("seckill deadletters %v printed %q raw:\n%q", args, bad, out)
+			}
+		}
+		if !strings.Contains(out, `\u001b[2J`) && !strings.Contains(out, `\\u001b[2J`) {
+			t.Errorf("seckill deadletters %v: the escape is not shown escaped:\n%q", args, out)
+		}
 	}
 }

@@ -1,9 +1,9 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,7 +12,8 @@ import (
 // backend's dead letters the same way.
 type DeadLetter struct {
 	// Body is the message exactly as it was delivered (usually an encoded
-	// order; for poison, whatever arrived).
+	// order; for poison, whatever arrived), at most MaxDeadLetterBody
+	// bytes as read back.
 	Body []byte
 	// Reason is "<kind>: <detail>", the kind a DeadLetterReason.
 	Reason string
@@ -26,29 +27,51 @@ type DeadLetter struct {
 	Consumer string
 	// At is when, to the millisecond.
 	At time.Time
+	// Signature is the body's signature as it was delivered
+	// (Delivery.Signature: an outside broker's order carries the
+	// deployment's; "" elsewhere). A re-drive persists a body only where
+	// it verifies (OrderSigner).
+	Signature string
+	// Seal is the deployment's signature of the whole record
+	// (OrderSigner.SealDeadLetter), on the outside brokers, whose dead
+	// streams anyone who reaches them can write: a record without a seal
+	// that verifies has its reason and counts disbelieved.
+	Seal string
 	// Position is the record's place in its source (DeadLetterSource),
 	// set when it is read back: a stream entry's id, a broker's sequence.
 	Position string
 }
 
+// MaxDeadLetterBody is the most of a record's body kept when it is read
+// back; maxDeadLetterText the most of any other field. An order is a few
+// hundred bytes: what is longer is not one, and a reader keeps no more of
+// it (the review's twenty 1 MB records took a server from 52 to 154 MB).
+const (
+	MaxDeadLetterBody = 64 << 10
+	maxDeadLetterText = 4 << 10
+)
+
 // The field names of the encoded record. "order" is the name the order
 // message has in the streams, so a dead letter's body reads like an entry's.
 const (
-	deadBody     = "order"
-	deadReason   = "reason"
-	deadQueue    = "queue"
-	deadSource   = "source_id"
-	deadAttempt  = "attempt"
-	deadConsumer = "consumer"
-	deadAt       = "at"
+	deadBody      = "order"
+	deadReason    = "reason"
+	deadQueue     = "queue"
+	deadSource    = "source_id"
+	deadAttempt   = "attempt"
+	deadConsumer  = "consumer"
+	deadAt        = "at"
+	deadSignature = "signature"
+	deadSeal      = "seal"
 )
 
 // Fields encodes the record as field/value pairs in a fixed order — a
 // Redis stream entry's layout, and the form an in-process backend keeps:
 // order, reason, queue, source_id, attempt (decimal), consumer, at (unix
-// milliseconds, decimal).
+// milliseconds, decimal), then signature and seal where the record has
+// them.
 func (d DeadLetter) Fields() []string {
-	return []string{
+	f := []string{
 		deadBody, string(d.Body),
 		deadReason, d.Reason,
 		deadQueue, d.Queue,
@@ -57,39 +80,66 @@ func (d DeadLetter) Fields() []string {
 		deadConsumer, d.Consumer,
 		deadAt, strconv.FormatInt(d.At.UnixMilli(), 10),
 	}
+	if d.Signature != "" {
+		f = append(f, deadSignature, d.Signature)
+	}
+	if d.Seal != "" {
+		f = append(f, deadSeal, d.Seal)
+	}
+	return f
 }
 
 // DecodeDeadLetter reads a record from its fields (a stream entry's
-// values). The body and the reason are required; a field of the wrong form
-// is an error. Fields it does not know are ignored, so records written
-// before a field existed, or by a newer version, still read.
-func DecodeDeadLetter(fields map[string]string) (DeadLetter, error) {
-	body, ok := fields[deadBody]
-	if !ok {
-		return DeadLetter{}, errors.New("dead letter: no body (field \"order\")")
+// values, a broker message's headers). It never fails: one record that
+// does not read whole must not stop a reader of the ones after it (the
+// review's header attempt=abc kept every later letter out of the
+// register). Such a record is kept as poison, its detail saying what was
+// wrong; a body past MaxDeadLetterBody is cut there and says so. Fields it
+// does not know are ignored, so records written before a field existed,
+// or by a newer version, still read.
+func DecodeDeadLetter(fields map[string]string) DeadLetter {
+	body := fields[deadBody]
+	d := DeadLetter{Body: []byte(body[:min(len(body), MaxDeadLetterBody)]), Reason: clip(fields[deadReason]),
+		Queue: clip(fields[deadQueue]), SourceID: clip(fields[deadSource]), Consumer: clip(fields[deadConsumer]),
+		Signature: clip(fields[deadSignature]), Seal: clip(fields[deadSeal])}
+	var wrong []string
+	if _, ok := fields[deadBody]; !ok {
+		wrong = append(wrong, `no body (field "order")`)
 	}
-	reason, ok := fields[deadReason]
-	if !ok || reason == "" {
-		return DeadLetter{}, errors.New("dead letter: no reason")
+	if len(body) > MaxDeadLetterBody {
+		wrong = append(wrong, fmt.Sprintf("its body of %d bytes is cut at %d", len(body), MaxDeadLetterBody))
 	}
-	d := DeadLetter{Body: []byte(body), Reason: reason, Queue: fields[deadQueue],
-		SourceID: fields[deadSource], Consumer: fields[deadConsumer]}
+	if d.Reason == "" {
+		wrong = append(wrong, "no reason")
+	}
 	if v, ok := fields[deadAttempt]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return DeadLetter{}, fmt.Errorf("dead letter: attempt %q is not a count", v)
+			wrong = append(wrong, fmt.Sprintf("attempt %q is not a count", clip(v)))
 		}
-		d.Attempt = n
+		d.Attempt = max(n, 0)
 	}
 	if v, ok := fields[deadAt]; ok {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return DeadLetter{}, fmt.Errorf("dead letter: at %q is not unix milliseconds", v)
+			wrong = append(wrong, fmt.Sprintf("at %q is not unix milliseconds", clip(v)))
+		} else {
+			d.At = time.UnixMilli(ms).UTC()
 		}
-		d.At = time.UnixMilli(ms).UTC()
 	}
-	return d, nil
+	if len(wrong) > 0 {
+		claimed := ""
+		if d.Reason != "" {
+			claimed = " (it said " + strconv.Quote(d.Reason) + ")"
+		}
+		d.Reason = string(DeadLetterPoison) + ": the dead-letter record does not read whole: " + strings.Join(wrong, "; ") + claimed
+		d.Reason = clip(d.Reason)
+	}
+	return d
 }
+
+// clip cuts a record's text field at maxDeadLetterText bytes.
+func clip(s string) string { return s[:min(len(s), maxDeadLetterText)] }
 
 // FieldMap is Fields as a map, the form DecodeDeadLetter reads.
 func (d DeadLetter) FieldMap() map[string]string {
@@ -102,10 +152,10 @@ func (d DeadLetter) FieldMap() map[string]string {
 }
 
 // DeadLetterOf is the record of delivery d, given up on now by consumer of
-// queue for reason.
+// queue for reason, with the signature it was delivered with.
 func DeadLetterOf(queue, consumer string, d Delivery, reason string) DeadLetter {
 	return DeadLetter{Body: d.Body, Reason: reason, Queue: queue, SourceID: d.ID,
-		Attempt: d.Attempt, Consumer: consumer, At: time.Now()}
+		Attempt: d.Attempt, Consumer: consumer, At: time.Now().Truncate(time.Millisecond), Signature: d.Signature}
 }
 
 // TakeBack is what making a dead-lettered order's unit its own in the live

@@ -14,7 +14,8 @@ import (
 type LoginCode struct {
 	// Phone is the number in E.164 (NormalizePhone).
 	Phone string
-	// Code is six digits.
+	// Code is six digits, or ten once the phone has had its short codes
+	// in the window (someone else is asking for its codes too).
 	Code string
 	// Challenge names the code: only the asker gets it, and only guesses
 	// sent with it are judged against this code. It is not sent to the
@@ -22,6 +23,9 @@ type LoginCode struct {
 	Challenge string
 	// ExpiresAt is when the code stops being accepted.
 	ExpiresAt time.Time
+	// From is the asking client's address (its limit key), whose budget
+	// the code counts against.
+	From string
 }
 
 // CodeSender delivers login codes to phones: an SMS gateway's webhook, or

@@ -322,12 +322,16 @@ func (p *Pipeline) prepare(ctx context.Context, c Consumer, ds []Delivery) batch
 	work := context.WithoutCancel(ctx)
 	b := batch{deliveries: len(ds), orders: make([]Order, 0, len(ds)), deliveriesOf: make(map[int64][]Delivery, len(ds))}
 	for _, d := range ds {
-		if d.Attempt > p.cfg.MaxDeliveries {
-			p.deadLetter(work, c, d, DeadLetterTooManyTries, fmt.Sprintf("delivered %d times", d.Attempt))
-			continue
-		}
+		// The signature first: nothing else about a message is believed
+		// before it verifies (the review's unsigned order with a forged
+		// x-delivery-count of 99 was filed max_deliveries, and a routine
+		// re-drive of those persisted it).
 		if p.cfg.Signer != nil && !p.cfg.Signer.Valid(d.Body, d.Signature) {
 			p.deadLetter(work, c, d, DeadLetterUnauthenticated, "the message does not carry this deployment's signature: not an order of ours")
+			continue
+		}
+		if d.Attempt > p.cfg.MaxDeliveries {
+			p.deadLetter(work, c, d, DeadLetterTooManyTries, fmt.Sprintf("delivered %d times", d.Attempt))
 			continue
 		}
 		o, err := DecodeOrder(d.Body)

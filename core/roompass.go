@@ -20,17 +20,17 @@ type RoomPass struct {
 // PassSigner signs and checks the passes' tokens with a key of the
 // server's (HMAC-SHA256).
 type PassSigner struct {
-	key []byte
+	keys KeyRing
 }
 
-// passDomain separates the pass key from other uses of the same secret
-// (the shoppers' JWTs are signed with the secret itself: a login token is
-// never a pass, nor a pass a login token).
+// passDomain derived the pass key before HKDF (PurposeRoomPass.Legacy):
+// a pass is never a login token, nor a login token a pass.
 const passDomain = "seckill room pass v1"
 
-// NewPassSigner derives the pass key from secret (SECKILL_JWT_SECRET).
-func NewPassSigner(secret []byte) *PassSigner {
-	return &PassSigner{key: hmacSum(secret, passDomain)}
+// NewPassSigner derives the pass keys from secrets (SECKILL_JWT_SECRET,
+// then SECKILL_JWT_SECRET_PREVIOUS if set).
+func NewPassSigner(secrets ...[]byte) *PassSigner {
+	return &PassSigner{keys: NewKeyRing(PurposeRoomPass, secrets...)}
 }
 
 // hmacSum is HMAC-SHA256 keyed with key over message: a key derived from
@@ -54,7 +54,7 @@ func (s *PassSigner) Token(p RoomPass) string {
 	return payload + "." + base64.RawURLEncoding.EncodeToString(s.sign(payload))
 }
 
-func (s *PassSigner) sign(payload string) []byte { return hmacSum(s.key, payload) }
+func (s *PassSigner) sign(payload string) []byte { return s.keys.Sign(payload) }
 
 // Check reads token as a pass for userID on voucherID, valid at now:
 // ErrNotAdmitted for anything else (missing, forged, another shopper's or
@@ -66,7 +66,7 @@ func (s *PassSigner) Check(token string, voucherID, userID int64, now time.Time)
 	}
 	payload, sig := token[:cut], token[cut+1:]
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.sign(payload)) {
+	if err != nil || !s.keys.Verify(payload, got) {
 		return RoomPass{}, ErrNotAdmitted
 	}
 	fields := strings.Split(payload, ".")

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"math/bits"
@@ -19,11 +18,11 @@ import (
 // checks a solution without a look-up.
 type JoinPuzzle struct {
 	Bits int
-	key  []byte
+	keys KeyRing
 }
 
-// puzzleDomain separates the puzzle's key from the other uses of the
-// secret.
+// puzzleDomain derived the puzzle's key before HKDF
+// (PurposeRoomPuzzle.Legacy).
 const puzzleDomain = "seckill room puzzle v1"
 
 // puzzleLifetime is how long a challenge may be solved and used.
@@ -32,17 +31,18 @@ const puzzleLifetime = 10 * time.Minute
 // MaxPuzzleBits bounds JoinPuzzle.Bits: each bit doubles the work.
 const MaxPuzzleBits = 32
 
-// NewJoinPuzzle is a puzzle of bits (0: off) with a key derived from
-// secret (SECKILL_JWT_SECRET).
-func NewJoinPuzzle(secret []byte, bits int) *JoinPuzzle {
-	return &JoinPuzzle{Bits: bits, key: hmacSum(secret, puzzleDomain)}
+// NewJoinPuzzle is a puzzle of bits (0: off) with keys derived from
+// secret (SECKILL_JWT_SECRET) and previous (SECKILL_JWT_SECRET_PREVIOUS,
+// while a secret rotates).
+func NewJoinPuzzle(secret []byte, bits int, previous ...[]byte) *JoinPuzzle {
+	return &JoinPuzzle{Bits: bits, keys: NewKeyRing(PurposeRoomPuzzle, append([][]byte{secret}, previous...)...)}
 }
 
 // On reports whether joins need a solution.
 func (p *JoinPuzzle) On() bool { return p != nil && p.Bits > 0 }
 
 func (p *JoinPuzzle) sign(payload string) string {
-	return base64.RawURLEncoding.EncodeToString(hmacSum(p.key, payload))
+	return base64.RawURLEncoding.EncodeToString(p.keys.Sign(payload))
 }
 
 // Challenge is a challenge for userID on voucherID, good until
@@ -64,7 +64,8 @@ func (p *JoinPuzzle) Check(challenge, nonce string, voucherID, userID int64, now
 		return ErrPuzzleRequired
 	}
 	payload, sig := challenge[:cut], challenge[cut+1:]
-	if !hmac.Equal([]byte(sig), []byte(p.sign(payload))) {
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !p.keys.Verify(payload, mac) {
 		return ErrPuzzleRequired
 	}
 	f := strings.Split(payload, ".")

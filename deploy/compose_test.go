@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/yaml"
 
+	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/app/server"
 )
 
@@ -24,8 +25,8 @@ import (
 var composeSecrets = map[string]string{
 	"MYSQL_PASSWORD":      "compose-test-mysql-0123456789",
 	"MYSQL_ROOT_PASSWORD": "compose-test-root-0123456789",
-	"SECKILL_JWT_SECRET":  "compose-test-jwt-0123456789abcdef",
-	"SECKILL_ADMIN_TOKEN": "compose-test-admin-0123456789",
+	"SECKILL_JWT_SECRET":  testenv.Secret(),
+	"SECKILL_ADMIN_TOKEN": testenv.Secret(),
 }
 
 // loadCompose loads compose.yaml as `docker compose` would, with env as the

@@ -45,7 +45,7 @@ func TestTheImageRunsAndSells(t *testing.T) {
 	t.Cleanup(func() { exec.Command(podman, "rmi", "-f", image).Run() })
 	t.Cleanup(func() { exec.Command(podman, "rm", "-f", name).Run() })
 	addr := freeAddr(t)
-	const jwt, admin = "image-test-jwt-0123456789abcdef", "image-test-admin-0123456789"
+	jwt, admin := testenv.Secret(), testenv.Secret()
 	steps := guideSteps(t, [][2]string{
 		{"make image", "make -C .. image CONTAINER=podman IMAGE=" + image},
 		{" seckill:latest", " " + image},
@@ -55,8 +55,8 @@ func TestTheImageRunsAndSells(t *testing.T) {
 		{"--network host", "--network host -e SECKILL_ADDR=" + addr + " -e SECKILL_KEY_PREFIX=" + redis.Prefix},
 		{"redis://127.0.0.1:6379/0", os.Getenv(testenv.RedisURLEnv)},
 		{"root@tcp(127.0.0.1:3306)/test", dsn},
-		{`"$(openssl rand -hex 32)"`, jwt},
-		{`"$(openssl rand -hex 24)"`, admin},
+		{`SECKILL_JWT_SECRET="$(openssl rand -hex 32)"`, "SECKILL_JWT_SECRET=" + jwt},
+		{`SECKILL_ADMIN_TOKEN="$(openssl rand -hex 32)"`, "SECKILL_ADMIN_TOKEN=" + admin},
 	})
 	stop := steps[len(steps)-1]
 	if !strings.HasPrefix(stop, "podman stop") {

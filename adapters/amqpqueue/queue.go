@@ -559,7 +559,7 @@ func (c *consumer) Ack(_ context.Context, ds []core.Delivery) error {
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
 	rec := core.DeadLetterOf(Name, c.name, d, reason)
 	headers := amqp.Table{}
-	for k, v := range brokerevent.DeadLetterHeaders(rec) {
+	for k, v := range brokerevent.DeadLetterHeaders(rec, c.q.cfg.Signer) {
 		headers[k] = v
 	}
 	c.q.pubMu.Lock()
@@ -685,15 +685,17 @@ func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) (
 		}
 		if _, ok := h["reason"]; !ok {
 			// Dead-lettered by RabbitMQ itself (x-delivery-limit): its
-			// x-death header says why.
+			// x-death header says why, and the message keeps the headers
+			// it was published with, the body's signature among them.
 			h["reason"] = "max_deliveries: rabbitmq's x-delivery-limit"
 			h["queue"] = Name
 		}
-		d, err := brokerevent.DecodeDeadLetter(m.Body, h)
-		if err != nil {
-			return nil, fmt.Errorf("rabbitmq: dead letter: %w", err)
+		position := digest(m.Body, h, m.MessageId)
+		if _, ok := h["signature"]; !ok {
+			h["signature"] = h[brokerevent.SignatureHeader]
 		}
-		d.Position = digest(m.Body, h, m.MessageId)
+		d := brokerevent.DecodeDeadLetter(m.Body, h, q.cfg.Signer)
+		d.Position = position
 		all = append(all, d)
 	}
 	from := 0

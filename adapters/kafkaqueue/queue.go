@@ -600,7 +600,7 @@ func (c *consumer) forget(ps map[int32]bool) {
 func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason string) error {
 	rec := core.DeadLetterOf(Name, c.name, d, reason)
 	r := &kgo.Record{Topic: c.q.cfg.DeadTopic, Value: rec.Body}
-	for k, v := range brokerevent.DeadLetterHeaders(rec) {
+	for k, v := range brokerevent.DeadLetterHeaders(rec, c.q.cfg.Signer) {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
 	if err := c.q.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
@@ -794,10 +794,7 @@ func (q *Queue) DeadLettersAfter(ctx context.Context, after string, limit int64)
 		for _, kv := range r.Headers {
 			h[kv.Key] = string(kv.Value)
 		}
-		d, err := brokerevent.DecodeDeadLetter(r.Value, h)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: dead letter %d/%d: %w", r.Partition, r.Offset, err)
-		}
+		d := brokerevent.DecodeDeadLetter(r.Value, h, q.cfg.Signer)
 		read[r.Partition] = r.Offset
 		d.Position = formatOffsets(read)
 		out = append(out, d)

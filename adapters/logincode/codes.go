@@ -9,7 +9,10 @@
 // challenge count against it: an attacker's guesses land on the attacker's
 // own codes and can never burn the owner's. What an attacker can do with
 // any number of addresses is bounded per phone instead: at most PerPhone
-// codes in any Window, each judged at most MaxTries times.
+// short codes in any Window, each judged at most MaxTries times; past
+// them a phone's codes are long (LongDigits), so guesses at them count for
+// nothing. The budget of codes is each asking address's own (PerPhone a
+// phone and address): nobody can spend the owner's and lock the phone out.
 package logincode
 
 import (
@@ -35,8 +38,10 @@ type Config struct {
 	TTL time.Duration
 	// MaxTries wrong guesses burn the code. Default 5.
 	MaxTries int
-	// PerPhone codes at most are issued to one phone in any Window,
-	// whatever the addresses asking (SECKILL_CODES_PER_PHONE). Default 5.
+	// PerPhone codes at most are issued to one phone for one asking
+	// address in any Window (SECKILL_CODES_PER_PHONE), and as many of a
+	// phone's codes in the Window, whoever asks, are short: the rest are
+	// long. Default 5.
 	PerPhone int
 	// Window is the rolling window of PerPhone. Default 15m.
 	Window time.Duration
@@ -69,12 +74,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Codes {
 		check: redis.NewScript(lua.CheckCode), withdraw: redis.NewScript(lua.WithdrawCode)}
 }
 
-// BudgetSpentError: the phone was issued its PerPhone codes in the window;
-// the oldest of them leaves it after RetryAfter.
+// BudgetSpentError: the asking address was issued its PerPhone codes for
+// the phone in the window; the oldest of them leaves it after RetryAfter.
 type BudgetSpentError struct{ RetryAfter time.Duration }
 
 func (e *BudgetSpentError) Error() string {
-	return "too many codes were sent to this phone: use one of them, or ask again in " + e.RetryAfter.Round(time.Second).String()
+	return "too many codes were sent to this phone from here: use one of them, or ask again in " + e.RetryAfter.Round(time.Second).String()
 }
 
 // Unwrap classes the error as rate limited, with its wait.
@@ -82,9 +87,19 @@ func (e *BudgetSpentError) Unwrap() error {
 	return &core.RateLimitedError{RetryAfter: e.RetryAfter}
 }
 
+// ShortDigits and LongDigits are a code's lengths: a phone's first
+// PerPhone codes in the window are short; past them, long. Guesses at a
+// long code (10^10 of them) add nothing an attacker can count on, however
+// many addresses ask: 100,000 long codes judged 5 times each are found
+// with odds of 1 in 20,000.
+const (
+	ShortDigits = 6
+	LongDigits  = 10
+)
+
 var (
-	// codePattern is what a code looks like: six digits.
-	codePattern = regexp.MustCompile(`^[0-9]{6}$`)
+	// codePattern is what a code looks like: six digits, or ten.
+	codePattern = regexp.MustCompile(`^(?:[0-9]{6}|[0-9]{10})$`)
 	// challengePattern is what Issue makes: 128 random bits in hex.
 	challengePattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 )
@@ -100,33 +115,52 @@ func WellFormedChallenge(s string) bool { return challengePattern.MatchString(s)
 // The keys of one phone share its hash tag, so each script touches one
 // slot.
 func (c *Codes) issuedKey(phone string) string { return c.cfg.Prefix + "login:{" + phone + "}:issued" }
+func (c *Codes) askedKey(phone, from string) string {
+	return c.cfg.Prefix + "login:{" + phone + "}:issued:" + from
+}
 func (c *Codes) codeKey(phone, challenge string) string {
 	return c.cfg.Prefix + "login:{" + phone + "}:code:" + challenge
 }
 
-// Issue makes a new six-digit code for the phone under a new challenge,
-// unless the phone's budget is spent (BudgetSpentError). Earlier codes of
-// the phone stay valid.
-func (c *Codes) Issue(ctx context.Context, phone string) (core.LoginCode, error) {
-	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+// Issue makes a new code for the phone under a new challenge, asked from
+// address from (its limit key), unless that address's budget for the
+// phone is spent (BudgetSpentError). Earlier codes of the phone stay
+// valid. The code is short, or long once the phone has had its short
+// codes in the window.
+func (c *Codes) Issue(ctx context.Context, phone, from string) (core.LoginCode, error) {
+	short, err := randomDigits(ShortDigits)
 	if err != nil {
-		return core.LoginCode{}, fmt.Errorf("logincode: random: %w", err)
+		return core.LoginCode{}, err
+	}
+	long, err := randomDigits(LongDigits)
+	if err != nil {
+		return core.LoginCode{}, err
 	}
 	var challenge [16]byte
 	if _, err := rand.Read(challenge[:]); err != nil {
 		return core.LoginCode{}, fmt.Errorf("logincode: random: %w", err)
 	}
-	lc := core.LoginCode{Phone: phone, Code: fmt.Sprintf("%06d", n.Int64()), Challenge: hex.EncodeToString(challenge[:]),
+	lc := core.LoginCode{Phone: phone, Challenge: hex.EncodeToString(challenge[:]), From: from,
 		ExpiresAt: time.Now().Add(c.cfg.TTL).UTC().Truncate(time.Second)}
-	res, err := c.issue.Run(ctx, c.rdb, []string{c.issuedKey(phone), c.codeKey(phone, lc.Challenge)},
-		lc.Code, lc.Challenge, c.cfg.PerPhone, c.cfg.Window.Milliseconds(), c.cfg.TTL.Milliseconds()).Int64Slice()
+	res, err := c.issue.Run(ctx, c.rdb, []string{c.issuedKey(phone), c.codeKey(phone, lc.Challenge), c.askedKey(phone, from)},
+		short, long, lc.Challenge, c.cfg.PerPhone, c.cfg.Window.Milliseconds(), c.cfg.TTL.Milliseconds(), c.cfg.PerPhone).Int64Slice()
 	if err != nil {
 		return core.LoginCode{}, fmt.Errorf("logincode: issue: %w", err)
 	}
 	if res[0] != 1 {
 		return core.LoginCode{}, &BudgetSpentError{RetryAfter: time.Duration(res[1]) * time.Millisecond}
 	}
+	lc.Code = map[int64]string{1: short, 2: long}[res[2]]
 	return lc, nil
+}
+
+// randomDigits is n decimal digits from crypto/rand.
+func randomDigits(n int) (string, error) {
+	v, err := rand.Int(rand.Reader, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil))
+	if err != nil {
+		return "", fmt.Errorf("logincode: random: %w", err)
+	}
+	return fmt.Sprintf("%0*d", n, v), nil
 }
 
 // Verdict is how a guess was judged.
@@ -172,7 +206,7 @@ func (c *Codes) Verify(ctx context.Context, phone, challenge, code string) (Verd
 // Withdraw takes back a code that could not be delivered: it is gone, and
 // no longer counts against the phone's budget.
 func (c *Codes) Withdraw(ctx context.Context, lc core.LoginCode) error {
-	err := c.withdraw.Run(ctx, c.rdb, []string{c.issuedKey(lc.Phone), c.codeKey(lc.Phone, lc.Challenge)}, lc.Challenge).Err()
+	err := c.withdraw.Run(ctx, c.rdb, []string{c.issuedKey(lc.Phone), c.codeKey(lc.Phone, lc.Challenge), c.askedKey(lc.Phone, lc.From)}, lc.Challenge).Err()
 	if err != nil {
 		return fmt.Errorf("logincode: withdraw: %w", err)
 	}

@@ -19,7 +19,7 @@ func TestACodeIsSixDigitsAndWorksOnceUnderItsChallenge(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix})
-		code, err := c.Issue(ctx, phone)
+		code, err := c.Issue(ctx, phone, "198.51.100.1")
 		if err != nil || !logincode.WellFormed(code.Code) || code.Phone != phone || !logincode.WellFormedChallenge(code.Challenge) {
 			t.Fatalf("Issue = %+v, %v; want six digits and a challenge for %s", code, err, phone)
 		}
@@ -50,12 +50,12 @@ func TestGuessesOnAnotherChallengeNeverBurnTheOwnersCode(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 5})
-		owner, err := c.Issue(ctx, phone)
+		owner, err := c.Issue(ctx, phone, "198.51.100.1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 4 { // the attacker's codes, the rest of the budget
-			mine, err := c.Issue(ctx, phone)
+			mine, err := c.Issue(ctx, phone, "198.51.100.1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,13 +83,13 @@ func TestCodesOfOnePhoneCoexistUpToTheBudget(t *testing.T) {
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 3, Window: 15 * time.Minute})
 		var codes []core.LoginCode
 		for i := range 3 {
-			code, err := c.Issue(ctx, phone)
+			code, err := c.Issue(ctx, phone, "198.51.100.1")
 			if err != nil {
 				t.Fatalf("code %d of a budget of 3: %v", i+1, err)
 			}
 			codes = append(codes, code)
 		}
-		_, err := c.Issue(ctx, phone)
+		_, err := c.Issue(ctx, phone, "198.51.100.1")
 		var spent *logincode.BudgetSpentError
 		if !errors.As(err, &spent) || spent.RetryAfter < 14*time.Minute || spent.RetryAfter > 15*time.Minute {
 			t.Fatalf("a fourth code = %v, want BudgetSpentError with about 15 minutes to wait", err)
@@ -101,7 +101,7 @@ func TestCodesOfOnePhoneCoexistUpToTheBudget(t *testing.T) {
 		if v, _ := c.Verify(ctx, phone, codes[2].Challenge, codes[2].Code); v != logincode.Accepted {
 			t.Fatalf("the newest code: %v", v)
 		}
-		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) {
+		if _, err := c.Issue(ctx, phone, "198.51.100.1"); !errors.As(err, &spent) {
 			t.Fatalf("a code after one was used: %v, want the budget still spent", err)
 		}
 		// The first code still works: a later one never replaced it.
@@ -109,7 +109,7 @@ func TestCodesOfOnePhoneCoexistUpToTheBudget(t *testing.T) {
 			t.Fatalf("the first code after two more were issued: %v, want Accepted", v)
 		}
 		// Another phone has a budget of its own.
-		if _, err := c.Issue(ctx, "+8613811113333"); err != nil {
+		if _, err := c.Issue(ctx, "+8613811113333", "198.51.100.1"); err != nil {
 			t.Fatalf("another phone: %v", err)
 		}
 	})
@@ -119,18 +119,18 @@ func TestTheBudgetRollsWithItsWindow(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 2, Window: 1500 * time.Millisecond})
-		c.Issue(ctx, phone)
+		c.Issue(ctx, phone, "198.51.100.1")
 		time.Sleep(700 * time.Millisecond)
-		c.Issue(ctx, phone)
+		c.Issue(ctx, phone, "198.51.100.1")
 		var spent *logincode.BudgetSpentError
-		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) || spent.RetryAfter > 900*time.Millisecond {
+		if _, err := c.Issue(ctx, phone, "198.51.100.1"); !errors.As(err, &spent) || spent.RetryAfter > 900*time.Millisecond {
 			t.Fatalf("third code: %v, want spent until the first leaves the window (≤ 0.8 s)", err)
 		}
 		time.Sleep(900 * time.Millisecond)
-		if _, err := c.Issue(ctx, phone); err != nil {
+		if _, err := c.Issue(ctx, phone, "198.51.100.1"); err != nil {
 			t.Fatalf("after the first code left the window: %v", err)
 		}
-		if _, err := c.Issue(ctx, phone); !errors.As(err, &spent) {
+		if _, err := c.Issue(ctx, phone, "198.51.100.1"); !errors.As(err, &spent) {
 			t.Fatalf("the second code is still in the window: %v, want spent", err)
 		}
 	})
@@ -140,14 +140,14 @@ func TestAWithdrawnCodeIsGoneAndGivesItsBudgetBack(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 1})
-		code, _ := c.Issue(ctx, phone)
+		code, _ := c.Issue(ctx, phone, "198.51.100.1")
 		if err := c.Withdraw(ctx, code); err != nil {
 			t.Fatal(err)
 		}
 		if v, _ := c.Verify(ctx, phone, code.Challenge, code.Code); v != logincode.NoCode {
 			t.Fatalf("a withdrawn code was judged %v, want NoCode", v)
 		}
-		newer, err := c.Issue(ctx, phone)
+		newer, err := c.Issue(ctx, phone, "198.51.100.1")
 		if err != nil {
 			t.Fatalf("Issue after a withdrawal with a budget of one: %v", err)
 		}
@@ -167,7 +167,7 @@ func TestParallelGuessesAreJudgedAtMostMaxTriesTimes(t *testing.T) {
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix})
 		for run := range 3 {
 			p := fmt.Sprintf("+86138111122%02d", run)
-			code, err := c.Issue(ctx, p)
+			code, err := c.Issue(ctx, p, "198.51.100.1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestMalformedGuessesAndChallengesAreNotCounted(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, MaxTries: 2})
-		code, _ := c.Issue(ctx, phone)
+		code, _ := c.Issue(ctx, phone, "198.51.100.1")
 		for _, g := range []string{"", "12345", "1234567", "12a456", "１２３４５６"} {
 			if v, _ := c.Verify(ctx, phone, code.Challenge, g); v != logincode.Wrong {
 				t.Errorf("malformed %q judged %v, want Wrong", g, v)
@@ -239,4 +239,45 @@ func wrongOf(code string) string {
 	b := []byte(code)
 	b[0] = '0' + (b[0]-'0'+1)%10
 	return string(b)
+}
+
+// TestNobodyElseCanSpendTheOwnersBudget is the security review's lockout:
+// five code requests from any addresses spent the phone's budget, and the
+// owner, asking from a ninth, got 429 for 15 minutes, every 15 minutes.
+// Now the budget is each address's own: an attacker on eight addresses
+// spends eight budgets, and the owner on a ninth still gets a code and
+// logs in with it. The phone's first codes of the window are short; the
+// rest (the attacker's 35, the owner's) are ten digits, so the attacker's
+// guesses stay bounded by the short codes' 3 × 5.
+func TestNobodyElseCanSpendTheOwnersBudget(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		ctx := context.Background()
+		c := logincode.New(r.Client, logincode.Config{Prefix: r.Prefix, PerPhone: 5, Window: 15 * time.Minute})
+		lengths := map[int]int{}
+		for a := range 8 {
+			from := fmt.Sprintf("203.0.113.%d", a+1)
+			for i := range 6 {
+				code, err := c.Issue(ctx, phone, from)
+				var spent *logincode.BudgetSpentError
+				switch {
+				case i < 5 && err != nil:
+					t.Fatalf("address %s, code %d: %v", from, i+1, err)
+				case i == 5 && !errors.As(err, &spent):
+					t.Fatalf("address %s, a sixth code: %v, want its own budget spent", from, err)
+				case err == nil:
+					lengths[len(code.Code)]++
+				}
+			}
+		}
+		if lengths[6] != 5 || lengths[10] != 35 {
+			t.Fatalf("the attacker's codes by length: %v, want the phone's 5 short ones, then 35 of ten digits", lengths)
+		}
+		owner, err := c.Issue(ctx, phone, "198.51.100.9")
+		if err != nil || len(owner.Code) != 10 {
+			t.Fatalf("the owner from a ninth address: %+v %v, want a code (of ten digits: the phone is under attack)", owner, err)
+		}
+		if v, err := c.Verify(ctx, phone, owner.Challenge, owner.Code); err != nil || v != logincode.Accepted {
+			t.Fatalf("the owner's code: %v %v, want Accepted", v, err)
+		}
+	})
 }

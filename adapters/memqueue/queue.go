@@ -118,10 +118,7 @@ func (q *Queue) DeadLettersAfter(_ context.Context, after string, limit int64) (
 	first := q.deadCount - int64(len(q.dead)) + 1 // the position of q.dead[0]
 	var out []core.DeadLetter
 	for i := max(from+1-first, 0); i < int64(len(q.dead)) && int64(len(out)) < limit; i++ {
-		d, err := core.DecodeDeadLetter(q.dead[i])
-		if err != nil {
-			return nil, fmt.Errorf("memqueue: dead letter: %w", err)
-		}
+		d := core.DecodeDeadLetter(q.dead[i])
 		d.Position = strconv.FormatInt(first+i, 10)
 		out = append(out, d)
 	}

@@ -33,6 +33,7 @@ type deadLetterRow struct {
 	UserID        sql.NullInt64  `bun:"user_id"`
 	VoucherID     sql.NullInt64  `bun:"voucher_id"`
 	Body          []byte         `bun:"body"`
+	Signature     string         `bun:"signature"`
 	Deliveries    int            `bun:"deliveries"`
 	Consumer      string         `bun:"consumer"`
 	FirstFailed   time.Time      `bun:"first_failed"`
@@ -55,13 +56,13 @@ func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id 
 func deadLetterRowOf(l deadletters.Letter) deadLetterRow {
 	return deadLetterRow{Source: l.Source, Position: l.Position, Backend: l.Backend, Reason: string(l.Reason),
 		Error: l.Error, OrderID: nullID(l.Order.ID), UserID: nullID(l.Order.UserID), VoucherID: nullID(l.Order.VoucherID),
-		Body: l.Body, Deliveries: l.Deliveries, Consumer: l.Consumer, FirstFailed: l.FirstFailed.UTC(),
+		Body: l.Body, Signature: l.Signature, Deliveries: l.Deliveries, Consumer: l.Consumer, FirstFailed: l.FirstFailed.UTC(),
 		LastFailed: l.LastFailed.UTC()}
 }
 
 func (r deadLetterRow) letter() deadletters.Letter {
 	l := deadletters.Letter{ID: r.ID, Source: r.Source, Position: r.Position, Backend: r.Backend,
-		Reason: core.DeadLetterReason(r.Reason), Error: r.Error, Body: r.Body, Deliveries: r.Deliveries,
+		Reason: core.DeadLetterReason(r.Reason), Error: r.Error, Body: r.Body, Signature: r.Signature, Deliveries: r.Deliveries,
 		Consumer: r.Consumer, FirstFailed: r.FirstFailed.UTC(), LastFailed: r.LastFailed.UTC(), Redriven: r.Redriven,
 		Resolved: deadletters.Resolution(r.Resolved.String), Note: r.Note.String,
 		Order: core.Order{ID: r.OrderID.Int64, UserID: r.UserID.Int64, VoucherID: r.VoucherID.Int64}}
@@ -109,12 +110,10 @@ func (s *DeadLetters) Collect(ctx context.Context, source, from, to string, lett
 			if len(letters) == 0 {
 				return nil
 			}
-			rows := make([]deadLetterRow, len(letters))
-			for i, l := range letters {
-				rows[i] = deadLetterRowOf(l)
-			}
-			if _, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx); err != nil {
-				return fmt.Errorf("keep %d dead letters: %w", len(rows), err)
+			for _, rows := range insertChunks(letters) {
+				if _, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx); err != nil {
+					return fmt.Errorf("keep %d dead letters: %w", len(rows), err)
+				}
 			}
 			return nil
 		})
@@ -123,6 +122,30 @@ func (s *DeadLetters) Collect(ctx context.Context, source, from, to string, lett
 		return fmt.Errorf("mysqlstore: dead letters of %s: %w", source, err)
 	}
 	return nil
+}
+
+// insertBytes bounds one insert of letters: a batch of bodies at the cap
+// (core.MaxDeadLetterBody) in one statement passed MariaDB's default
+// max_allowed_packet (16 MB), and the collection failed every second.
+const insertBytes = 4 << 20
+
+// insertChunks splits letters into rows of inserts of about insertBytes
+// each (one letter at least).
+func insertChunks(letters []deadletters.Letter) [][]deadLetterRow {
+	var out [][]deadLetterRow
+	var chunk []deadLetterRow
+	size := 0
+	for _, l := range letters {
+		n := len(l.Body) + len(l.Error) + len(l.Consumer) + len(l.Position) + 512
+		if len(chunk) > 0 && size+n > insertBytes {
+			out, chunk, size = append(out, chunk), nil, 0
+		}
+		chunk, size = append(chunk, deadLetterRowOf(l)), size+n
+	}
+	if len(chunk) > 0 {
+		out = append(out, chunk)
+	}
+	return out
 }
 
 // filtered narrows q to the letters f selects, open or resolved.

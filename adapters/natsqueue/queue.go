@@ -431,7 +431,7 @@ func (c *consumer) DeadLetter(ctx context.Context, d core.Delivery, reason strin
 	rec := core.DeadLetterOf(Name, c.name, d, reason)
 	m := nats.NewMsg(c.q.deadSubject())
 	m.Data = rec.Body
-	for k, v := range brokerevent.DeadLetterHeaders(rec) {
+	for k, v := range brokerevent.DeadLetterHeaders(rec, c.q.cfg.Signer) {
 		m.Header.Set(k, v)
 	}
 	if _, err := c.q.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+d.ID)); err != nil {
@@ -563,10 +563,7 @@ func (q *Queue) DeadLettersAfter(ctx context.Context, after string, limit int64)
 		for k := range raw.Header {
 			h[k] = raw.Header.Get(k)
 		}
-		d, err := brokerevent.DecodeDeadLetter(raw.Data, h)
-		if err != nil {
-			return nil, fmt.Errorf("nats: dead letter %d: %w", seq, err)
-		}
+		d := brokerevent.DecodeDeadLetter(raw.Data, h, q.cfg.Signer)
 		d.Position = strconv.FormatUint(seq, 10)
 		out = append(out, d)
 	}

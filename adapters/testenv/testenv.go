@@ -172,6 +172,14 @@ func RandomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
+// Secret is 32 random bytes in hex: a secret as real deployments must set
+// (SECKILL_JWT_SECRET, SECKILL_ADMIN_TOKEN), new for each call.
+func Secret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // ClusterURLEnv names a Redis Cluster for the tests, in go-redis's
 // cluster form (redis://host:port?addr=host:port&addr=…); .ci/run starts
 // one with .ci/redis-cluster.

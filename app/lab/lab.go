@@ -2,6 +2,7 @@ package lab
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 
 	"context"
 	"flag"
@@ -168,11 +169,11 @@ func labLookup(name string) (string, bool) {
 		return v, true
 	}
 	switch name {
-	case "SECKILL_JWT_SECRET":
-		return "lab-secret-" + rand.Text()[:16], true
-	case "SECKILL_ADMIN_TOKEN":
-		return "lab-admin-" + rand.Text()[:16], true
-	case "SECKILL_SECKILL_RATE", "SECKILL_CODE_RATE":
+	case "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN":
+		key := make([]byte, 32) // what real servers take: 32 random bytes
+		rand.Read(key)
+		return hex.EncodeToString(key), true
+	case "SECKILL_SECKILL_RATE", "SECKILL_CODE_RATE", "SECKILL_MAX_CONNS_PER_IP":
 		return "0", true // the load generator is one client hammering on purpose
 	case "SECKILL_DEMO_SALE":
 		return "0", true // the lab opens its own vouchers

@@ -30,8 +30,8 @@ func TestOutsideBrokersLoseNothingWhenKilled(t *testing.T) {
 	base, err := server.LoadConfig(func(k string) (string, bool) {
 		v, ok := map[string]string{
 			"SECKILL_REDIS_URL": os.Getenv(testenv.RedisURLEnv), "SECKILL_MYSQL_DSN": dsn,
-			"SECKILL_KEY_PREFIX": r.Prefix, "SECKILL_JWT_SECRET": "lab-test-secret-0123456789",
-			"SECKILL_ADMIN_TOKEN": "lab-test-admin-0123456789", "SECKILL_NATS_URL": os.Getenv(testenv.NATSURLEnv),
+			"SECKILL_KEY_PREFIX": r.Prefix, "SECKILL_JWT_SECRET": testenv.Secret(),
+			"SECKILL_ADMIN_TOKEN": testenv.Secret(), "SECKILL_NATS_URL": os.Getenv(testenv.NATSURLEnv),
 			"SECKILL_AMQP_URL": os.Getenv(testenv.AMQPURLEnv), "SECKILL_KAFKA_BROKERS": os.Getenv(testenv.KafkaBrokersEnv),
 		}[k]
 		return v, ok && v != ""

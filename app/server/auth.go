@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"hash"
@@ -37,11 +36,26 @@ type Tokens struct {
 	// new one for every token (what SigningMethodHS256.Verify does) was
 	// most of the token check's allocations, on every seckill.
 	macs sync.Pool
+	// older check what earlier secrets signed while the secret rotates
+	// (SECKILL_JWT_SECRET_PREVIOUS): none most of the time.
+	older []*Tokens
 }
 
 // NewTokens checks and signs with secret (SECKILL_JWT_SECRET) tokens valid
-// for lifetime (0: DefaultTokenLifetime).
-func NewTokens(secret []byte, lifetime time.Duration) *Tokens {
+// for lifetime (0: DefaultTokenLifetime); the previous secrets
+// (SECKILL_JWT_SECRET_PREVIOUS) still check the tokens they signed, and
+// sign none.
+func NewTokens(secret []byte, lifetime time.Duration, previous ...[]byte) *Tokens {
+	t := newTokens(secret, lifetime)
+	for _, p := range previous {
+		if len(p) > 0 {
+			t.older = append(t.older, newTokens(p, lifetime))
+		}
+	}
+	return t
+}
+
+func newTokens(secret []byte, lifetime time.Duration) *Tokens {
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -102,8 +116,21 @@ func (c *shopperClaims) GetIssuer() (string, error)                   { return "
 func (c *shopperClaims) GetSubject() (string, error)                  { return c.Sub, nil }
 func (c *shopperClaims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil }
 
-// userID verifies a token and returns its subject as a user id.
+// userID verifies a token, signed with the secret or a previous one, and
+// returns its subject as a user id.
 func (t *Tokens) userID(raw string) (int64, error) {
+	id, err := t.userIDSignedHere(raw)
+	for _, older := range t.older {
+		if err == nil {
+			break
+		}
+		id, err = older.userIDSignedHere(raw)
+	}
+	return id, err
+}
+
+// userIDSignedHere verifies a token signed with this secret.
+func (t *Tokens) userIDSignedHere(raw string) (int64, error) {
 	switch id, verdict := t.userIDOfOwnForm(raw); verdict {
 	case ownFormAccepted:
 		return id, nil
@@ -268,17 +295,4 @@ func (t *Tokens) requireShopper(c *fiber.Ctx) error {
 func shopperID(c *fiber.Ctx) int64 {
 	id, _ := c.Locals(localUserID).(int64)
 	return id
-}
-
-// requireAdmin compares the bearer token with the admin token in constant
-// time.
-func requireAdmin(adminToken string) fiber.Handler {
-	want := []byte(adminToken)
-	return func(c *fiber.Ctx) error {
-		raw, ok := bearer(c)
-		if !ok || subtle.ConstantTimeCompare([]byte(raw), want) != 1 {
-			return core.E(core.CodeUnauthorized, "admin token required")
-		}
-		return c.Next()
-	}
 }

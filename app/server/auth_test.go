@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
 )
 
 // TestShopperClaims: the lean claims type keeps every check that
@@ -182,4 +184,30 @@ func FuzzTokenFastPath(f *testing.F) {
 			t.Fatalf("%q: userID %d, %v; the library: %d, %v", raw, id, err, libID, libErr)
 		}
 	})
+}
+
+// TestATokenOfThePreviousSecretIsAcceptedWhileItRotates: with
+// SECKILL_JWT_SECRET_PREVIOUS set, a shopper's token the old secret
+// signed still logs them in (nobody is logged out by a rotation), a new
+// one is signed with the new secret only, and a token of any other secret
+// is refused; without it, the old token is refused.
+func TestATokenOfThePreviousSecretIsAcceptedWhileItRotates(t *testing.T) {
+	old, current := []byte(testenv.Secret()), []byte(testenv.Secret())
+	now := time.Now()
+	oldToken, _ := NewTokens(old, 0).Issue(7, now)
+	otherToken, _ := NewTokens([]byte(testenv.Secret()), 0).Issue(7, now)
+	rotating := NewTokens(current, 0, old)
+	if id, err := rotating.userID(oldToken); err != nil || id != 7 {
+		t.Fatalf("the old secret's token while it rotates: %d %v, want user 7", id, err)
+	}
+	if _, err := rotating.userID(otherToken); err == nil {
+		t.Fatal("another secret's token accepted")
+	}
+	fresh, _ := rotating.Issue(8, now)
+	if id, err := NewTokens(current, 0).userID(fresh); err != nil || id != 8 {
+		t.Fatalf("a token issued while rotating, checked with the new secret alone: %d %v", id, err)
+	}
+	if _, err := NewTokens(current, 0).userID(oldToken); err == nil {
+		t.Fatal("without the previous secret, the old one's token is accepted")
+	}
 }

@@ -108,7 +108,7 @@ func (d Deps) Getenv(name string) string {
 // SECKILL_KEY_PREFIX, which every process of a deployment shares: no
 // setting of its own.
 func (d Deps) OrderSigner() *core.OrderSigner {
-	return core.NewOrderSigner(d.Config.JWTSecret, d.Config.KeyPrefix)
+	return core.NewOrderSigner(d.Config.JWTSecret, d.Config.KeyPrefix, d.Config.JWTSecretPrevious)
 }
 
 // Key is the server's key prefix followed by suffix: every Redis key of a

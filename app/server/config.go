@@ -2,14 +2,18 @@ package server
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/trustelem/zxcvbn"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -17,13 +21,16 @@ import (
 // Config is the whole configuration, read from the environment. Each field
 // names its variable; see README.md for the table.
 type Config struct {
-	Addr       string // SECKILL_ADDR
-	RedisURL   string // SECKILL_REDIS_URL; empty: embedded Redis
-	MySQLDSN   string // SECKILL_MYSQL_DSN; empty: embedded SQL database
-	Queue      string // SECKILL_QUEUE
-	JWTSecret  []byte // SECKILL_JWT_SECRET
-	AdminToken string // SECKILL_ADMIN_TOKEN
-	Consumers  int    // SECKILL_CONSUMERS; 0: serve the API only
+	Addr      string // SECKILL_ADDR
+	RedisURL  string // SECKILL_REDIS_URL; empty: embedded Redis
+	MySQLDSN  string // SECKILL_MYSQL_DSN; empty: embedded SQL database
+	Queue     string // SECKILL_QUEUE
+	JWTSecret []byte // SECKILL_JWT_SECRET
+	// JWTSecretPrevious still verifies what it signed (tokens, passes,
+	// broker messages) while the secret rotates; empty: none.
+	JWTSecretPrevious []byte // SECKILL_JWT_SECRET_PREVIOUS
+	AdminToken        string // SECKILL_ADMIN_TOKEN
+	Consumers         int    // SECKILL_CONSUMERS; 0: serve the API only
 	// Shards is the number of queue shards (core.Shards); 0: the number
 	// recorded in Redis, else 1 on one Redis and 12 on a cluster.
 	Shards       int           // SECKILL_SHARDS
@@ -101,6 +108,9 @@ type Config struct {
 	// client; empty: the peer is the client.
 	TrustedProxies []netip.Prefix // SECKILL_TRUSTED_PROXIES
 	ProxyHeader    string         // SECKILL_PROXY_HEADER
+	// MaxConnsPerIP caps the connections one client address holds open
+	// (its requests in flight, behind a trusted proxy); 0: no cap.
+	MaxConnsPerIP int // SECKILL_MAX_CONNS_PER_IP
 	// DemoSale opens two vouchers at start, one on sale and one opening in
 	// two minutes, so the storefront shows a sale at once (embedded mode).
 	DemoSale bool // SECKILL_DEMO_SALE
@@ -285,16 +295,17 @@ func (c Config) Environment() map[string]string {
 }
 
 // loadSecrets makes up the secrets the stand-ins lack, and refuses on real
-// servers a missing secret, a short one, a documented example, one of
-// fewer than 8 distinct characters, and an admin token equal to the JWT
-// secret.
+// servers a missing secret, a JWT secret or admin token (or previous JWT
+// secret) that is not 32 random bytes, a documented example, a short or
+// patterned webhook or payment secret, and any two of the JWT secret, the
+// previous one and the admin token alike.
 func (c *Config) loadSecrets(embedded bool) error {
 	if embedded {
 		if len(c.JWTSecret) == 0 {
 			c.JWTSecret = []byte(randomHex(32))
 		}
 		if c.AdminToken == "" {
-			c.AdminToken = randomHex(16)
+			c.AdminToken = randomHex(32)
 			c.GeneratedAdminToken = true
 		}
 	} else {
@@ -313,25 +324,83 @@ func (c *Config) loadSecrets(embedded bool) error {
 	if len(c.AdminToken) < 16 {
 		return &configError{"SECKILL_ADMIN_TOKEN", "", "must be at least 16 characters"}
 	}
-	if !embedded {
-		for name, v := range map[string]string{"SECKILL_JWT_SECRET": string(c.JWTSecret), "SECKILL_ADMIN_TOKEN": c.AdminToken,
-			"SECKILL_CODE_WEBHOOK_SECRET": c.CodeWebhookSecret, "SECKILL_PAY_SECRET": c.PaySecret} {
-			if v == "" {
-				continue
-			}
-			if isExampleSecret(v) {
-				return &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (e.g. openssl rand -hex 32)"}
-			}
-			if len(v) < 16 {
-				return &configError{name, "", "must be at least 16 bytes"}
-			}
-			if distinct(v) < minDistinctSecretBytes {
-				return &configError{name, "", fmt.Sprintf("has fewer than %d distinct characters, a pattern anyone guesses: choose a random one (e.g. openssl rand -hex 32)", minDistinctSecretBytes)}
-			}
+	if embedded {
+		return nil
+	}
+	keys := map[string]string{"SECKILL_JWT_SECRET": string(c.JWTSecret), "SECKILL_ADMIN_TOKEN": c.AdminToken,
+		"SECKILL_JWT_SECRET_PREVIOUS": string(c.JWTSecretPrevious)}
+	for name, v := range keys {
+		if err := randomKey(name, v); err != nil {
+			return err
 		}
-		if string(c.JWTSecret) == c.AdminToken {
-			return &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET: whoever holds one would hold both (the admin token travels in headers and logs of tools; the JWT secret signs every shopper); choose two random values"}
+	}
+	for name, v := range map[string]string{"SECKILL_CODE_WEBHOOK_SECRET": c.CodeWebhookSecret, "SECKILL_PAY_SECRET": c.PaySecret} {
+		if err := sharedSecret(name, v); err != nil {
+			return err
 		}
+	}
+	switch {
+	case string(c.JWTSecret) == c.AdminToken:
+		return &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET: whoever holds one would hold both (the admin token travels in headers and logs of tools; the JWT secret signs every shopper); choose two random values"}
+	case len(c.JWTSecretPrevious) > 0 && string(c.JWTSecretPrevious) == c.AdminToken:
+		return &configError{"SECKILL_ADMIN_TOKEN", "", "is the same as SECKILL_JWT_SECRET_PREVIOUS: choose a random value of its own"}
+	case string(c.JWTSecretPrevious) == string(c.JWTSecret):
+		return &configError{"SECKILL_JWT_SECRET_PREVIOUS", "", "is the same as SECKILL_JWT_SECRET: set it to the secret being replaced, or unset it"}
+	}
+	return nil
+}
+
+// minKeyBits is the least entropy zxcvbn may estimate for the JWT secret
+// or the admin token: 32 random bytes estimate at 138 bits or more (the
+// least of 2,000 draws in base64, hex far more); supersecretpassword at
+// 27, 0123456789abcdef repeated at 16.
+const minKeyBits = 128
+
+// randomKey refuses, for name, a value that is not at least 32 random
+// bytes, written as hex or base64: a secret a word list finds was cracked
+// offline from one shopper's token, and with it any shopper forged.
+func randomKey(name, v string) error {
+	if v == "" {
+		return nil
+	}
+	if isExampleSecret(v) {
+		return &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (openssl rand -hex 32)"}
+	}
+	if keyBytes(v) < 32 {
+		return &configError{name, "", "must be at least 32 random bytes, written as hex (64 characters) or base64 (44): openssl rand -hex 32"}
+	}
+	if bits := math.Log2(zxcvbn.PasswordStrength(v, nil).Guesses); bits < minKeyBits {
+		return &configError{name, "", fmt.Sprintf("is not random: it is estimated at %.0f bits of entropy, want %d (a pattern or words a cracker guesses); choose a random one (openssl rand -hex 32)", bits, minKeyBits)}
+	}
+	return nil
+}
+
+// keyBytes is how many bytes v carries as hex or base64 (0: neither).
+func keyBytes(v string) int {
+	if b, err := hex.DecodeString(v); err == nil {
+		return len(b)
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(v); err == nil {
+			return len(b)
+		}
+	}
+	return 0
+}
+
+// sharedSecret refuses, for name, a secret shared with an outside party
+// (the SMS gateway, the payment provider) that is short, a documented
+// example or a pattern: its form is often the other party's to choose.
+func sharedSecret(name, v string) error {
+	switch {
+	case v == "":
+		return nil
+	case isExampleSecret(v):
+		return &configError{name, "", "is an example value from the README or docs, known to everyone: choose a random one (e.g. openssl rand -hex 32)"}
+	case len(v) < 16:
+		return &configError{name, "", "must be at least 16 bytes"}
+	case distinct(v) < minDistinctSecretBytes:
+		return &configError{name, "", fmt.Sprintf("has fewer than %d distinct characters, a pattern anyone guesses: choose a random one (e.g. openssl rand -hex 32)", minDistinctSecretBytes)}
 	}
 	return nil
 }
@@ -405,6 +474,11 @@ func isLoopback(host string) bool {
 // DefaultCodesPerPhone is SECKILL_CODES_PER_PHONE's default: with five
 // tries a code, 25 judged guesses a phone in 15 minutes, whoever asks.
 const DefaultCodesPerPhone = 5
+
+// DefaultMaxConnsPerIP is SECKILL_MAX_CONNS_PER_IP's default: a browser
+// opens about six connections, so dozens of shoppers behind one address
+// (an office, a carrier's NAT) fit, and one client cannot hold thousands.
+const DefaultMaxConnsPerIP = 256
 
 // DefaultRequestTimeout is the contract's default deadline of a request.
 const DefaultRequestTimeout = 2 * time.Second

@@ -47,6 +47,12 @@ var jwtSecretField = field{
 	env:  func(c Config) string { return string(c.JWTSecret) },
 }
 
+// jwtPreviousField is SECKILL_JWT_SECRET_PREVIOUS, kept as bytes.
+var jwtPreviousField = field{
+	load: func(c *Config, v string) error { c.JWTSecretPrevious = []byte(v); return nil },
+	env:  func(c Config) string { return string(c.JWTSecretPrevious) },
+}
+
 // outboxCapField is SECKILL_OUTBOX_CAP.
 var outboxCapField = field{
 	load: func(c *Config, v string) error {

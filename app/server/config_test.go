@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -44,11 +46,11 @@ func TestConfigWithRealServers(t *testing.T) {
 	if _, err := LoadConfig(env(real)); err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_SECRET") {
 		t.Fatalf("no secrets with real servers: err = %v, want a refusal naming SECKILL_JWT_SECRET", err)
 	}
-	real["SECKILL_JWT_SECRET"] = "0123456789abcdef0123"
+	real["SECKILL_JWT_SECRET"] = testenv.Secret()
 	if _, err := LoadConfig(env(real)); err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN") {
 		t.Fatalf("no admin token: err = %v, want a refusal naming SECKILL_ADMIN_TOKEN", err)
 	}
-	real["SECKILL_ADMIN_TOKEN"] = "admin-0123456789abcdef"
+	real["SECKILL_ADMIN_TOKEN"] = testenv.Secret()
 	c, err := LoadConfig(env(real))
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +225,8 @@ func realServers(extra map[string]string) map[string]string {
 	m := map[string]string{
 		"SECKILL_REDIS_URL":   "redis://127.0.0.1:6379/0",
 		"SECKILL_MYSQL_DSN":   "root@tcp(127.0.0.1:3306)/test",
-		"SECKILL_JWT_SECRET":  "0123456789abcdef0123",
-		"SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef",
+		"SECKILL_JWT_SECRET":  testenv.Secret(),
+		"SECKILL_ADMIN_TOKEN": testenv.Secret(),
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -338,7 +340,7 @@ func TestPoolsAndTokenLifetimeAreSettings(t *testing.T) {
 	}
 	cfg, err := LoadConfig(env(map[string]string{
 		"SECKILL_REDIS_URL": redisURL + "?pool_size=7", "SECKILL_MYSQL_DSN": dsn,
-		"SECKILL_JWT_SECRET": "a-real-secret-0123456789", "SECKILL_ADMIN_TOKEN": "a-real-admin-token-0123",
+		"SECKILL_JWT_SECRET": testenv.Secret(), "SECKILL_ADMIN_TOKEN": testenv.Secret(),
 		"SECKILL_MYSQL_MAX_CONNS": "5", "SECKILL_TOKEN_LIFETIME": "2h", "SECKILL_DEV_CODES": "force", "SECKILL_KEY_PREFIX": "t" + testenv.RandomSuffix() + ":",
 	}))
 	if err != nil {
@@ -364,6 +366,7 @@ func TestPoolsAndTokenLifetimeAreSettings(t *testing.T) {
 // token equal to the JWT secret. Both stop the start now, naming the
 // variable and never echoing the value; the stand-ins keep taking them.
 func TestWeakSecretsAreRefusedOnRealServers(t *testing.T) {
+	sameKey := testenv.Secret()
 	for _, c := range []struct {
 		name, variable string
 		vars           map[string]string
@@ -372,7 +375,17 @@ func TestWeakSecretsAreRefusedOnRealServers(t *testing.T) {
 		{"a short pattern repeated", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("ab12", 8)}},
 		{"seven distinct of 40", "SECKILL_PAY_SECRET", map[string]string{"SECKILL_PAY_PROVIDER": "sandbox", "SECKILL_PAY_SECRET": strings.Repeat("abcdefg", 6)}},
 		{"webhook secret all one digit", "SECKILL_CODE_WEBHOOK_SECRET", map[string]string{"SECKILL_CODE_WEBHOOK_URL": "https://sms.example/hook", "SECKILL_CODE_WEBHOOK_SECRET": strings.Repeat("1", 32)}},
-		{"admin token = JWT secret", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_JWT_SECRET": "Zq8#vR2!mK9@xT4$", "SECKILL_ADMIN_TOKEN": "Zq8#vR2!mK9@xT4$"}},
+		{"admin token = JWT secret", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_JWT_SECRET": sameKey, "SECKILL_ADMIN_TOKEN": sameKey}},
+		// The security review's: each started on real servers, and a
+		// six-word list cracked the first from one shopper's token.
+		{"a word list's", "SECKILL_JWT_SECRET", map[string]string{"SECKILL_JWT_SECRET": "supersecretpassword"}},
+		{"a counting pattern", "SECKILL_JWT_SECRET", map[string]string{"SECKILL_JWT_SECRET": "0123456789abcdef"}},
+		{"the pattern at 32 bytes of hex", "SECKILL_JWT_SECRET", map[string]string{"SECKILL_JWT_SECRET": strings.Repeat("0123456789abcdef", 4)}},
+		{"a repeated word at 32 bytes", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("deadbeef", 8)}},
+		{"16 random bytes", "SECKILL_ADMIN_TOKEN", map[string]string{"SECKILL_ADMIN_TOKEN": testenv.Secret()[:32]}},
+		{"words of 40 characters", "SECKILL_JWT_SECRET", map[string]string{"SECKILL_JWT_SECRET": "correct-horse-battery-staple-is-my-secret"}},
+		{"the previous secret weak", "SECKILL_JWT_SECRET_PREVIOUS", map[string]string{"SECKILL_JWT_SECRET_PREVIOUS": "supersecretpassword"}},
+		{"the previous secret the current", "SECKILL_JWT_SECRET_PREVIOUS", map[string]string{"SECKILL_JWT_SECRET": sameKey, "SECKILL_JWT_SECRET_PREVIOUS": sameKey}},
 	} {
 		_, err := LoadConfig(env(realServers(c.vars)))
 		if err == nil || !strings.Contains(err.Error(), c.variable) || strings.Contains(err.Error(), "\n") {
@@ -395,6 +408,14 @@ func TestWeakSecretsAreRefusedOnRealServers(t *testing.T) {
 	if _, err := LoadConfig(env(realServers(nil))); err != nil {
 		t.Fatalf("the tests' own real-server secrets: %v", err)
 	}
+	// 32 random bytes in each form openssl and the like print them.
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	for _, key := range []string{hex.EncodeToString(raw), base64.StdEncoding.EncodeToString(raw), base64.RawURLEncoding.EncodeToString(raw)} {
+		if _, err := LoadConfig(env(realServers(map[string]string{"SECKILL_JWT_SECRET": key, "SECKILL_JWT_SECRET_PREVIOUS": testenv.Secret()}))); err != nil {
+			t.Errorf("a random key %q: %v, want accepted", key, err)
+		}
+	}
 }
 
 // TestExactlyOneServerSetIsRefused: the outside review started a second
@@ -403,7 +424,7 @@ func TestWeakSecretsAreRefusedOnRealServers(t *testing.T) {
 // throw-away database. Either half alone stops the start, naming the
 // missing variable.
 func TestExactlyOneServerSetIsRefused(t *testing.T) {
-	secrets := map[string]string{"SECKILL_JWT_SECRET": "a-secret-of-the-tests-0123", "SECKILL_ADMIN_TOKEN": "an-admin-token-of-the-tests"}
+	secrets := map[string]string{"SECKILL_JWT_SECRET": testenv.Secret(), "SECKILL_ADMIN_TOKEN": testenv.Secret()}
 	for missing, set := range map[string]map[string]string{
 		"SECKILL_MYSQL_DSN": {"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0"},
 		"SECKILL_REDIS_URL": {"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test"},

@@ -111,8 +111,8 @@ func TestAProgramRegistersItsOwnBackend(t *testing.T) {
 			listKey := prefix + "my-own-list"
 			env := map[string]string{
 				"SECKILL_QUEUE": "rpush-ext", "RPUSH_EXT_KEY": listKey, "SECKILL_ADDR": "127.0.0.1:0",
-				"SECKILL_KEY_PREFIX": prefix, "SECKILL_JWT_SECRET": "ext-secret-0123456789",
-				"SECKILL_ADMIN_TOKEN": "ext-admin-token-0123", "SECKILL_SECKILL_RATE": "0",
+				"SECKILL_KEY_PREFIX": prefix, "SECKILL_JWT_SECRET": testenv.Secret(),
+				"SECKILL_ADMIN_TOKEN": testenv.Secret(), "SECKILL_SECKILL_RATE": "0",
 			}
 			var rdb redis.UniversalClient
 			if stack == "real" {

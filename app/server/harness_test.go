@@ -96,8 +96,8 @@ func idString(v int64) string { return strconv.FormatInt(v, 10) }
 func testConfig() Config {
 	cfg, err := LoadConfig(env(map[string]string{
 		"SECKILL_ADDR":         "127.0.0.1:0",
-		"SECKILL_JWT_SECRET":   "test-secret-0123456789",
-		"SECKILL_ADMIN_TOKEN":  "test-admin-token-0123",
+		"SECKILL_JWT_SECRET":   testenv.Secret(), // as real servers take them
+		"SECKILL_ADMIN_TOKEN":  testenv.Secret(),
 		"SECKILL_KEY_PREFIX":   "t" + testenv.RandomSuffix() + ":",
 		"SECKILL_SECKILL_RATE": "0",
 		"SECKILL_CODE_RATE":    "0",
@@ -184,7 +184,7 @@ func startWithOpts(t testing.TB, cfg Config, opts []Option, beforeServe ...func(
 	}
 	h := &harness{
 		t: t, cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(),
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxConnsPerHost: 128}},
 		tokens: NewTokens(cfg.JWTSecret, 0), stop: cancel, done: make(chan error, 1),
 	}
 	go func() { h.done <- srv.Serve(ctx, ln) }()

@@ -92,10 +92,13 @@ type api struct {
 	// the operator).
 	metricsElsewhere, metricsNeedToken bool
 	// warnings are shown on the dashboard.
-	warnings []string
-	admin    string
-	limits   *rateLimits
-	clients  *clientAddresses
+	warnings  []string
+	adminGate *adminGate
+	// maxConnsPerIP caps each forwarded address's requests in flight
+	// behind a trusted proxy (SECKILL_MAX_CONNS_PER_IP).
+	maxConnsPerIP int
+	limits        *rateLimits
+	clients       *clientAddresses
 	// seckillRate is the per-shopper limit; codeRate and loginRate the
 	// per-client-address ones.
 	seckillRate, codeRate, loginRate redis_rate.Limit
@@ -147,7 +150,7 @@ func (a *api) newServer() *fiber.App {
 	switch {
 	case a.metricsElsewhere:
 	case a.metricsNeedToken:
-		app.Get("/metrics", requireAdmin(a.admin), adaptor.HTTPHandler(a.metrics.handler()))
+		app.Get("/metrics", a.adminGate.require, adaptor.HTTPHandler(a.metrics.handler()))
 	default:
 		app.Get("/metrics", adaptor.HTTPHandler(a.metrics.handler()))
 	}
@@ -158,22 +161,22 @@ func (a *api) newServer() *fiber.App {
 
 	app.Post("/api/auth/code", requireJSON, a.limits.limit("code", a.codeRate, a.clients.limitKey), a.sendCode)
 	app.Post("/api/auth/login", requireJSON, a.limits.limit("login", a.loginRate, a.clients.limitKey), a.login)
-	app.Post("/api/admin/vouchers", requireAdmin(a.admin), a.createVoucher)
-	app.Get("/api/admin/vouchers", requireAdmin(a.admin), a.adminVouchers)
-	app.Get("/api/admin/vouchers/:id/audit", requireAdmin(a.admin), a.auditVoucher)
-	app.Get("/api/admin/users/phone-collisions", requireAdmin(a.admin), a.phoneCollisions)
-	app.Post("/api/admin/vouchers/:id/reconcile", requireAdmin(a.admin), a.reconcileVoucher)
-	app.Get("/api/admin/deadletters", requireAdmin(a.admin), a.listDeadLetters)
-	app.Get("/api/admin/deadletters/:id", requireAdmin(a.admin), a.showDeadLetter)
-	app.Post("/api/admin/deadletters/redrive", requireAdmin(a.admin), a.redriveDeadLetters)
-	app.Post("/api/admin/deadletters/discard", requireAdmin(a.admin), a.discardDeadLetters)
+	app.Post("/api/admin/vouchers", a.adminGate.require, a.createVoucher)
+	app.Get("/api/admin/vouchers", a.adminGate.require, a.adminVouchers)
+	app.Get("/api/admin/vouchers/:id/audit", a.adminGate.require, a.auditVoucher)
+	app.Get("/api/admin/users/phone-collisions", a.adminGate.require, a.phoneCollisions)
+	app.Post("/api/admin/vouchers/:id/reconcile", a.adminGate.require, a.reconcileVoucher)
+	app.Get("/api/admin/deadletters", a.adminGate.require, a.listDeadLetters)
+	app.Get("/api/admin/deadletters/:id", a.adminGate.require, a.showDeadLetter)
+	app.Post("/api/admin/deadletters/redrive", a.adminGate.require, a.redriveDeadLetters)
+	app.Post("/api/admin/deadletters/discard", a.adminGate.require, a.discardDeadLetters)
 	app.Get("/", pageHeaders, pageFile("index.html"))
 	app.Get("/assets/:file", pageHeaders, asset)
 	app.Get("/dashboard", pageHeaders, pageFile("dashboard.html"))
 	// The page is public; its figures (live sales, dead letters, order
 	// volume) are the operator's.
-	app.Get("/api/dashboard", requireAdmin(a.admin), a.dashboardData)
-	app.Get("/api/dashboard/charts/:name", requireAdmin(a.admin), pageHeaders, a.dashboardChart)
+	app.Get("/api/dashboard", a.adminGate.require, a.dashboardData)
+	app.Get("/api/dashboard/charts/:name", a.adminGate.require, pageHeaders, a.dashboardChart)
 	app.Get("/api/vouchers", a.listVouchers)
 	misses := a.limits.limitMisses(a.missRate, a.clients.limitKey)
 	app.Get("/api/vouchers/:id", misses, a.getVoucher)
@@ -201,9 +204,10 @@ func (a *api) useMiddleware(app *fiber.App) {
 	if a.tracing != nil {
 		// First: the request's span covers the rest, and its context is
 		// the one the deadline below wraps.
-		app.Use(a.tracing.middleware())
+		app.Use(a.tracing.middleware(a.clients))
 	}
 	app.Use(requestid.New())
+	app.Use(perAddressRequests(a.clients, a.maxConnsPerIP))
 	app.Use(securityHeaders)
 	app.Use(a.deadline)
 	app.Use(recover.New(recover.Config{
@@ -395,7 +399,7 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 		return core.E(core.CodeUnavailable, "login codes cannot be sent: the server has no code sender configured")
 	}
 	ctx := c.UserContext()
-	code, err := a.codes.Issue(ctx, phone)
+	code, err := a.codes.Issue(ctx, phone, a.clients.limitKey(c))
 	if err != nil {
 		return core.Wrap("send code", core.CodeUnavailable, err)
 	}
@@ -414,7 +418,7 @@ func (a *api) sendCode(c *fiber.Ctx) error {
 		}
 		a.metrics.codesSent.WithLabelValues("sent").Inc()
 	}
-	resp := fiber.Map{"sent": true, "challenge": code.Challenge}
+	resp := fiber.Map{"sent": true, "challenge": code.Challenge, "codeDigits": len(code.Code)}
 	if a.devCodes {
 		a.metrics.codesSent.WithLabelValues("dev").Inc()
 		resp["code"] = code.Code

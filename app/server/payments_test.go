@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
+	"github.com/seckill-lab/seckill/adapters/testenv"
 )
 
 // boughtAndPersisted buys one unit of voucher for shopper u and waits for
@@ -283,7 +284,7 @@ func TestPaymentsRaceTheExpiry(t *testing.T) {
 // and not short; an unknown provider stops the start naming the variable.
 func TestThePaymentProviderIsChosenAsTheContractSays(t *testing.T) {
 	real := map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x",
-		"SECKILL_JWT_SECRET": "a-real-secret-0123456789", "SECKILL_ADMIN_TOKEN": "a-real-admin-token-0123"}
+		"SECKILL_JWT_SECRET": testenv.Secret(), "SECKILL_ADMIN_TOKEN": testenv.Secret()}
 	with := func(extra map[string]string) map[string]string {
 		m := map[string]string{}
 		for k, v := range real {

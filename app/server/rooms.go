@@ -28,7 +28,7 @@ func (s *Server) newRooms() *core.Rooms {
 		shards = redisreserve.SpreadShards(1)
 	}
 	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
-		Passes: core.NewPassSigner(s.cfg.JWTSecret), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits), Draws: s.store.RoomDraws(), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
+		Passes: core.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
 }
 
 // roomJSON is a voucher's room as created and shown.

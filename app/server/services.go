@@ -77,7 +77,8 @@ func (s *Server) services(ln net.Listener) core.Services {
 	ss = append(ss, s.rooms.Service())
 	ss = append(ss, core.NewService("http", func(ctx context.Context) error {
 		failed := make(chan error, 1)
-		go func() { failed <- s.http.Listener(ln) }()
+		clients := &clientAddresses{trusted: s.cfg.TrustedProxies}
+		go func() { failed <- s.http.Listener(newPerAddressListener(ln, s.cfg.MaxConnsPerIP, clients.isTrusted)) }()
 		select {
 		case err := <-failed:
 			return fmt.Errorf("http server: %w", err)

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -271,15 +274,18 @@ func TestALogLineLeadsToItsTrace(t *testing.T) {
 	}
 }
 
-// TestARequestContinuesItsCallersTrace: a request carrying a sampled
-// traceparent gets its span in the caller's trace, the caller's span its
-// parent, named by its route, with the status it answered (an error
-// answer's too); a request without one starts a trace of its own.
+// TestARequestContinuesItsCallersTrace: a request from a trusted proxy
+// carrying a sampled traceparent gets its span in the caller's trace, the
+// caller's span its parent, named by its route, with the status it
+// answered (an error answer's too); a request without one starts a trace
+// of its own.
 func TestARequestContinuesItsCallersTrace(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	h := startServerOpts(t, "embedded", nil, []Option{WithTracerProvider(tp)}, nil)
+	h := startServerOpts(t, "embedded", func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	}, []Option{WithTracerProvider(tp)}, nil)
 	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	status, _, _ := h.request("GET", "/api/vouchers/999999", "", nil, map[string][]string{"Traceparent": {caller}})
 	if status != 404 {
@@ -369,4 +375,97 @@ func TestOneTraceWhenOneInstanceAnswersAndAnotherPersists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOnlyATrustedProxyForcesSampling: under a 1 % ratio sampler (the
+// compose file's), the review sent 200 requests with a traceparent
+// flagged sampled and got 400 spans. From an address that is not a
+// trusted proxy the flag is not believed: those requests are sampled by
+// the ratio, as if they carried none (here none of 200 at a ratio of 0);
+// from a trusted proxy they continue the caller's trace.
+func TestOnlyATrustedProxyForcesSampling(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		spans := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))))
+		t.Cleanup(func() { tp.Shutdown(context.Background()) })
+		h := startServerOpts(t, "embedded", func(c *Config) {
+			if trusted {
+				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			}
+		}, []Option{WithTracerProvider(tp)}, nil)
+		for i := range 200 {
+			tp := fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+			h.request("GET", "/api/vouchers", "", nil, map[string][]string{"Traceparent": {tp}})
+		}
+		requests := 0
+		for _, s := range spans.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				requests++
+			}
+		}
+		if want := map[bool]int{false: 0, true: 200}[trusted]; requests != want {
+			t.Fatalf("trusted proxy %v: %d request spans of 200 flagged sampled, want %d", trusted, requests, want)
+		}
+	}
+}
+
+// TestASpansPathIsItsOwnRequests: the review found 2 of 204 spans naming
+// another request's path (/api/admin/vou on /api/auth/code): the span kept
+// a string in fasthttp's buffer, which the connection's next request
+// reuses before the span is exported. Concurrent requests on different
+// paths over kept-alive connections: every span's url.path is its route's.
+func TestASpansPathIsItsOwnRequests(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans, sdktrace.WithBatchTimeout(time.Hour), sdktrace.WithMaxExportBatchSize(100000), sdktrace.WithMaxQueueSize(100000)))
+	h := startServerOpts(t, "embedded", nil, []Option{WithTracerProvider(tp)}, nil)
+	paths := []string{"/api/vouchers/1", "/api/vouchers/22/order", "/api/orders/333333", "/api/admin/deadletters?x=1", "/api/vouchers"}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 60 {
+				h.request("GET", paths[(w+i)%len(paths)], "", nil, nil)
+			}
+		})
+	}
+	wg.Wait()
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	checked := 0
+	for _, s := range spans.GetSpans() {
+		var path, route string
+		for _, a := range s.Attributes {
+			switch a.Key {
+			case "url.path":
+				path = a.Value.AsString()
+			case "http.route":
+				route = a.Value.AsString()
+			}
+		}
+		if route == "" {
+			continue
+		}
+		checked++
+		if !routeMatches(route, path) {
+			t.Errorf("a span of route %s has url.path %q", route, path)
+		}
+	}
+	if checked < 400 {
+		t.Fatalf("%d request spans checked, want the 480 sent", checked)
+	}
+}
+
+// routeMatches reports whether path is one of route's (":x" any segment).
+func routeMatches(route, path string) bool {
+	r, p := strings.Split(route, "/"), strings.Split(path, "/")
+	if len(r) != len(p) {
+		return false
+	}
+	for i := range r {
+		if !strings.HasPrefix(r[i], ":") && r[i] != p[i] {
+			return false
+		}
+	}
+	return true
 }

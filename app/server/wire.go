@@ -305,41 +305,42 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		lifecycle: s.lifecycle,
 		payments: core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider, Store: s.store.Payments(),
 			Tracing: s.coreTracing(), Orders: s.store}),
-		paymentsDB:   s.store.Payments(),
-		orderCounts:  s.store.Ledger(),
-		shoppers:     s.store.Users(),
-		catalog:      s.catalog,
-		rooms:        s.rooms,
-		users:        s.store.Users(),
-		userAdmin:    s.store.Users(),
-		voucherAdmin: s.store,
-		orders:       s.store,
-		codes:        logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
-		sender:       sender,
-		phoneRegion:  cfg.PhoneRegion,
-		phoneRegions: cfg.PhoneRegions,
-		tokens:       NewTokens(cfg.JWTSecret, cfg.TokenLifetime),
-		metrics:      s.metrics,
-		devCodes:     cfg.DevCodes,
-		admin:        cfg.AdminToken,
-		limits:       newRateLimits(s.rdb, cfg.KeyPrefix, log),
-		clients:      &clientAddresses{header: cfg.ProxyHeader, trusted: cfg.TrustedProxies},
-		seckillRate:  seckillRate,
-		codeRate:     redis_rate.PerMinute(cfg.CodeRate),
-		loginRate:    redis_rate.PerMinute(cfg.LoginRate),
-		missRate:     redis_rate.PerMinute(cfg.MissRate),
-		ready:        s.ready,
-		recovery:     s.recovery,
-		ledger:       s.store.Ledger(),
-		deadLetters:  s.store.DeadLetters(),
+		paymentsDB:    s.store.Payments(),
+		orderCounts:   s.store.Ledger(),
+		shoppers:      s.store.Users(),
+		catalog:       s.catalog,
+		rooms:         s.rooms,
+		users:         s.store.Users(),
+		userAdmin:     s.store.Users(),
+		voucherAdmin:  s.store,
+		orders:        s.store,
+		codes:         logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
+		sender:        sender,
+		phoneRegion:   cfg.PhoneRegion,
+		phoneRegions:  cfg.PhoneRegions,
+		tokens:        NewTokens(cfg.JWTSecret, cfg.TokenLifetime, cfg.JWTSecretPrevious),
+		metrics:       s.metrics,
+		devCodes:      cfg.DevCodes,
+		limits:        newRateLimits(s.rdb, cfg.KeyPrefix, log),
+		clients:       &clientAddresses{header: cfg.ProxyHeader, trusted: cfg.TrustedProxies},
+		maxConnsPerIP: cfg.MaxConnsPerIP,
+		seckillRate:   seckillRate,
+		codeRate:      redis_rate.PerMinute(cfg.CodeRate),
+		loginRate:     redis_rate.PerMinute(cfg.LoginRate),
+		missRate:      redis_rate.PerMinute(cfg.MissRate),
+		ready:         s.ready,
+		recovery:      s.recovery,
+		ledger:        s.store.Ledger(),
+		deadLetters:   s.store.DeadLetters(),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.ordersStore(),
-			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
+			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
 		backend: cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,
 		metricsElsewhere: cfg.MetricsAddr != "",
 		metricsNeedToken: !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL(),
 	}
+	a.adminGate = newAdminGate(cfg.AdminToken, s.rdb, cfg.KeyPrefix, a.clients.limitKey, s.metrics.registry, log)
 	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
 		a.sandbox = sandbox
 	}
@@ -479,6 +480,9 @@ type sale struct {
 	// returnRefused gives back the live unit of an order the store refused
 	// as its buyer's second (nil without the Redis reservation).
 	returnRefused func(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error)
+	// bodies tells a dead letter's body this deployment signed (nil for
+	// the deployment's own queues, whose bodies are all its own).
+	bodies deadletters.Bodies
 	// units makes a dead-lettered order's unit its own before a re-drive
 	// persists it (nil without the Redis reservation: the database is the
 	// live state).
@@ -536,6 +540,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	if b.Broker != nil {
 		out.signer = Deps{Config: s.cfg}.OrderSigner()
+		out.bodies = out.signer
 	}
 	if caps.Handoff != nil {
 		out.requeue = live.Requeue

@@ -58,6 +58,9 @@ func (c *Collector) collect(ctx context.Context, s core.DeadLetterSource) error 
 		}
 		letters := make([]Letter, len(records))
 		for i, r := range records {
+			if r.At.IsZero() {
+				r.At = time.Now() // a record that does not say when: when it was found
+			}
 			letters[i] = LetterOf(s.Name, r)
 		}
 		if err := c.Register.Collect(ctx, s.Name, from, records[len(records)-1].Position, letters); err != nil {

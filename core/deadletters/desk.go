@@ -44,6 +44,19 @@ func (DatabaseUnits) ReturnRefused(context.Context, core.Order, int64) (core.Ret
 	return core.NothingToReturn, nil
 }
 
+// Bodies tells a body this deployment wrote (core.OrderSigner on an
+// outside broker, which anyone who reaches it can write).
+type Bodies interface {
+	Valid(body []byte, signature string) bool
+}
+
+// OwnQueue stands in for Bodies where only this deployment writes the
+// queue (Redis, memory): every body is ours.
+type OwnQueue struct{}
+
+// Valid says every body is ours.
+func (OwnQueue) Valid([]byte, string) bool { return true }
+
 // Observer is told how many letters each action resolved, and how.
 type Observer interface {
 	DeadLettersResolved(how Resolution, n int)
@@ -61,6 +74,9 @@ type DeskConfig struct {
 	// Units makes each order's unit its own in the live sale before it is
 	// persisted (nil: DatabaseUnits, the database is the live state).
 	Units LiveUnits
+	// Bodies: a re-drive persists only a body whose signature verifies
+	// (nil: OwnQueue).
+	Bodies Bodies
 	// PayWindow is the pipeline's: a re-driven order's deadline is its
 	// reservation's time plus it, as if persisted on time.
 	PayWindow time.Duration
@@ -97,6 +113,9 @@ func NewDesk(cfg DeskConfig) *Desk {
 	}
 	if cfg.Units == nil {
 		cfg.Units = DatabaseUnits{}
+	}
+	if cfg.Bodies == nil {
+		cfg.Bodies = OwnQueue{}
 	}
 	return &Desk{cfg: cfg}
 }
@@ -167,6 +186,14 @@ func (d *Desk) redrive(ctx context.Context, letters []Letter, out *Outcome) erro
 		o, err := core.DecodeOrder(l.Body)
 		if err != nil || l.Reason == core.DeadLetterUnauthenticated || l.Redriven >= d.cfg.Limit {
 			out.Skipped++
+			continue
+		}
+		if !d.cfg.Bodies.Valid(l.Body, l.Signature) {
+			// Not believed whatever its kind says: the review re-drove
+			// records published straight to the dead-letter queue.
+			if err := d.failed(ctx, []int64{l.ID}, "re-drive refused (unauthenticated): the body does not carry this deployment's signature, so it is never persisted", out); err != nil {
+				return err
+			}
 			continue
 		}
 		if _, seen := byOrder[o.ID]; !seen {

@@ -11,8 +11,11 @@ package deadletters
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -31,8 +34,11 @@ type Letter struct {
 	// Order is what the body carries, when it decodes (its ID, UserID and
 	// VoucherID; zero otherwise).
 	Order core.Order
-	// Body is the message as delivered.
-	Body []byte
+	// Body is the message as delivered (at most core.MaxDeadLetterBody
+	// bytes), and Signature the signature it was delivered with (an
+	// outside broker's order: a re-drive persists only a body it verifies).
+	Body      []byte
+	Signature string
 	// Deliveries counts the deliveries before it was given up; Consumer
 	// is the consumer that gave up.
 	Deliveries int
@@ -115,13 +121,29 @@ type Register interface {
 }
 
 // LetterOf is the record d of source as the register keeps it: its kind
-// and detail apart, and the order its body carries when it decodes.
+// and detail apart, and the order its body carries when it decodes. A kind
+// the register does not know is poison, naming what it said.
 func LetterOf(source string, d core.DeadLetter) Letter {
 	kind, detail, _ := strings.Cut(d.Reason, ": ")
-	l := Letter{Source: source, Position: d.Position, Backend: d.Queue, Reason: core.DeadLetterReason(kind),
-		Error: detail, Body: d.Body, Deliveries: d.Attempt, Consumer: d.Consumer, FirstFailed: d.At, LastFailed: d.At}
+	if !slices.Contains(Reasons, core.DeadLetterReason(kind)) {
+		kind, detail = string(core.DeadLetterPoison), "a dead letter of an unknown kind: "+strconv.Quote(d.Reason)
+	}
+	l := Letter{Source: source, Position: d.Position, Backend: text(d.Queue, 32), Reason: core.DeadLetterReason(kind),
+		Error: text(detail, 4<<10), Body: d.Body, Signature: text(d.Signature, 128), Deliveries: d.Attempt,
+		Consumer: text(d.Consumer, 191), FirstFailed: d.At, LastFailed: d.At}
 	if o, err := core.DecodeOrder(d.Body); err == nil {
 		l.Order = core.Order{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, CreatedAt: o.CreatedAt}
 	}
 	return l
+}
+
+// text is s as the register's columns take it, whoever wrote the record:
+// valid UTF-8, at most n bytes, cut between two characters.
+func text(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }

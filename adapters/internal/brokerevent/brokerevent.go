@@ -80,19 +80,30 @@ func Name(keyPrefix, suffix string) string {
 }
 
 // DeadLetterHeaders are a dead letter's fields but its body, which is the
-// message's payload.
-func DeadLetterHeaders(d core.DeadLetter) map[string]string {
+// message's payload; sealed by signer (the deployment's, where it has one),
+// since anyone who reaches the broker can write its dead stream too.
+func DeadLetterHeaders(d core.DeadLetter, signer *core.OrderSigner) map[string]string {
+	if signer != nil {
+		d = signer.SealDeadLetter(d)
+	}
 	m := d.FieldMap()
 	delete(m, "order")
 	return m
 }
 
-// DecodeDeadLetter reads a dead letter back from its payload and headers.
-func DecodeDeadLetter(body []byte, headers map[string]string) (core.DeadLetter, error) {
+// DecodeDeadLetter reads a dead letter back from its payload and headers:
+// a record that does not read whole is poison (core.DecodeDeadLetter), and
+// with signer only what verifies is believed (core.OrderSigner's
+// BelieveDeadLetter).
+func DecodeDeadLetter(body []byte, headers map[string]string, signer *core.OrderSigner) core.DeadLetter {
 	m := maps.Clone(headers)
 	if m == nil {
 		m = map[string]string{}
 	}
 	m["order"] = string(body)
-	return core.DecodeDeadLetter(m)
+	d := core.DecodeDeadLetter(m)
+	if signer != nil {
+		d = signer.BelieveDeadLetter(d)
+	}
+	return d
 }

@@ -45,10 +45,7 @@ func (r reader) DeadLettersAfter(ctx context.Context, after string, max int64) (
 			s, _ := v.(string)
 			fields[k] = s
 		}
-		d, err := core.DecodeDeadLetter(fields)
-		if err != nil {
-			return nil, fmt.Errorf("dead letter %s of %s: %w", m.ID, r.stream, err)
-		}
+		d := core.DecodeDeadLetter(fields)
 		d.Position = m.ID
 		out = append(out, d)
 	}
