@@ -29,7 +29,8 @@ var (
 // its own). The replicas follow the primary; every sentinel names it, sees
 // both replicas and reaches its quorum; and an instance's SECKILL_REDIS_URL
 // reaches the primary through them and has a write confirmed by a replica
-// (WAIT 1, what SECKILL_REDIS_WAIT_REPLICAS=1 asks of each reservation).
+// (WAIT 1, what SECKILL_REDIS_WAIT_REPLICAS=1 asks of each reservation),
+// with the passwords of deploy/.env: a client without them is refused.
 func TestTheComposeRedisRunsHere(t *testing.T) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -73,6 +74,15 @@ func TestTheComposeRedisRunsHere(t *testing.T) {
 	client := redis.NewFailoverClient(opts)
 	defer client.Close()
 	ctx := context.Background()
+	// Every node and sentinel refuses a client without the password.
+	for _, name := range []string{"redis", "redis-replica-1", "sentinel-1"} {
+		anon := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + local.port(name)})
+		err := anon.Ping(ctx).Err()
+		anon.Close()
+		if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			t.Errorf("%s answered a client without the password: %v", name, err)
+		}
+	}
 	if err := client.Set(ctx, "compose-test", "1", 0).Err(); err != nil {
 		t.Fatalf("a write through %s: %v", url, err)
 	}
@@ -189,7 +199,7 @@ func (l *localRedis) notReady(ctx context.Context, master string) string {
 		}
 	}
 	for _, name := range redisNodes[1:] {
-		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + l.port(name)})
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + l.port(name), Password: composeSecrets["REDIS_PASSWORD"]})
 		info, err := c.Info(ctx, "replication").Result()
 		c.Close()
 		if err != nil || !strings.Contains(info, "master_link_status:up") {
@@ -197,7 +207,7 @@ func (l *localRedis) notReady(ctx context.Context, master string) string {
 		}
 	}
 	for _, name := range redisSentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:" + l.port(name)})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:" + l.port(name), Password: composeSecrets["REDIS_PASSWORD"]})
 		addr, err := sc.GetMasterAddrByName(ctx, master).Result()
 		replicas, err2 := sc.Replicas(ctx, master).Result()
 		quorum, err3 := sc.CkQuorum(ctx, master).Result()

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
@@ -24,8 +26,10 @@ type manifests struct {
 	config     corev1.ConfigMap
 	secret     corev1.Secret
 	deployment appsv1.Deployment
-	service    corev1.Service
+	service    corev1.Service // the API's
+	metrics    corev1.Service
 	budget     policyv1.PodDisruptionBudget
+	policies   map[string]networkingv1.NetworkPolicy
 }
 
 func readManifests(t *testing.T) manifests {
@@ -34,24 +38,39 @@ func readManifests(t *testing.T) manifests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m manifests
+	m := manifests{policies: map[string]networkingv1.NetworkPolicy{}}
 	into := map[string]any{"ConfigMap": &m.config, "Secret": &m.secret, "Deployment": &m.deployment,
-		"Service": &m.service, "PodDisruptionBudget": &m.budget}
+		"Service/seckill": &m.service, "Service/seckill-metrics": &m.metrics, "PodDisruptionBudget": &m.budget}
 	seen := map[string]bool{}
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
 		var head struct {
-			Kind string `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatal(err)
 		}
-		obj, ok := into[head.Kind]
-		if !ok || seen[head.Kind] {
-			t.Fatalf("a %q document: want one each of %v", head.Kind, slices.Sorted(maps.Keys(into)))
+		if head.Kind == "NetworkPolicy" {
+			var p networkingv1.NetworkPolicy
+			if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+				t.Fatalf("NetworkPolicy: %v", err)
+			}
+			m.policies[p.Name] = p
+			continue
 		}
-		seen[head.Kind] = true
+		kind := head.Kind
+		if kind == "Service" {
+			kind += "/" + head.Metadata.Name
+		}
+		obj, ok := into[kind]
+		if !ok || seen[kind] {
+			t.Fatalf("a %q document: want one each of %v", kind, slices.Sorted(maps.Keys(into)))
+		}
+		seen[kind] = true
 		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("%s: %v", head.Kind, err)
+			t.Fatalf("%s: %v", kind, err)
 		}
 	}
 	if len(seen) != len(into) {
@@ -178,5 +197,66 @@ func checkSettings(t *testing.T, m manifests, c corev1.Container) {
 		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return strconv.Itoa(int(p.ContainerPort)) == port }) {
 			t.Errorf("SECKILL_METRICS_ADDR=%s: the pod declares no such port", addr)
 		}
+	}
+}
+
+// TestTheKubernetesManifestsAreLockedDown is the security review's finding
+// on the manifests, held: the unauthenticated metrics port was on the API's
+// Service, nothing restricted who reached what, SECKILL_TRUSTED_PROXIES
+// trusted X-Forwarded-For from any pod (10.0.0.0/8: every per-address limit
+// void), the service-account token was mounted and the image was :latest.
+// Now the API's Service has the API alone and the metrics a Service of
+// their own; a NetworkPolicy lets the API be reached from the ingress
+// controller only and the metrics from the monitoring namespace only, and
+// another lets Redis and MySQL be reached from the server's pods only; each
+// trusted proxy is a /24 or narrower; no token is mounted; the image's tag
+// names a build.
+func TestTheKubernetesManifestsAreLockedDown(t *testing.T) {
+	m := readManifests(t)
+	for _, p := range m.service.Spec.Ports {
+		if p.TargetPort.String() != "http" {
+			t.Errorf("the API's Service exposes %s (target %s): want the API alone", p.Name, p.TargetPort.String())
+		}
+	}
+	if ps := m.metrics.Spec.Ports; len(ps) != 1 || ps[0].TargetPort.String() != "metrics" {
+		t.Errorf("the metrics' Service ports %+v: want the metrics port alone", ps)
+	}
+	api, ok := m.policies["seckill"]
+	if !ok || api.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "seckill" {
+		t.Fatalf("no NetworkPolicy selecting the server's pods: %v", slices.Sorted(maps.Keys(m.policies)))
+	}
+	from := map[string]string{} // port name -> the namespace allowed
+	for _, rule := range api.Spec.Ingress {
+		for _, port := range rule.Ports {
+			for _, peer := range rule.From {
+				if peer.NamespaceSelector == nil || peer.IPBlock != nil {
+					t.Errorf("port %s is open to %+v: want a namespace's pods", port.Port.String(), peer)
+					continue
+				}
+				from[port.Port.String()] = peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
+			}
+		}
+	}
+	if from["http"] != "ingress-nginx" || from["metrics"] != "monitoring" || len(from) != 2 {
+		t.Errorf("the server's pods take %v: want http from the ingress controller's namespace, metrics from monitoring, nothing else", from)
+	}
+	data, ok := m.policies["seckill-data"]
+	if !ok || len(data.Spec.Ingress) != 1 || len(data.Spec.Ingress[0].From) != 1 ||
+		data.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "seckill" {
+		t.Errorf("Redis and MySQL: %+v, want reached from the server's pods only", data.Spec)
+	}
+	for _, p := range strings.Split(m.config.Data["SECKILL_TRUSTED_PROXIES"], ",") {
+		prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
+		if err != nil || prefix.Bits() < map[bool]int{true: 24, false: 64}[prefix.Addr().Is4()] {
+			t.Errorf("SECKILL_TRUSTED_PROXIES holds %q: want the ingress controller's pods, each /24 or narrower", p)
+		}
+	}
+	pod := m.deployment.Spec.Template.Spec
+	if a := pod.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("automountServiceAccountToken %v: want false", a)
+	}
+	image := pod.Containers[0].Image
+	if _, tag, ok := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":"); !ok || tag == "" || tag == "latest" {
+		t.Errorf("image %q: want a tag that names the build", image)
 	}
 }

@@ -138,13 +138,14 @@ func TestBrokerSecuritySettingsAreChecked(t *testing.T) {
 // NATS's comma-separated lists that net/url cannot parse.
 func TestCredentialsInBrokerURLsAreRedacted(t *testing.T) {
 	for in, want := range map[string]string{
-		"amqp://guest:hunter2@127.0.0.1:5672/":                   "amqp://guest:xxxxx@127.0.0.1:5672/",
-		"nats://s3cr3t-token@127.0.0.1:4222":                     "nats://xxxxx@127.0.0.1:4222",
-		"nats://u:hunter2@a:4222,nats://u:hunter2@b:4222":        "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
-		"redis://:hunter2@127.0.0.1:7001?addr=127.0.0.1:7002":    "redis://:xxxxx@127.0.0.1:7001?addr=127.0.0.1:7002",
-		"rediss://default:p%40ss@redis.example:6380/2":           "rediss://default:xxxxx@redis.example:6380/2",
-		"nats://127.0.0.1:4222":                                  "nats://127.0.0.1:4222",
-		"SECKILL_AMQP_URL=amqps://svc:pw@mq.internal/ (refused)": "SECKILL_AMQP_URL=amqps://svc:xxxxx@mq.internal/ (refused)",
+		"amqp://guest:hunter2@127.0.0.1:5672/":                           "amqp://guest:xxxxx@127.0.0.1:5672/",
+		"nats://s3cr3t-token@127.0.0.1:4222":                             "nats://xxxxx@127.0.0.1:4222",
+		"nats://u:hunter2@a:4222,nats://u:hunter2@b:4222":                "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
+		"redis://:hunter2@127.0.0.1:7001?addr=127.0.0.1:7002":            "redis://:xxxxx@127.0.0.1:7001?addr=127.0.0.1:7002",
+		"rediss://default:p%40ss@redis.example:6380/2":                   "rediss://default:xxxxx@redis.example:6380/2",
+		"nats://127.0.0.1:4222":                                          "nats://127.0.0.1:4222",
+		"redis://:pw1@s1:26379?master_name=m&password=pw2&addr=s2:26379": "redis://:xxxxx@s1:26379?master_name=m&password=xxxxx&addr=s2:26379",
+		"SECKILL_AMQP_URL=amqps://svc:pw@mq.internal/ (refused)":         "SECKILL_AMQP_URL=amqps://svc:xxxxx@mq.internal/ (refused)",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)

@@ -520,10 +520,15 @@ const DefaultOutboxCap = 100_000
 // also in lists (nats://u:p@a,nats://u:p@b) that url.Parse refuses.
 var credentialsInURL = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)([^/@\s,]*)@`)
 
+// passwordInQuery is a password given as a URL's query parameter (go-redis
+// takes a Sentinel deployment's master password so: ?password=).
+var passwordInQuery = regexp.MustCompile(`(?i)([?&](?:sentinel_)?password=)[^&\s,]*`)
+
 // redactURL hides the credentials of every URL in s before it is printed:
 // a password becomes xxxxx, a lone token (NATS's) too; the user name
 // stays, to tell which account.
 func redactURL(s string) string {
+	s = passwordInQuery.ReplaceAllString(s, "${1}xxxxx")
 	return credentialsInURL.ReplaceAllStringFunc(s, func(m string) string {
 		parts := credentialsInURL.FindStringSubmatch(m)
 		scheme, userinfo := parts[1], parts[2]
