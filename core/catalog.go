@@ -164,6 +164,11 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 			return Wrap("room seed", CodeInternal, err)
 		}
 		room.Seed = seed
+		saltKey, err := NewRoomSeed()
+		if err != nil {
+			return Wrap("room salt key", CodeInternal, err)
+		}
+		room.SaltKey = saltKey[:]
 		v.Room = &room
 	}
 	if err := v.Validate(); err != nil {

@@ -32,7 +32,7 @@ func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
 	for i, e := range draw {
 		keys[i] = e.Key
 	}
-	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
+	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), KeyedWith: v.Room.KeyedWith(), Keys: keys}
 	r.published.Store(voucherID, d)
 	return d, nil
 }

@@ -110,6 +110,9 @@ type RoomStatus struct {
 	// shopper not in the room while the puzzle is on ("": none).
 	Puzzle     string
 	PuzzleBits int
+	// Salt is the shopper's salt in the draw (Room.Salt): theirs alone to
+	// see, and what their key is made over with their id.
+	Salt string
 }
 
 // RoomProof is a join's solution of the puzzle (empty: none sent).
@@ -119,7 +122,9 @@ type RoomProof struct{ Challenge, Nonce string }
 // the early joiners' keys in ascending order (their places).
 type RoomDraw struct {
 	Seed, Commitment string
-	Keys             []string
+	// KeyedWith says what each key is the HMAC of (Room.KeyedWith).
+	KeyedWith string
+	Keys      []string
 }
 
 // ErrNoRoom answers a room request on a voucher sold without one.
@@ -190,7 +195,7 @@ func (r *Rooms) statusOf(ctx context.Context, v Voucher, userID int64) (RoomStat
 
 // status reads a seat as the shopper's status.
 func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
-	out := RoomStatus{State: RoomNotJoined, Position: seat.Position, Ahead: -1, Wait: -1}
+	out := RoomStatus{State: RoomNotJoined, Position: seat.Position, Ahead: -1, Wait: -1, Salt: v.Room.Salt(userID)}
 	switch {
 	case !seat.Joined:
 		out.Position = 0

@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -40,20 +41,21 @@ func TestARoomsDrawIsKeptOnceAsFirstSaved(t *testing.T) {
 	})
 }
 
-// TestAVoucherKeepsItsRoom: a room voucher reads back with its settings
-// and seed; a plain one without a room.
+// TestAVoucherKeepsItsRoom: a room voucher reads back with its settings,
+// seed and salt key; a plain one without a room.
 func TestAVoucherKeepsItsRoom(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
 		ctx := context.Background()
 		seed, _ := core.NewRoomSeed()
+		saltKey, _ := core.NewRoomSeed()
 		v := core.Voucher{Title: "r", PayValue: 1, ActualValue: 2, Stock: 5,
 			BeginAt: time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond), EndAt: time.Now().Add(2 * time.Hour).UTC().Truncate(time.Millisecond),
-			Room: &core.Room{OpensAt: time.Now().UTC().Truncate(time.Millisecond), AdmitPerSecond: 7, AdmissionTTL: 90 * time.Second, Seed: seed}}
+			Room: &core.Room{OpensAt: time.Now().UTC().Truncate(time.Millisecond), AdmitPerSecond: 7, AdmissionTTL: 90 * time.Second, Seed: seed, SaltKey: saltKey[:]}}
 		if err := s.CreateVoucher(ctx, &v); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.FindVoucher(ctx, v.ID)
-		if err != nil || got.Room == nil || *got.Room != *v.Room {
+		if err != nil || got.Room == nil || !reflect.DeepEqual(*got.Room, *v.Room) {
 			t.Fatalf("read back %+v (%v), want the room %+v", got.Room, err, v.Room)
 		}
 		plain := newVoucher(t, s, 3)

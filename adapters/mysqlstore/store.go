@@ -524,7 +524,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 		}
 		if r := v.Room; r != nil {
 			room := roomRow{VoucherID: row.ID, OpensAt: r.OpensAt.UTC(), AdmitPerSecond: r.AdmitPerSecond,
-				AdmissionTTLMs: r.AdmissionTTL.Milliseconds(), Seed: r.Seed[:], CreateTime: now}
+				AdmissionTTLMs: r.AdmissionTTL.Milliseconds(), Seed: r.Seed[:], SaltKey: r.SaltKey, CreateTime: now}
 			if _, err := tx.NewInsert().Model(&room).Exec(ctx); err != nil {
 				return fmt.Errorf("mysqlstore: insert voucher room: %w", err)
 			}
@@ -590,13 +590,14 @@ type voucherWithRoom struct {
 	AdmitPerSecond sql.NullInt64 `bun:"admit_per_second"`
 	AdmissionTTLMs sql.NullInt64 `bun:"admission_ttl_ms"`
 	Seed           []byte        `bun:"seed"`
+	SaltKey        []byte        `bun:"salt_key"`
 }
 
 // selectVouchers selects voucherWithRoom's columns.
 func selectVouchers(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().
 		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
-		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed").
+		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed, r.salt_key").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
 		Join("LEFT JOIN tb_voucher_room AS r ON r.voucher_id = v.id")
@@ -609,6 +610,9 @@ func (r voucherWithRoom) voucher() core.Voucher {
 		room := &core.Room{OpensAt: r.RoomOpensAt.Time.UTC(), AdmitPerSecond: int(r.AdmitPerSecond.Int64),
 			AdmissionTTL: time.Duration(r.AdmissionTTLMs.Int64) * time.Millisecond}
 		copy(room.Seed[:], r.Seed)
+		if len(r.SaltKey) == 32 {
+			room.SaltKey = r.SaltKey
+		}
 		v.Room = room
 	}
 	return v
@@ -622,6 +626,7 @@ type roomRow struct {
 	AdmitPerSecond int       `bun:"admit_per_second"`
 	AdmissionTTLMs int64     `bun:"admission_ttl_ms"`
 	Seed           []byte    `bun:"seed"`
+	SaltKey        []byte    `bun:"salt_key"`
 	CreateTime     time.Time `bun:"create_time"`
 }
 

@@ -545,8 +545,8 @@ type voucherJSON struct {
 	EndTime     time.Time `json:"endTime"`
 	// Buckets is shown only for a voucher split over several (a hot one).
 	Buckets int `json:"buckets,omitempty"`
-	// Room is shown for a voucher sold through a waiting room, and
-	// RoomCommitment (the draw's seed's SHA-256) from its opening on.
+	// Room is shown for a voucher sold through a waiting room, with
+	// RoomCommitment (the draw's seed's SHA-256) from its creation on.
 	Room           *roomJSON `json:"room,omitempty"`
 	RoomCommitment string    `json:"roomCommitment,omitempty"`
 }
@@ -557,7 +557,7 @@ func toVoucherJSON(v core.Voucher) voucherJSON {
 	if v.Buckets > 1 {
 		out.Buckets = v.Buckets
 	}
-	showRoom(&out, v, time.Now())
+	showRoom(&out, v)
 	return out
 }
 

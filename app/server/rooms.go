@@ -55,17 +55,18 @@ func (r *roomJSON) room() (*core.Room, error) {
 	return out, nil
 }
 
-// showRoom puts v's room into its answer at now: the settings, and the
-// draw's commitment from the room's opening on.
-func showRoom(out *voucherJSON, v core.Voucher, now time.Time) {
+// showRoom puts v's room into its answer: the settings, and the draw's
+// commitment from the voucher's creation on (the create answer included).
+// Shown only from the room's opening, a seed swapped before it could not
+// be caught (the security review): whoever keeps the creation's answer,
+// or any answer before the opening, can now check the published seed.
+func showRoom(out *voucherJSON, v core.Voucher) {
 	if v.Room == nil {
 		return
 	}
 	out.Room = &roomJSON{OpensAt: v.Room.OpensAt.UTC(), AdmitPerSecond: v.Room.AdmitPerSecond,
 		AdmissionTTL: v.Room.AdmissionTTL.String()}
-	if !now.Before(v.Room.OpensAt) {
-		out.RoomCommitment = v.Room.Commitment()
-	}
+	out.RoomCommitment = v.Room.Commitment()
 }
 
 // roomStatusJSON is a shopper's place as the contract shows it: null
@@ -81,6 +82,10 @@ type roomStatusJSON struct {
 	// Pow is the proof of work a join must carry (SECKILL_ROOM_POW_BITS;
 	// only to a shopper not in the room).
 	Pow *powJSON `json:"pow,omitempty"`
+	// Salt is the shopper's own salt in the draw (shown to them alone):
+	// with the published seed, their key is HMAC-SHA256(seed,
+	// "<userId>:<salt>"). Absent in a room made before salts.
+	Salt string `json:"salt,omitempty"`
 }
 
 // powJSON is the room's puzzle: find a nonce such that SHA-256 of
@@ -109,6 +114,7 @@ func toRoomStatusJSON(s core.RoomStatus) roomStatusJSON {
 	if s.Puzzle != "" {
 		out.Pow = &powJSON{Challenge: s.Puzzle, Bits: s.PuzzleBits}
 	}
+	out.Salt = s.Salt
 	return out
 }
 
@@ -164,7 +170,7 @@ func (a *api) roomDraw(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		encoded, err := json.Marshal(fiber.Map{"seed": d.Seed, "commitment": d.Commitment, "keys": d.Keys})
+		encoded, err := json.Marshal(fiber.Map{"seed": d.Seed, "commitment": d.Commitment, "keyedWith": d.KeyedWith, "keys": d.Keys})
 		if err != nil {
 			return core.Wrap("room draw", core.CodeInternal, err)
 		}

@@ -130,11 +130,30 @@ func TestARoomDrawsFairlyAndAdmitsInOrder(t *testing.T) {
 		for _, k := range draw["keys"].([]any) {
 			keys = append(keys, k.(string))
 		}
+		// Each key is over the shopper's id and their salt, which only they
+		// are shown (GET …/room): the draw's answer says so.
+		if draw["keyedWith"] != `HMAC-SHA256(seed, userId + ":" + salt)` {
+			t.Fatalf("the draw's keyedWith: %v", draw["keyedWith"])
+		}
 		mine := map[int64]string{}
 		for u := int64(1); u <= early; u++ {
+			salt, _ := other.roomOf(voucher, u)["salt"].(string)
+			if len(salt) != 32 {
+				t.Fatalf("shopper %d's salt %q: want 128 bits in hex", u, salt)
+			}
+			mac := hmac.New(sha256.New, seed)
+			mac.Write([]byte(strconv.FormatInt(u, 10) + ":" + salt))
+			mine[u] = hex.EncodeToString(mac.Sum(nil))
+		}
+		// The security review, with the seed public, mapped 30 of 30 keys to
+		// users by keying the ids 1 to 5000: without the salts no key is
+		// anyone's.
+		for u := int64(1); u <= 5000; u++ {
 			mac := hmac.New(sha256.New, seed)
 			mac.Write([]byte(strconv.FormatInt(u, 10)))
-			mine[u] = hex.EncodeToString(mac.Sum(nil))
+			if slices.Contains(keys, hex.EncodeToString(mac.Sum(nil))) {
+				t.Fatalf("a published key is HMAC(seed, %d): the draw names shopper %d", u, u)
+			}
 		}
 		want := slices.Sorted(func(yield func(string) bool) {
 			for _, k := range mine {
@@ -536,4 +555,43 @@ func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTheDrawsCommitmentIsShownFromTheVouchersCreation: the security
+// review found the commitment shown only from the room's opening, so a
+// seed swapped in the database before then could not be caught. The
+// create answer and every read before the opening carry it now, and the
+// seed published at the draw is the one it commits to.
+func TestTheDrawsCommitmentIsShownFromTheVouchersCreation(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	opens, begin := time.Now().Add(500*time.Millisecond), time.Now().Add(1500*time.Millisecond)
+	status, created := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
+		"title": "room voucher", "payValue": 100, "actualValue": 200, "stock": 10,
+		"beginTime": begin.Format(time.RFC3339Nano), "endTime": begin.Add(time.Hour).Format(time.RFC3339Nano),
+		"room": map[string]any{"opensAt": opens.Format(time.RFC3339Nano), "admitPerSecond": 10, "admissionTTL": "60s"},
+	})
+	commitment, _ := created["roomCommitment"].(string)
+	if status != http.StatusCreated || len(commitment) != 64 {
+		t.Fatalf("create: %d %v, want the draw's commitment in the answer", status, created)
+	}
+	voucher := idString(int64(created["id"].(float64)))
+	if _, v := h.do("GET", "/api/vouchers/"+voucher, "", nil); v["roomCommitment"] != commitment || v["seed"] != nil {
+		t.Fatalf("before the room opens: %v, want the same commitment and no seed", v)
+	}
+	time.Sleep(time.Until(opens) + 50*time.Millisecond)
+	if status, body := h.do("POST", "/api/vouchers/"+voucher+"/room", h.shopper(1), nil); status != 200 {
+		t.Fatalf("join: %d %v", status, body)
+	}
+	time.Sleep(time.Until(begin) + 100*time.Millisecond)
+	var draw map[string]any
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if status, draw = h.do("GET", "/api/vouchers/"+voucher+"/room/draw", "", nil); status == 200 || time.Now().After(deadline) {
+			break
+		}
+	}
+	seed, err := hex.DecodeString(fmt.Sprint(draw["seed"]))
+	sum := sha256.Sum256(seed)
+	if status != 200 || err != nil || hex.EncodeToString(sum[:]) != commitment {
+		t.Fatalf("the published draw %d %v: its seed does not hash to the creation's commitment %s", status, draw, commitment)
+	}
 }

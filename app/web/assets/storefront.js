@@ -180,7 +180,8 @@ async function joinRoom(id) {
 
 // hex and the Web Crypto digests let the shopper check the draw here:
 // the seed against the commitment shown before the opening, and their own
-// key (HMAC-SHA256 of the seed over their user id) among the published.
+// key (HMAC-SHA256 of the seed over "<user id>:<salt>", the salt theirs
+// alone: GET …/room) among the published.
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
 const unhex = (s) => new Uint8Array(s.match(/../g).map((h) => parseInt(h, 16)));
 
@@ -189,19 +190,21 @@ async function showDraw(card) {
   const r = await api("GET", "/api/vouchers/" + card.voucher.id + "/room/draw");
   if (r.status !== 200) { card.draw = undefined; return; }
   const d = r.data, user = sessionStorage.getItem(userKey) || "";
-  let lines = ["Seed: " + d.seed, "Commitment (shown from the room's opening): " + d.commitment];
+  let lines = ["Seed: " + d.seed, "Commitment (shown from the voucher's creation): " + d.commitment];
   if (window.crypto && crypto.subtle) {
     const seed = unhex(d.seed);
     const sum = hex(await crypto.subtle.digest("SHA-256", seed));
     lines.push(sum === d.commitment ? "✓ SHA-256(seed) is the commitment." : "✗ SHA-256(seed) is " + sum + ", not the commitment.");
     const key = await crypto.subtle.importKey("raw", seed, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    const mine = hex(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(user)));
+    const salt = card.room && card.room.salt, over = salt ? user + ":" + salt : user;
+    const mine = hex(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(over)));
     const rank = d.keys.indexOf(mine);
-    lines.push("Your key, HMAC-SHA256(seed, " + user + "): " + mine);
+    lines.push("Your key, HMAC-SHA256(seed, \"" + over + "\")" + (salt ? " (the salt is yours alone)" : "") + ": " + mine);
     lines.push(rank >= 0 ? "It is #" + (rank + 1) + " of the " + d.keys.length + " keys in ascending order: your place."
       : "You joined after the opening: your place is by arrival, behind the " + d.keys.length + " drawn.");
   } else {
-    lines.push("Check it: SHA-256(seed) must be the commitment; your key is HMAC-SHA256 keyed with the seed over your user id (" + user + "), and your place its rank among the " + d.keys.length + " keys.");
+    lines.push("Check it: SHA-256(seed) must be the commitment; your key is " + (d.keyedWith || "HMAC-SHA256(seed, userId)") + " with your user id (" + user + ")" +
+      (card.room && card.room.salt ? " and your salt (" + card.room.salt + ")" : "") + ", and your place its rank among the " + d.keys.length + " keys.");
   }
   card.draw = d;
   card.li.querySelector(".draw-text").textContent = lines.join("\n");
