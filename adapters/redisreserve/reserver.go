@@ -517,13 +517,27 @@ func (r *sale) returnUnit(ctx context.Context, o core.Order, held int64) (core.R
 	return core.ReturnLater, nil
 }
 
+// Redrive is the dead letters' side of the live sale
+// (deadletters.LiveUnits): before a re-drive persists an order its unit is
+// made its own again, and the unit of one the database refuses as its
+// buyer's second goes back once.
+type Redrive struct{ *sale }
+
+// Redrive is the re-drive's side, over the same client and keys.
+func (r *Reserver) Redrive() *Redrive { return &Redrive{r.sale} }
+
+// ReturnRefused is Live's (core.PipelineConfig.ReturnRefused).
+func (r *Redrive) ReturnRefused(ctx context.Context, o core.Order, held int64) (core.ReturnResult, error) {
+	return r.returnUnit(ctx, o, held)
+}
+
 // TakeBack makes each dead-lettered order's unit its own before a
 // re-drive persists it (take_back.lua): held already where the buyer's
 // mark names it, else taken back from the buyer's bucket where a unit is
 // left. One pipeline for all of them (a bulk re-drive takes 500 a step);
 // a hot voucher's bucket found dry borrows from the others, one order at
 // a time.
-func (r *Live) TakeBack(ctx context.Context, orders []core.Order) ([]core.TakeBack, error) {
+func (r *Redrive) TakeBack(ctx context.Context, orders []core.Order) ([]core.TakeBack, error) {
 	out := make([]core.TakeBack, len(orders))
 	bks := make([]BucketKeys, len(orders))
 	for i, o := range orders {
@@ -553,7 +567,7 @@ func (r *Live) TakeBack(ctx context.Context, orders []core.Order) ([]core.TakeBa
 
 // takeBackAll runs take_back.lua for each order in one pipeline, loading
 // the script first where Redis has forgotten it (a restart).
-func (r *Live) takeBackAll(ctx context.Context, orders []core.Order, bks []BucketKeys) ([]*redis.Cmd, error) {
+func (r *sale) takeBackAll(ctx context.Context, orders []core.Order, bks []BucketKeys) ([]*redis.Cmd, error) {
 	for try := 0; ; try++ {
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(orders))
@@ -590,7 +604,7 @@ func takeBackOf(res []any) core.TakeBack {
 // takeBackBorrowing takes an order's unit back after its bucket was found
 // dry: the bucket borrows from the others, as a reservation's does, until
 // the script answers otherwise or no bucket has a unit to lend.
-func (r *Live) takeBackBorrowing(ctx context.Context, o core.Order, bk BucketKeys) (core.TakeBack, error) {
+func (r *sale) takeBackBorrowing(ctx context.Context, o core.Order, bk BucketKeys) (core.TakeBack, error) {
 	buckets, err := r.bucketsOf(ctx, o.VoucherID)
 	if err != nil || buckets == 1 {
 		return core.TakeBack{Result: core.UnitGone}, err

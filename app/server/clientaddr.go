@@ -18,6 +18,9 @@ import (
 type clientAddresses struct {
 	header  string
 	trusted []netip.Prefix
+	// maxInFlight caps a forwarded address's requests in flight behind a
+	// trusted proxy (SECKILL_MAX_CONNS_PER_IP; 0: no cap).
+	maxInFlight int
 }
 
 // parseTrustedProxies reads SECKILL_TRUSTED_PROXIES: addresses and CIDR

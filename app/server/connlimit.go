@@ -85,10 +85,12 @@ func addressOf(a net.Addr) netip.Addr {
 }
 
 // perAddressRequests caps, behind a trusted proxy, the requests one
-// forwarded client address has in flight at once at max (503 busy with
-// Retry-After past it): the proxy's connections are shared, so the cap a
-// direct client gets on its connections falls on its requests.
-func perAddressRequests(clients *clientAddresses, max int) fiber.Handler {
+// forwarded client address has in flight at once at clients.maxInFlight
+// (503 busy with Retry-After past it): the proxy's connections are shared,
+// so the cap a direct client gets on its connections falls on its
+// requests.
+func perAddressRequests(clients *clientAddresses) fiber.Handler {
+	max := clients.maxInFlight
 	if max <= 0 || len(clients.trusted) == 0 {
 		return func(c *fiber.Ctx) error { return c.Next() }
 	}

@@ -94,11 +94,8 @@ type api struct {
 	// warnings are shown on the dashboard.
 	warnings  []string
 	adminGate *adminGate
-	// maxConnsPerIP caps each forwarded address's requests in flight
-	// behind a trusted proxy (SECKILL_MAX_CONNS_PER_IP).
-	maxConnsPerIP int
-	limits        *rateLimits
-	clients       *clientAddresses
+	limits    *rateLimits
+	clients   *clientAddresses
 	// seckillRate is the per-shopper limit; codeRate and loginRate the
 	// per-client-address ones.
 	seckillRate, codeRate, loginRate redis_rate.Limit
@@ -207,7 +204,7 @@ func (a *api) useMiddleware(app *fiber.App) {
 		app.Use(a.tracing.middleware(a.clients))
 	}
 	app.Use(requestid.New())
-	app.Use(perAddressRequests(a.clients, a.maxConnsPerIP))
+	app.Use(perAddressRequests(a.clients))
 	app.Use(securityHeaders)
 	app.Use(a.deadline)
 	app.Use(recover.New(recover.Config{
