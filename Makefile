@@ -37,7 +37,7 @@ image:
 ## test: every test, against embedded stand-ins, plus real Redis and MySQL
 ## when SECKILL_TEST_REDIS_URL and SECKILL_TEST_MYSQL_DSN are set
 test:
-	$(GO) test $(RACE) -count=1 -timeout 20m $(PKGS)
+	$(GO) test $(RACE) -count=1 -timeout 35m $(PKGS)
 
 ## fuzz: run the fuzz targets for FUZZTIME each (their seed corpora run in `make test`)
 FUZZTIME ?= 60s

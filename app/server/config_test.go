@@ -105,7 +105,7 @@ func TestBadConfigValuesNameTheirVariable(t *testing.T) {
 // one), and nats on the stand-ins embeds its own server.
 func TestOutsideBrokersWithoutTheirBrokerRefuseToStart(t *testing.T) {
 	real := map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test",
-		"SECKILL_JWT_SECRET": "a-secret-of-the-tests-0123", "SECKILL_ADMIN_TOKEN": "an-admin-token-of-the-tests"}
+		"SECKILL_JWT_SECRET": testenv.Secret(), "SECKILL_ADMIN_TOKEN": testenv.Secret()}
 	withQueue := func(base map[string]string, queue string) map[string]string {
 		m := map[string]string{"SECKILL_QUEUE": queue}
 		for k, v := range base {
@@ -170,7 +170,7 @@ func TestRedisPasswordIsNotEchoed(t *testing.T) {
 // (Sentinel) form are accepted; a malformed one of either form is refused naming the variable,
 // without the password.
 func TestRedisURLForms(t *testing.T) {
-	base := map[string]string{"SECKILL_JWT_SECRET": "secret-0123456789abcdef", "SECKILL_ADMIN_TOKEN": "admin-0123456789abcdef",
+	base := map[string]string{"SECKILL_JWT_SECRET": testenv.Secret(), "SECKILL_ADMIN_TOKEN": testenv.Secret(),
 		"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/test"}
 	for url, ok := range map[string]bool{
 		"redis://127.0.0.1:6379/0":                                            true,
