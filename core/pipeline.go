@@ -485,9 +485,18 @@ func (p *Pipeline) returnRefused(ctx context.Context, rej Rejection) string {
 	actx, cancel := context.WithTimeout(ctx, p.cfg.AttemptTimeout)
 	defer cancel()
 	res, err := p.cfg.ReturnRefused(actx, rej.Order, rej.Held)
+	if err != nil {
+		p.log.Error("could not give a refused order's unit back", "order", rej.Order.ID, "err", err)
+	}
+	return RefusedUnitNote(res, err)
+}
+
+// RefusedUnitNote says, for the dead letter of an order refused as its
+// buyer's second, what giving its unit back did (the consumers' and a
+// re-drive's words alike).
+func RefusedUnitNote(res ReturnResult, err error) string {
 	switch {
 	case err != nil:
-		p.log.Error("could not give a refused order's unit back", "order", rej.Order.ID, "err", err)
 		return "; its unit could not be given back (" + err.Error() + "): a rebuild gives it back"
 	case res == UnitReturned:
 		return "; its unit went back on sale, returned once"

@@ -294,14 +294,7 @@ func (d *Desk) takeBack(ctx context.Context, orders []core.Order, byOrder map[in
 // returnRefused gives back the live unit of an order the database refused
 // as its buyer's second, as the consumers do, and says so for the letter.
 func (d *Desk) returnRefused(ctx context.Context, rej core.Rejection) string {
-	res, err := d.cfg.Units.ReturnRefused(ctx, rej.Order, rej.Held)
-	switch {
-	case err != nil:
-		return "; its unit could not be given back (" + err.Error() + "): a rebuild gives it back"
-	case res == core.UnitReturned:
-		return "; its unit went back on sale, returned once"
-	}
-	return ""
+	return core.RefusedUnitNote(d.cfg.Units.ReturnRefused(ctx, rej.Order, rej.Held))
 }
 
 // failed records a re-drive that did not persist letters ids, for detail.
