@@ -36,6 +36,21 @@ func forgedOrder(voucherID, userID int64, signer *core.OrderSigner) ([]byte, map
 // broker and publish there, past the reservation.
 func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body []byte, headers map[string]string) {
 	t.Helper()
+	publishRaw(t, h, brokerPlace{natsSubject: natsqueue.StreamName(h.cfg.KeyPrefix) + "." + fmt.Sprint(voucherID),
+		kafkaTopic: kafkaqueue.TopicName(h.cfg.KeyPrefix), kafkaKey: []byte(fmt.Sprint(voucherID)),
+		amqpQueue: amqpqueue.QueueName(h.cfg.KeyPrefix)}, body, headers)
+}
+
+// brokerPlace is where publishRaw writes, on each outside broker.
+type brokerPlace struct {
+	natsSubject, kafkaTopic, amqpQueue string
+	kafkaKey                           []byte
+}
+
+// publishRaw publishes body with headers to the server's broker at
+// place, as anyone who reaches the broker can.
+func publishRaw(t *testing.T, h *harness, place brokerPlace, body []byte, headers map[string]string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch h.cfg.Queue {
@@ -45,7 +60,7 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		m := nats.NewMsg(natsqueue.StreamName(h.cfg.KeyPrefix) + "." + fmt.Sprint(voucherID))
+		m := nats.NewMsg(place.natsSubject)
 		m.Data = body
 		for k, v := range headers {
 			m.Header.Set(k, v)
@@ -54,12 +69,12 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 			t.Fatalf("publish to NATS: %v", err)
 		}
 	case kafkaqueue.Name:
-		cl, err := kgo.NewClient(kgo.SeedBrokers(settingOf[[]string](h.cfg, kafkaBrokersVar)...))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(settingOf[[]string](h.cfg, kafkaBrokersVar)...), kgo.ProducerBatchMaxBytes(4<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		r := &kgo.Record{Topic: kafkaqueue.TopicName(h.cfg.KeyPrefix), Key: []byte(fmt.Sprint(voucherID)), Value: body}
+		r := &kgo.Record{Topic: place.kafkaTopic, Key: place.kafkaKey, Value: body}
 		for k, v := range headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		}
@@ -80,7 +95,7 @@ func publishStraightToTheBroker(t *testing.T, h *harness, voucherID int64, body 
 		for k, v := range headers {
 			table[k] = v
 		}
-		if err := ch.PublishWithContext(ctx, "", amqpqueue.QueueName(h.cfg.KeyPrefix), true, false,
+		if err := ch.PublishWithContext(ctx, "", place.amqpQueue, true, false,
 			amqp.Publishing{Headers: table, ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body}); err != nil {
 			t.Fatalf("publish to RabbitMQ: %v", err)
 		}

@@ -5,11 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seckill-lab/seckill/adapters/amqpqueue"
 	"github.com/seckill-lab/seckill/adapters/kafkaqueue"
@@ -22,55 +17,8 @@ import (
 // queue, with the headers a dead letter has, of the forger's choosing.
 func publishToTheDeadStream(t *testing.T, h *harness, body []byte, headers map[string]string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch h.cfg.Queue {
-	case natsqueue.Name:
-		nc, err := nats.Connect(h.cfg.Value(natsURLVar))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		m := nats.NewMsg(natsqueue.StreamName(h.cfg.KeyPrefix) + "_dead.dead")
-		m.Data = body
-		for k, v := range headers {
-			m.Header.Set(k, v)
-		}
-		if _, err := nc.RequestMsgWithContext(ctx, m); err != nil {
-			t.Fatalf("publish to NATS's dead stream: %v", err)
-		}
-	case kafkaqueue.Name:
-		cl, err := kgo.NewClient(kgo.SeedBrokers(settingOf[[]string](h.cfg, kafkaBrokersVar)...), kgo.ProducerBatchMaxBytes(4<<20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		r := &kgo.Record{Topic: kafkaqueue.TopicName(h.cfg.KeyPrefix) + "_dead", Value: body}
-		for k, v := range headers {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-		}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatalf("produce to Kafka's dead topic: %v", err)
-		}
-	case amqpqueue.Name:
-		conn, err := amqp.Dial(h.cfg.Value(amqpURLVar))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ch, err := conn.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		table := amqp.Table{}
-		for k, v := range headers {
-			table[k] = v
-		}
-		if err := ch.PublishWithContext(ctx, "", amqpqueue.QueueName(h.cfg.KeyPrefix)+"_dead", true, false,
-			amqp.Publishing{Headers: table, DeliveryMode: amqp.Persistent, Body: body}); err != nil {
-			t.Fatalf("publish to RabbitMQ's dead queue: %v", err)
-		}
-	}
+	publishRaw(t, h, brokerPlace{natsSubject: natsqueue.StreamName(h.cfg.KeyPrefix) + "_dead.dead",
+		kafkaTopic: kafkaqueue.TopicName(h.cfg.KeyPrefix) + "_dead", amqpQueue: amqpqueue.QueueName(h.cfg.KeyPrefix) + "_dead"}, body, headers)
 }
 
 // TestForgedDeadLettersAreNeverRedriven is the review's second and third
