@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -29,6 +31,37 @@ type Room struct {
 	// name nobody. Nil for a room made before salts (keyed over the id
 	// alone: KeyedWith says which).
 	SaltKey []byte
+	// Beacon, if named (On), is a public randomness beacon's round read
+	// at the begin and mixed into the seed (MixedSeed): a value nobody
+	// knew at creation, so that not even whoever chose the seed could
+	// have chosen it to favour a shopper.
+	Beacon RoomBeacon
+}
+
+// RoomBeacon names a public randomness beacon's round (drand's HTTP API:
+// URL is a chain's base, e.g. https://api.drand.sh/<chain hash>; its
+// round is read at URL/public/Round). The zero value names none.
+type RoomBeacon struct {
+	URL   string
+	Round uint64
+}
+
+// On says whether a beacon is named.
+func (b RoomBeacon) On() bool { return b.URL != "" }
+
+// BeaconMissed is a kept draw's beacon value when the room named a beacon
+// that could not be read within BeaconWait of the begin: the draw is then
+// keyed with the seed alone, and says so.
+const BeaconMissed = "missed"
+
+// BeaconWait is how long after the begin a room waits for its beacon's
+// round before drawing without it (nobody is admitted meanwhile).
+const BeaconWait = 30 * time.Second
+
+// BeaconReader reads a beacon's round: its randomness (drand's
+// "randomness", 32 bytes).
+type BeaconReader interface {
+	Randomness(ctx context.Context, b RoomBeacon) ([]byte, error)
 }
 
 // Bounds of a room's settings.
@@ -54,16 +87,32 @@ func (r Room) Commitment() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DrawKey is a shopper's key in the draw: hex HMAC-SHA256 keyed with the
-// seed's 32 bytes over the decimal user id, a colon and the shopper's salt
-// (over the id alone in a room without salts). The early joiners' places
+// DrawKey is a shopper's key in a draw keyed with the seed alone (no
+// beacon, or a missed one): KeyIn(r.Seed, userID).
+func (r Room) DrawKey(userID int64) string { return r.KeyIn(r.Seed, userID) }
+
+// MixedSeed is the seed the draw is keyed with when a beacon's randomness
+// was read: SHA-256 of the seed's 32 bytes followed by the randomness.
+func (r Room) MixedSeed(randomness []byte) [32]byte {
+	h := sha256.New()
+	h.Write(r.Seed[:])
+	h.Write(randomness)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// KeyIn is a shopper's key in the draw keyed with seed (the room's, or
+// MixedSeed): hex HMAC-SHA256 keyed with the seed's 32 bytes over the
+// decimal user id, a colon and the shopper's salt (over the id alone in a
+// room without salts). The early joiners' places
 // are their keys in ascending order, so a shopper who has the seed and
 // their salt finds their own place among the published keys, and nobody
 // else can tell whose a key is: with the seed public, keys over the ids
 // alone named every early joiner (the security review mapped 30 of 30 by
 // trying the ids 1 to 5000).
-func (r Room) DrawKey(userID int64) string {
-	mac := hmac.New(sha256.New, r.Seed[:])
+func (r Room) KeyIn(seed [32]byte, userID int64) string {
+	mac := hmac.New(sha256.New, seed[:])
 	mac.Write(strconv.AppendInt(nil, userID, 10))
 	if salt := r.Salt(userID); salt != "" {
 		mac.Write([]byte(":" + salt))
@@ -83,12 +132,17 @@ func (r Room) Salt(userID int64) string {
 	return hex.EncodeToString(mac.Sum(nil)[:16])
 }
 
-// KeyedWith says, for the published draw, what each key is the HMAC of.
-func (r Room) KeyedWith() string {
-	if len(r.SaltKey) == 0 {
-		return "HMAC-SHA256(seed, userId)"
+// KeyedWith says, for the published draw, what each key is the HMAC of;
+// mixed, whether the beacon's randomness was mixed into the seed.
+func (r Room) KeyedWith(mixed bool) string {
+	key := "seed"
+	if mixed {
+		key = "SHA-256(seed + beacon.randomness)"
 	}
-	return "HMAC-SHA256(seed, userId + \":\" + salt)"
+	if len(r.SaltKey) == 0 {
+		return "HMAC-SHA256(" + key + ", userId)"
+	}
+	return "HMAC-SHA256(" + key + ", userId + \":\" + salt)"
 }
 
 // validate reports the first problem with a room for a sale that begins
@@ -105,6 +159,28 @@ func (r Room) validate(begin time.Time) error {
 		return E(CodeBadRequest, fmt.Sprintf("room.admitPerSecond must be from 1 to %d", MaxAdmitPerSecond))
 	case r.AdmissionTTL < MinAdmissionTTL || r.AdmissionTTL > MaxAdmissionTTL:
 		return E(CodeBadRequest, fmt.Sprintf("room.admissionTTL must be from %s to %s", MinAdmissionTTL, MaxAdmissionTTL))
+	}
+	return r.Beacon.validate()
+}
+
+// maxBeaconURL bounds a beacon's URL (a chain's base is under 120 bytes).
+const maxBeaconURL = 512
+
+// validate reports the first problem with a named beacon.
+func (b RoomBeacon) validate() error {
+	if !b.On() {
+		if b.Round != 0 {
+			return E(CodeBadRequest, "room.beacon.url is required with a round")
+		}
+		return nil
+	}
+	u, err := url.Parse(b.URL)
+	switch {
+	case len(b.URL) > maxBeaconURL || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return E(CodeBadRequest, fmt.Sprintf("room.beacon.url must be an http(s) URL of at most %d bytes, without credentials, query or fragment (a drand chain's base, e.g. https://api.drand.sh/<chain hash>)", maxBeaconURL))
+	case b.Round == 0 || b.Round > math.MaxInt64:
+		return E(CodeBadRequest, "room.beacon.round must be a round number from 1 (one published by beginTime)")
 	}
 	return nil
 }
@@ -148,9 +224,10 @@ type RoomProgress struct {
 	// NoShows counts, since the opening, the admissions that lapsed
 	// unused (each of which admitted one more while units were left).
 	NoShows int64
-	// Drawn is the draw's size as the live store holds it (fewer than
-	// the saved draw's: the store lost the room).
-	Drawn int64
+	// Drawn is the draw's size as the live store holds it; Unplaced the
+	// draw's positions it does not hold yet (nobody is admitted until
+	// they are written: Rooms writes them after the pass).
+	Drawn, Unplaced int64
 	// SoldOut: no unit was left at this pass; SoldOutAt is when the room
 	// first found none (zero: never).
 	SoldOut   bool
@@ -174,19 +251,22 @@ type RoomBoard interface {
 	Seat(ctx context.Context, v Voucher, userID int64) (RoomSeat, error)
 	// Admit makes one admission pass: at most the room's rate since the
 	// last pass, plus one for each admission that lapsed unused, in
-	// order; none while stockLeft is 0.
-	Admit(ctx context.Context, v Voucher, stockLeft int64) (RoomProgress, error)
+	// order; none while stockLeft is 0 or the draw's positions are not
+	// all written. drawSize is as Join's.
+	Admit(ctx context.Context, v Voucher, stockLeft, drawSize int64) (RoomProgress, error)
 	// Use records that the admission of position was used for an order.
 	Use(ctx context.Context, v Voucher, position int64) error
-	// Draw lists the early joiners in the draw's order (their keys
-	// ascending); drawn is false (and the list nil) before the sale
-	// begins by the store's clock.
-	Draw(ctx context.Context, v Voucher) (draw []DrawEntry, drawn bool, err error)
-	// Restore puts a saved draw back after the live store lost the room:
-	// the early joiners and their positions, and the draw's size, so that
-	// later joiners queue behind it again. Idempotent; a place given
-	// since is kept.
-	Restore(ctx context.Context, v Voucher, draw []DrawEntry) error
+	// Close ends the early set once the sale has begun by the store's
+	// clock and lists its joiners in arrival order (the store never
+	// orders them by their keys); closed is false (and the list nil)
+	// before. Closing again lists the same joiners.
+	Close(ctx context.Context, v Voucher) (users []int64, closed bool, err error)
+	// Place writes a draw's positions (made from Close's list, or kept
+	// and put back after the store lost the room): the early joiners,
+	// their positions and the draw's size, so that admission can start
+	// and later joiners queue behind it. Idempotent; a place given since
+	// is kept.
+	Place(ctx context.Context, v Voucher, draw []DrawEntry) error
 }
 
 // DrawEntry is one early joiner in a draw: their key and who they are
@@ -196,12 +276,20 @@ type DrawEntry struct {
 	UserID int64
 }
 
+// KeptDraw is a room's draw as made and kept: the early joiners in order,
+// and the beacon's randomness mixed into its seed (hex; "" the room names
+// no beacon; BeaconMissed it could not be read).
+type KeptDraw struct {
+	Entries []DrawEntry
+	Beacon  string
+}
+
 // RoomDrawStore keeps each room's draw once it is made (the database), so
 // the published draw never changes and a live store that lost the room
 // gets it back.
 type RoomDrawStore interface {
 	// SaveDraw keeps a room's draw; a draw already kept is kept as it is.
-	SaveDraw(ctx context.Context, voucherID int64, draw []DrawEntry) error
-	// LoadDraw is the kept draw in order (empty: none kept).
-	LoadDraw(ctx context.Context, voucherID int64) ([]DrawEntry, error)
+	SaveDraw(ctx context.Context, voucherID int64, draw KeptDraw) error
+	// LoadDraw is the kept draw (no entries and no beacon: none kept).
+	LoadDraw(ctx context.Context, voucherID int64) (KeptDraw, error)
 }

@@ -1,18 +1,44 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
+	"errors"
+	"slices"
 	"time"
 )
 
-// A room's draw is made in the live store at the opening, and kept in the
-// database by the first admission pass after it (Rooms.keepDraw): from
-// then on the draw published is the one kept, whatever the live store
-// loses, and a live store that lost the room gets the draw back.
+// A room's draw is made by the first admission pass after the begin
+// (Rooms.drawOf): the live store closes the early set and lists its
+// joiners by arrival, the pass keys each (with the beacon's round mixed
+// into the seed, where the room names one), orders them, keeps the draw in
+// the database and writes the positions into the live store, and only
+// then does the room admit anyone. The live store never holds the joiners
+// ordered by their keys, so nobody reading it before the begin learns the
+// order. From then on the draw published is the one kept, whatever the
+// live store loses, and a live store that lost the room gets it back.
+
+// beaconFetchTimeout bounds one read of a room's beacon (a pass waits on
+// it; the next pass, a fifth of a second on, tries again).
+const beaconFetchTimeout = 2 * time.Second
+
+// DrawBeacon is the beacon a published draw was keyed with: the round the
+// room named and the randomness read (Missed: none could be read within
+// BeaconWait, and the keys are the seed's alone). Zero: the room names
+// none.
+type DrawBeacon struct {
+	URL        string
+	Round      uint64
+	Randomness string
+	// MixedSeed is hex SHA-256(seed + randomness), what the keys are
+	// keyed with.
+	MixedSeed string
+	Missed    bool
+}
 
 // Draw is the voucher's published draw; not_started before the sale
-// begins.
+// begins (and while its beacon is awaited).
 func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
 	if d, ok := r.published.Load(voucherID); ok {
 		return d.(RoomDraw), nil
@@ -28,61 +54,135 @@ func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
 	if !drawn {
 		return RoomDraw{}, E(CodeNotStarted, "the draw is published when the sale begins, at "+v.BeginAt.UTC().Format(time.RFC3339))
 	}
-	keys := make([]string, len(draw))
-	for i, e := range draw {
+	keys := make([]string, len(draw.Entries))
+	for i, e := range draw.Entries {
 		keys[i] = e.Key
 	}
-	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), KeyedWith: v.Room.KeyedWith(), Keys: keys}
+	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
+	d.Beacon, d.KeyedWith = publishedBeacon(v.Room, draw.Beacon)
 	r.published.Store(voucherID, d)
 	return d, nil
 }
 
-// drawOf is the room's draw: the one kept, else the live store's (then
-// kept, and read back: if another instance kept one first, that one).
-func (r *Rooms) drawOf(ctx context.Context, v Voucher) ([]DrawEntry, bool, error) {
+// publishedBeacon is what a draw keyed with beacon says of it.
+func publishedBeacon(room *Room, beacon string) (DrawBeacon, string) {
+	if !room.Beacon.On() {
+		return DrawBeacon{}, room.KeyedWith(false)
+	}
+	out := DrawBeacon{URL: room.Beacon.URL, Round: room.Beacon.Round, Missed: beacon == BeaconMissed}
+	if out.Missed {
+		return out, room.KeyedWith(false)
+	}
+	randomness, _ := hex.DecodeString(beacon)
+	mixed := room.MixedSeed(randomness)
+	out.Randomness, out.MixedSeed = beacon, hex.EncodeToString(mixed[:])
+	return out, room.KeyedWith(true)
+}
+
+// drawOf is the room's draw: the one kept, else one made now from the
+// live store's closed early set (then kept, and read back: if another
+// instance kept one first, that one). drawn is false before the begin by
+// the live store's clock, and while the room's beacon is awaited.
+func (r *Rooms) drawOf(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
 	if saved, ok := r.saved.Load(v.ID); ok {
-		return saved.([]DrawEntry), true, nil
-	}
-	if r.draws != nil {
-		kept, err := r.draws.LoadDraw(ctx, v.ID)
-		if err != nil {
-			return nil, false, err
-		}
-		if len(kept) > 0 {
-			r.saved.Store(v.ID, kept)
-			return kept, true, nil
-		}
-	}
-	live, drawn, err := r.board.Draw(ctx, v)
-	if err != nil || !drawn || r.draws == nil {
-		return live, drawn, err
-	}
-	if err := r.draws.SaveDraw(ctx, v.ID, live); err != nil {
-		return nil, false, err
+		return saved.(KeptDraw), true, nil
 	}
 	kept, err := r.draws.LoadDraw(ctx, v.ID)
 	if err != nil {
-		return nil, false, err
+		return KeptDraw{}, false, err
 	}
-	if len(kept) == 0 {
-		kept = live // nobody joined early: nothing to keep
+	if len(kept.Entries) > 0 || kept.Beacon != "" {
+		r.saved.Store(v.ID, kept)
+		return kept, true, nil
+	}
+	made, drawn, err := r.makeDraw(ctx, v)
+	if err != nil || !drawn {
+		return KeptDraw{}, false, err
+	}
+	if err := r.draws.SaveDraw(ctx, v.ID, made); err != nil {
+		return KeptDraw{}, false, err
+	}
+	if kept, err = r.draws.LoadDraw(ctx, v.ID); err != nil {
+		return KeptDraw{}, false, err
+	}
+	if len(kept.Entries) == 0 && kept.Beacon == "" {
+		kept = made // nobody joined early, no beacon: nothing to keep
+	}
+	// Placed at once, so that the early joiners read their positions as
+	// soon as the draw is published (an admission pass places it too,
+	// where an instance died in between).
+	if err := r.board.Place(ctx, v, kept.Entries); err != nil {
+		return KeptDraw{}, false, err
 	}
 	r.saved.Store(v.ID, kept)
 	return kept, true, nil
 }
 
-// keepDraw, after an admission pass, keeps the room's draw (the first
-// pass after the opening does) and, where the live store holds less of
-// it than was kept (it lost the room), puts it back.
-func (r *Rooms) keepDraw(ctx context.Context, v Voucher, p RoomProgress) error {
-	if r.draws == nil {
-		return nil
+// makeDraw closes the room's early set and orders its joiners by their
+// keys (the same joiners and seed make the same draw on any instance).
+func (r *Rooms) makeDraw(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
+	users, closed, err := r.board.Close(ctx, v)
+	if err != nil || !closed {
+		return KeptDraw{}, false, err
 	}
-	draw, drawn, err := r.drawOf(ctx, v)
-	if err != nil || !drawn || p.Drawn >= int64(len(draw)) {
-		return err
+	beacon, ready := r.beaconOf(ctx, v)
+	if !ready {
+		return KeptDraw{}, false, nil
 	}
-	r.log.Warn("room: the live store lost the room's draw; putting the kept one back", "voucher", v.ID,
-		"live", p.Drawn, "kept", len(draw))
-	return r.board.Restore(ctx, v, draw)
+	seed := v.Room.Seed
+	if beacon != "" && beacon != BeaconMissed {
+		randomness, _ := hex.DecodeString(beacon)
+		seed = v.Room.MixedSeed(randomness)
+	}
+	return KeptDraw{Entries: v.Room.Order(seed, users), Beacon: beacon}, true, nil
+}
+
+// Order is the draw of users keyed with seed: each with their key
+// (KeyIn), in ascending order of the keys.
+func (r Room) Order(seed [32]byte, users []int64) []DrawEntry {
+	entries := make([]DrawEntry, len(users))
+	for i, u := range users {
+		entries[i] = DrawEntry{Key: r.KeyIn(seed, u), UserID: u}
+	}
+	slices.SortFunc(entries, func(a, b DrawEntry) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.UserID, b.UserID))
+	})
+	return entries
+}
+
+// beaconOf is the room's beacon value for its draw: "" (none named), the
+// round's randomness in hex, or BeaconMissed once BeaconWait has passed
+// without it; ready is false while it is still awaited.
+func (r *Rooms) beaconOf(ctx context.Context, v Voucher) (string, bool) {
+	if !v.Room.Beacon.On() {
+		return "", true
+	}
+	ctx, cancel := context.WithTimeout(ctx, beaconFetchTimeout)
+	defer cancel()
+	randomness, err := r.beacons.Randomness(ctx, v.Room.Beacon)
+	if err == nil {
+		return hex.EncodeToString(randomness), true
+	}
+	if r.now().Before(v.BeginAt.Add(BeaconWait)) {
+		r.log.Debug("room: the beacon's round is not read yet", "voucher", v.ID, "err", err)
+		return "", false
+	}
+	r.log.Error("room: the beacon's round could not be read; the draw is keyed with the seed alone, and says so",
+		"voucher", v.ID, "beacon", v.Room.Beacon.URL, "round", v.Room.Beacon.Round, "err", err)
+	return BeaconMissed, true
+}
+
+// noDrawStore keeps no draw: each instance makes its own from the live
+// store, the same while the store keeps the room.
+type noDrawStore struct{}
+
+func (noDrawStore) SaveDraw(context.Context, int64, KeptDraw) error { return nil }
+
+func (noDrawStore) LoadDraw(context.Context, int64) (KeptDraw, error) { return KeptDraw{}, nil }
+
+// noBeacons reads no beacon.
+type noBeacons struct{}
+
+func (noBeacons) Randomness(context.Context, RoomBeacon) ([]byte, error) {
+	return nil, errors.New("this server reads no beacon")
 }

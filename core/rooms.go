@@ -27,10 +27,11 @@ type Rooms struct {
 	observer RoomObserver
 	log      *slog.Logger
 	now      func() time.Time
-	// draws keeps each room's draw once made (nil: the live store's
-	// only); saved holds those this instance has read back, published
-	// each as it is published (roomdraw.go).
+	// draws keeps each room's draw once made; saved holds those this
+	// instance has read back, published each as it is published
+	// (roomdraw.go); beacons reads the rooms' beacons.
 	draws     RoomDrawStore
+	beacons   BeaconReader
 	saved     sync.Map // int64 -> []DrawEntry
 	published sync.Map // int64 -> RoomDraw
 	// passed keeps what this instance's last pass over each room found;
@@ -65,6 +66,9 @@ type RoomsConfig struct {
 	// changes and a live store that lost a room gets it back (nil: the
 	// live store's only).
 	Draws RoomDrawStore
+	// Beacons reads the beacons rooms name (nil: none is read, and a
+	// room naming one draws without it once BeaconWait has passed).
+	Beacons BeaconReader
 	// Interval is the time between admission passes (default 200 ms:
 	// sold out is told within a second, and an admission comes within a
 	// fifth of one of its turn).
@@ -82,13 +86,20 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 	if cfg.Board == nil || cfg.Catalog == nil || cfg.Passes == nil {
 		panic("core: NewRooms needs a Board, a Catalog and Passes")
 	}
+	if cfg.Draws == nil {
+		cfg.Draws = noDrawStore{}
+	}
+	if cfg.Beacons == nil {
+		cfg.Beacons = noBeacons{}
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultRoomInterval
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, draws: cfg.Draws, interval: cfg.Interval,
+	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, draws: cfg.Draws,
+		beacons: cfg.Beacons, interval: cfg.Interval,
 		observer: cfg.Observer, log: cfg.Log, now: time.Now}
 }
 
@@ -125,6 +136,9 @@ type RoomDraw struct {
 	// KeyedWith says what each key is the HMAC of (Room.KeyedWith).
 	KeyedWith string
 	Keys      []string
+	// Beacon is the beacon mixed into the seed (zero: the room names
+	// none).
+	Beacon DrawBeacon
 }
 
 // ErrNoRoom answers a room request on a voucher sold without one.
@@ -161,7 +175,7 @@ func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof RoomPro
 	}
 	drawSize := int64(-1)
 	if saved, ok := r.saved.Load(voucherID); ok {
-		drawSize = int64(len(saved.([]DrawEntry)))
+		drawSize = int64(len(saved.(KeptDraw).Entries))
 	}
 	if err := r.board.Join(ctx, v, userID, drawSize); err != nil {
 		if CodeOf(err) == CodeNotStarted {
@@ -298,12 +312,28 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 	if err != nil {
 		return fmt.Errorf("stock: %w", err)
 	}
-	p, err := r.board.Admit(ctx, v, live.Stock)
+	draw, drawn, err := r.drawOf(ctx, v)
+	if err != nil {
+		return fmt.Errorf("draw: %w", err)
+	}
+	drawSize := int64(-1)
+	if drawn {
+		drawSize = int64(len(draw.Entries))
+	}
+	p, err := r.board.Admit(ctx, v, live.Stock, drawSize)
 	if err != nil {
 		return err
 	}
-	if err := r.keepDraw(ctx, v, p); err != nil {
-		return err
+	if p.Unplaced > 0 && drawn {
+		// The first pass after the begin, or the live store lost the
+		// room: its draw's positions, then the pass again.
+		r.log.Info("room: writing the draw's positions", "voucher", v.ID, "unplaced", p.Unplaced, "draw", len(draw.Entries))
+		if err := r.board.Place(ctx, v, draw.Entries); err != nil {
+			return err
+		}
+		if p, err = r.board.Admit(ctx, v, live.Stock, drawSize); err != nil {
+			return err
+		}
 	}
 	r.passed.Store(v.ID, RoomReport{Voucher: v, RoomProgress: p, At: r.now()})
 	if r.observer != nil {

@@ -197,15 +197,17 @@ var RoomSeat string
 //go:embed room_admit.lua
 var RoomAdmit string
 
-// RoomDraw lists a room's draw keys once the sale has begun.
+// RoomClose ends a room's early set once the sale has begun and lists its
+// joiners in arrival order (the server orders them by their keys).
 //
-//go:embed room_draw.lua
-var RoomDraw string
+//go:embed room_close.lua
+var RoomClose string
 
-// RoomRestore puts a saved draw back after Redis lost a waiting room.
+// RoomPlace writes a draw's positions (made, or kept and put back after
+// Redis lost the room).
 //
-//go:embed room_restore.lua
-var RoomRestore string
+//go:embed room_place.lua
+var RoomPlace string
 
 // TakeBack makes a dead-lettered order's unit its own before a re-drive
 // persists it: held already, or taken back where one is left.

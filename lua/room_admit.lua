@@ -5,19 +5,18 @@
 -- that lapsed unused since; the next positions in order, recorded as one
 -- pass "from:to:ms". Nothing is admitted while no unit is left, and no
 -- burst saved: when units come back, admission resumes at the rate.
--- Once the draw is made, each pass also writes up to ARGV[7] of the early
--- joiners' positions into the places hash, in rank order: a poll is then
--- one field read, whatever the room's size (a rank in a large sorted set
--- costs several times a field, measured).
+-- Nothing is admitted either until the draw's positions are all written
+-- (room_place.lua): the first pass after the begin closes the early set,
+-- and the server makes the draw and writes them.
 --
 -- KEYS[1] -> seckill:room:{shard}:voucherId  hash: the room's state
 --            (room_join.lua's fields, and credit: the bucket's tokens;
 --            tick: the last pass, unix ms; owed: places owed for lapsed
 --            admissions; checked: the last position whose admission was
 --            settled; noshows: admissions lapsed unused; soldout 0/1;
---            soldoutAt: when no unit was first found, unix ms; placed:
---            the early joiners whose positions are written)
--- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the draw
+--            soldoutAt: when no unit was first found, unix ms)
+-- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the early
+--            joiners
 -- KEYS[3] -> seckill:room:{shard}:voucherId:admitted  sorted set: passes
 -- KEYS[4] -> seckill:room:{shard}:voucherId:used  sorted set: used
 --            positions
@@ -29,13 +28,14 @@
 -- ARGV[4] -> units left (0: sold out)
 -- ARGV[5] -> when the room's keys expire, unix ms
 -- ARGV[6] -> at most this many passes settled per call
--- ARGV[7] -> at most this many early joiners' positions written per call
+-- ARGV[7] -> the kept draw's size (-1: not known; the early set's size
+--            is then the draw's)
 --
 -- Returns {admitted, frontier, joined, noshows, soldout, soldoutAt,
 -- unplaced, early}: the places this pass admitted, the last admitted
 -- position, the places given, the admissions lapsed unused so far, 0/1,
--- unix ms (0: never), the early joiners whose positions are still to be
--- written, the draw's size.
+-- unix ms (0: never), the draw's positions still to be written, the
+-- draw's size.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -49,7 +49,10 @@ local f = redis.call('HMGET', KEYS[1], 'closed', 'early', 'next', 'frontier', 'c
   'owed', 'checked', 'noshows', 'soldout', 'soldoutAt', 'placed')
 local early = tonumber(f[2] or '0')
 if f[1] ~= '1' then
-  early = redis.call('ZCARD', KEYS[2])
+  early = tonumber(ARGV[7])
+  if early < 0 then
+    early = redis.call('ZCARD', KEYS[2])
+  end
   redis.call('HSET', KEYS[1], 'closed', 1, 'early', early)
 end
 local joined = early + tonumber(f[3] or '0')
@@ -59,15 +62,13 @@ local last = math.max(tonumber(f[6] or '0'), begin)
 local owed, checked, noshows = tonumber(f[7] or '0'), tonumber(f[8] or '0'), tonumber(f[9] or '0')
 local soldoutAt = tonumber(f[11] or '0')
 
--- Write the next early joiners' positions (never over a place a lapsed
--- early joiner was given at the back since).
 local placed = tonumber(f[12] or '0')
 if placed < early then
-  local chunk = redis.call('ZRANGE', KEYS[2], placed, placed + tonumber(ARGV[7]) - 1)
-  for i, m in ipairs(chunk) do
-    redis.call('HSETNX', KEYS[5], string.sub(m, 66), placed + i)
+  -- the draw's positions are not all written: nobody is admitted yet
+  for i = 1, 5 do
+    redis.call('PEXPIREAT', KEYS[i], ARGV[5])
   end
-  placed = placed + #chunk
+  return {0, frontier, joined, noshows, tonumber(f[10] or '0'), soldoutAt, early - placed, early}
 end
 
 -- Settle the passes whose admissions have lapsed, oldest first: each
@@ -110,8 +111,8 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'frontier', frontier, 'credit', tostring(credit), 'tick', now, 'owed', owed,
-  'checked', checked, 'noshows', noshows, 'soldout', soldout and 1 or 0, 'soldoutAt', soldoutAt, 'placed', placed)
+  'checked', checked, 'noshows', noshows, 'soldout', soldout and 1 or 0, 'soldoutAt', soldoutAt)
 for i = 1, 5 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[5])
 end
-return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt, early - placed, early}
+return {admit, frontier, joined, noshows, soldout and 1 or 0, soldoutAt, 0, early}

@@ -2,6 +2,8 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/uptrace/bun"
@@ -27,16 +29,24 @@ type roomDrawRow struct {
 const drawChunk = 1000
 
 // SaveDraw implements core.RoomDrawStore: one transaction, and a draw
-// already saved is kept (the first writer's), whoever saves again.
-func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw []core.DrawEntry) error {
+// already saved is kept (the first writer's), whoever saves again; its
+// beacon value is written once, beside the room.
+func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw core.KeptDraw) error {
 	return d.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		n, err := tx.NewSelect().Model((*roomDrawRow)(nil)).Where("voucher_id = ?", voucherID).Limit(1).Count(ctx)
 		if err != nil || n > 0 {
 			return err
 		}
-		for from := 0; from < len(draw); from += drawChunk {
+		if draw.Beacon != "" {
+			if _, err := tx.NewUpdate().Table("tb_voucher_room").Set("beacon_value = ?", draw.Beacon).
+				Where("voucher_id = ? AND beacon_value IS NULL", voucherID).Exec(ctx); err != nil {
+				return fmt.Errorf("mysqlstore: save room draw's beacon: %w", err)
+			}
+		}
+		entries := draw.Entries
+		for from := 0; from < len(entries); from += drawChunk {
 			rows := make([]roomDrawRow, 0, drawChunk)
-			for i, e := range draw[from:min(from+drawChunk, len(draw))] {
+			for i, e := range entries[from:min(from+drawChunk, len(entries))] {
 				rows = append(rows, roomDrawRow{VoucherID: voucherID, Rank: from + i + 1, Key: e.Key, UserID: e.UserID})
 			}
 			if _, err := tx.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx); err != nil {
@@ -48,14 +58,21 @@ func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw []core.D
 }
 
 // LoadDraw implements core.RoomDrawStore.
-func (d *RoomDraws) LoadDraw(ctx context.Context, voucherID int64) ([]core.DrawEntry, error) {
+func (d *RoomDraws) LoadDraw(ctx context.Context, voucherID int64) (core.KeptDraw, error) {
 	var rows []roomDrawRow
 	if err := d.db.NewSelect().Model(&rows).Where("voucher_id = ?", voucherID).Order("draw_rank").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("mysqlstore: load room draw: %w", err)
+		return core.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw: %w", err)
 	}
-	out := make([]core.DrawEntry, len(rows))
+	var beacon sql.NullString
+	err := d.db.NewSelect().Table("tb_voucher_room").Column("beacon_value").Where("voucher_id = ?", voucherID).
+		Scan(ctx, &beacon)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return core.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw's beacon: %w", err)
+	}
+	out := core.KeptDraw{Entries: make([]core.DrawEntry, len(rows))}
 	for i, r := range rows {
-		out[i] = core.DrawEntry{Key: r.Key, UserID: r.UserID}
+		out.Entries[i] = core.DrawEntry{Key: r.Key, UserID: r.UserID}
 	}
+	out.Beacon = beacon.String
 	return out, nil
 }

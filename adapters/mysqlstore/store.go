@@ -524,7 +524,8 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 		}
 		if r := v.Room; r != nil {
 			room := roomRow{VoucherID: row.ID, OpensAt: r.OpensAt.UTC(), AdmitPerSecond: r.AdmitPerSecond,
-				AdmissionTTLMs: r.AdmissionTTL.Milliseconds(), Seed: r.Seed[:], SaltKey: r.SaltKey, CreateTime: now}
+				AdmissionTTLMs: r.AdmissionTTL.Milliseconds(), Seed: r.Seed[:], SaltKey: r.SaltKey, CreateTime: now,
+				BeaconURL: nullString(r.Beacon.URL), BeaconRound: sql.NullInt64{Int64: int64(r.Beacon.Round), Valid: r.Beacon.On()}}
 			if _, err := tx.NewInsert().Model(&room).Exec(ctx); err != nil {
 				return fmt.Errorf("mysqlstore: insert voucher room: %w", err)
 			}
@@ -582,22 +583,24 @@ func findVoucher(ctx context.Context, db bun.IDB, id int64) (core.Voucher, error
 // row's stock, window and buckets, and its room if it has one.
 type voucherWithRoom struct {
 	voucherRow     `bun:",extend"`
-	Stock          int64         `bun:"stock"`
-	BeginTime      time.Time     `bun:"begin_time"`
-	EndTime        time.Time     `bun:"end_time"`
-	Buckets        int           `bun:"buckets"`
-	RoomOpensAt    bun.NullTime  `bun:"opens_at"`
-	AdmitPerSecond sql.NullInt64 `bun:"admit_per_second"`
-	AdmissionTTLMs sql.NullInt64 `bun:"admission_ttl_ms"`
-	Seed           []byte        `bun:"seed"`
-	SaltKey        []byte        `bun:"salt_key"`
+	Stock          int64          `bun:"stock"`
+	BeginTime      time.Time      `bun:"begin_time"`
+	EndTime        time.Time      `bun:"end_time"`
+	Buckets        int            `bun:"buckets"`
+	RoomOpensAt    bun.NullTime   `bun:"opens_at"`
+	AdmitPerSecond sql.NullInt64  `bun:"admit_per_second"`
+	AdmissionTTLMs sql.NullInt64  `bun:"admission_ttl_ms"`
+	Seed           []byte         `bun:"seed"`
+	SaltKey        []byte         `bun:"salt_key"`
+	BeaconURL      sql.NullString `bun:"beacon_url"`
+	BeaconRound    sql.NullInt64  `bun:"beacon_round"`
 }
 
 // selectVouchers selects voucherWithRoom's columns.
 func selectVouchers(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().
 		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
-		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed, r.salt_key").
+		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed, r.salt_key, r.beacon_url, r.beacon_round").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
 		Join("LEFT JOIN tb_voucher_room AS r ON r.voucher_id = v.id")
@@ -613,6 +616,9 @@ func (r voucherWithRoom) voucher() core.Voucher {
 		if len(r.SaltKey) == 32 {
 			room.SaltKey = r.SaltKey
 		}
+		if r.BeaconURL.Valid {
+			room.Beacon = core.RoomBeacon{URL: r.BeaconURL.String, Round: uint64(r.BeaconRound.Int64)}
+		}
 		v.Room = room
 	}
 	return v
@@ -621,13 +627,15 @@ func (r voucherWithRoom) voucher() core.Voucher {
 // roomRow is a voucher's waiting room (core.Room).
 type roomRow struct {
 	bun.BaseModel  `bun:"table:tb_voucher_room"`
-	VoucherID      int64     `bun:"voucher_id,pk"`
-	OpensAt        time.Time `bun:"opens_at"`
-	AdmitPerSecond int       `bun:"admit_per_second"`
-	AdmissionTTLMs int64     `bun:"admission_ttl_ms"`
-	Seed           []byte    `bun:"seed"`
-	SaltKey        []byte    `bun:"salt_key"`
-	CreateTime     time.Time `bun:"create_time"`
+	VoucherID      int64          `bun:"voucher_id,pk"`
+	OpensAt        time.Time      `bun:"opens_at"`
+	AdmitPerSecond int            `bun:"admit_per_second"`
+	AdmissionTTLMs int64          `bun:"admission_ttl_ms"`
+	Seed           []byte         `bun:"seed"`
+	SaltKey        []byte         `bun:"salt_key"`
+	CreateTime     time.Time      `bun:"create_time"`
+	BeaconURL      sql.NullString `bun:"beacon_url"`
+	BeaconRound    sql.NullInt64  `bun:"beacon_round"`
 }
 
 var (

@@ -59,17 +59,39 @@ func passes(t *testing.T, b *Board, voucherID int64) [][3]int64 {
 
 func waitUntil(t time.Time) { time.Sleep(time.Until(t) + 20*time.Millisecond) }
 
-// TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival: the
-// places of the early joiners are their draw keys' ranks (recomputed here
-// from the seed), those who join after the opening queue behind in
-// arrival order, and no join, repeated, moves a place.
+// drawAndPlace makes v's draw as the server does (core.Rooms): the early
+// set closed once the sale has begun, its joiners ordered by their keys,
+// the positions written.
+func drawAndPlace(t *testing.T, b *Board, v core.Voucher) []core.DrawEntry {
+	t.Helper()
+	users, closed, err := b.Close(context.Background(), v)
+	if err != nil || !closed {
+		t.Fatalf("close: closed %v, %v", closed, err)
+	}
+	draw := v.Room.Order(v.Room.Seed, users)
+	if err := b.Place(context.Background(), v, draw); err != nil {
+		t.Fatal(err)
+	}
+	return draw
+}
+
+// TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival: before
+// the begin Redis holds the early joiners by arrival only (the security
+// review read the published order from ZRANGE of the early set); nobody
+// is admitted until the draw's positions are written; then the early
+// joiners' places are their draw keys' ranks (recomputed here from the
+// seed), those who join after the opening queue behind in arrival order,
+// and no join, repeated, moves a place.
 func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T) {
 	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		b := newBoard(t, r)
 		v := roomVoucher(t, 41, 10, time.Minute, 700*time.Millisecond)
 		const early = 150
-		for u := int64(1); u <= early; u++ {
+		arrival := make([]string, 0, early)
+		for k := int64(0); k < early; k++ {
+			u := 1 + (k*37)%early // arrivals in an order of their own
+			arrival = append(arrival, strconv.FormatInt(u, 10))
 			if err := b.Join(ctx, v, u, -1); err != nil {
 				t.Fatal(err)
 			}
@@ -77,8 +99,12 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		if seat, err := b.Seat(ctx, v, 7); err != nil || !seat.Joined || seat.Position != 0 {
 			t.Fatalf("an early joiner before the opening: %+v, %v; want joined without a position", seat, err)
 		}
-		if _, drawn, err := drawKeys(b, ctx, v); drawn || err != nil {
-			t.Fatalf("the draw was published before the opening (%v)", err)
+		_, earlyKey, _, _, _ := b.keys(v.ID)
+		if held, err := r.Client.ZRange(ctx, earlyKey, 0, -1).Result(); err != nil || !slices.Equal(held, arrival) {
+			t.Fatalf("Redis holds the early joiners as %v (%v), want their ids by arrival only", held[:min(5, len(held))], err)
+		}
+		if _, closed, err := b.Close(ctx, v); closed || err != nil {
+			t.Fatalf("the early set closed before the opening (%v)", err)
 		}
 		waitUntil(v.BeginAt)
 		for u := int64(early + 1); u <= early+20; u++ {
@@ -86,9 +112,13 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 				t.Fatal(err)
 			}
 		}
-		keys, drawn, err := drawKeys(b, ctx, v)
-		if err != nil || !drawn || len(keys) != early {
-			t.Fatalf("draw: %d keys, drawn %v, %v; want %d", len(keys), drawn, err, early)
+		if p, err := b.Admit(ctx, v, 100, -1); err != nil || p.Admitted != 0 || p.Unplaced != early || p.Drawn != early {
+			t.Fatalf("a pass before the draw's positions are written: %+v, %v; want none admitted, %d unplaced", p, err, early)
+		}
+		draw := drawAndPlace(t, b, v)
+		keys := make([]string, len(draw))
+		for i, e := range draw {
+			keys[i] = e.Key
 		}
 		want := make([]string, 0, early)
 		for u := int64(1); u <= early; u++ {
@@ -96,14 +126,13 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		}
 		slices.Sort(want)
 		if !slices.Equal(keys, want) {
-			t.Fatal("the published keys are not the early joiners' keys recomputed from the seed, in ascending order")
+			t.Fatal("the draw's keys are not the early joiners' keys recomputed from the seed, in ascending order")
 		}
-		// Round 1 re-joins everyone first; round 2 reads the positions an
-		// admission pass wrote from the draw.
+		// Round 1 re-joins everyone first; round 2 after an admission pass.
 		for round := range 3 {
 			if round == 2 {
-				if _, err := b.Admit(ctx, v, 100); err != nil {
-					t.Fatal(err)
+				if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
+					t.Fatalf("the pass once the positions are written: %+v, %v", p, err)
 				}
 			}
 			for u := int64(1); u <= early+20; u++ {
@@ -149,6 +178,7 @@ func TestTwoAdmittersNeverAdmitPastTheRateOrTwice(t *testing.T) {
 			}
 		}
 		waitUntil(v.BeginAt)
+		drawAndPlace(t, boards[1], v)
 		var wg sync.WaitGroup
 		stop := time.Now().Add(1500 * time.Millisecond)
 		for _, b := range boards {
@@ -156,7 +186,7 @@ func TestTwoAdmittersNeverAdmitPastTheRateOrTwice(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) {
-					if _, err := b.Admit(ctx, v, 100); err != nil {
+					if _, err := b.Admit(ctx, v, 100, 400); err != nil {
 						t.Error(err)
 						return
 					}
@@ -195,7 +225,8 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 			}
 		}
 		waitUntil(v.BeginAt.Add(time.Second))
-		p, err := b.Admit(ctx, v, 100)
+		drawAndPlace(t, b, v)
+		p, err := b.Admit(ctx, v, 100, 30)
 		if err != nil || p.Admitted != 2 {
 			t.Fatalf("the first pass a second in: %+v, %v; want 2 admitted (the burst)", p, err)
 		}
@@ -204,7 +235,7 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(400 * time.Millisecond) // past the lifetime: one lapsed unused
-		p, err = b.Admit(ctx, v, 100)
+		p, err = b.Admit(ctx, v, 100, 30)
 		if err != nil || p.NoShows != 1 {
 			t.Fatalf("after the lifetime: %+v, %v; want one no-show", p, err)
 		}
@@ -241,13 +272,14 @@ func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
 			}
 		}
 		waitUntil(v.BeginAt.Add(200 * time.Millisecond))
-		first, err := b.Admit(ctx, v, 100)
+		drawAndPlace(t, b, v)
+		first, err := b.Admit(ctx, v, 100, 200)
 		if err != nil || first.Admitted == 0 {
 			t.Fatalf("first pass: %+v, %v", first, err)
 		}
 		time.Sleep(300 * time.Millisecond)
 		soldOutAt := time.Now()
-		out, err := b.Admit(ctx, v, 0)
+		out, err := b.Admit(ctx, v, 0, 200)
 		if err != nil || !out.SoldOut || out.Admitted != 0 || out.SoldOutAt.IsZero() {
 			t.Fatalf("a pass with no unit left: %+v, %v; want sold out, none admitted", out, err)
 		}
@@ -256,12 +288,12 @@ func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
 			t.Fatalf("a waiting shopper's seat after sold out: %+v, %v", seat, err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		back, err := b.Admit(ctx, v, 1)
+		back, err := b.Admit(ctx, v, 1, 200)
 		if err != nil || back.SoldOut {
 			t.Fatalf("a unit came back: %+v, %v", back, err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		again, err := b.Admit(ctx, v, 1)
+		again, err := b.Admit(ctx, v, 1, 200)
 		if err != nil || again.Frontier <= out.Frontier {
 			t.Fatalf("after a unit came back: frontier %d, was %d (%v): the room does not admit again", again.Frontier, out.Frontier, err)
 		}
@@ -302,89 +334,88 @@ func TestJoinOutsideTheRoomsHoursIsRefused(t *testing.T) {
 	})
 }
 
-// TestTheDrawsPositionsAreWrittenInChunksAndMatchTheRanks: a draw larger
-// than one script call writes (placePerCall) is written over several
-// calls of one pass; every written position is the key's rank, and a
-// position given at the back to a lapsed early joiner is never
-// overwritten.
-func TestTheDrawsPositionsAreWrittenInChunksAndMatchTheRanks(t *testing.T) {
+// TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission: a draw
+// larger than one script call writes (placeChunk) is written over several
+// calls; a pass between them admits nobody; every written position is the
+// key's rank, and a position given at the back to a lapsed early joiner
+// is never overwritten.
+func TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission(t *testing.T) {
 	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		b := newBoard(t, r)
 		v := roomVoucher(t, 47, 10, time.Minute, time.Hour)
-		n := int64(placePerCall*2 + 500)
+		n := int64(placeChunk*2 + 500)
 		_, early, places, _, _ := b.keys(v.ID)
 		pipe := b.rdb.Pipeline()
 		for u := int64(1); u <= n; u++ {
-			pipe.ZAdd(ctx, early, redis.Z{Member: member(v.Room, u)})
+			pipe.ZAdd(ctx, early, redis.Z{Score: float64(u), Member: u})
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		keys := make([]string, 0, n)
-		for u := int64(1); u <= n; u++ {
-			keys = append(keys, v.Room.DrawKey(u))
-		}
-		slices.Sort(keys)
 		// Shopper 1 already has a place at the back (a lapsed admission).
 		if err := b.rdb.HSet(ctx, places, 1, n+1).Err(); err != nil {
 			t.Fatal(err)
 		}
 		v.BeginAt = time.Now().Add(-time.Second)
-		if _, err := b.Admit(ctx, v, 100); err != nil {
+		users, closed, err := b.Close(ctx, v)
+		if err != nil || !closed || int64(len(users)) != n {
+			t.Fatalf("close: %d joiners, closed %v, %v", len(users), closed, err)
+		}
+		draw := v.Room.Order(v.Room.Seed, users)
+		// A placer that died after its first call.
+		state, _, _, _, _ := b.keys(v.ID)
+		args := []any{n, time.Now().Add(time.Hour).UnixMilli()}
+		for i, e := range draw[:placeChunk] {
+			args = append(args, e.UserID, i+1)
+		}
+		if err := b.place.Run(ctx, b.rdb, []string{state, early, places}, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := b.Admit(ctx, v, 100, n); err != nil || p.Admitted != 0 || p.Unplaced != n-placeChunk {
+			t.Fatalf("a pass with the draw part written: %+v, %v; want none admitted, %d unplaced", p, err, n-placeChunk)
+		}
+		if err := b.Place(ctx, v, draw); err != nil {
 			t.Fatal(err)
 		}
 		got, err := b.rdb.HGetAll(ctx, places).Result()
 		if err != nil || int64(len(got)) != n {
 			t.Fatalf("%d positions written (%v), want %d", len(got), err, n)
 		}
-		for u := int64(2); u <= n; u++ {
-			want := slices.Index(keys, v.Room.DrawKey(u)) + 1
-			if got[strconv.FormatInt(u, 10)] != strconv.Itoa(want) {
-				t.Fatalf("shopper %d written at %s, the draw says %d", u, got[strconv.FormatInt(u, 10)], want)
+		for i, e := range draw {
+			if e.UserID != 1 && got[strconv.FormatInt(e.UserID, 10)] != strconv.Itoa(i+1) {
+				t.Fatalf("shopper %d written at %s, the draw says %d", e.UserID, got[strconv.FormatInt(e.UserID, 10)], i+1)
 			}
 		}
 		if got["1"] != strconv.FormatInt(n+1, 10) {
 			t.Fatalf("the place given at the back was overwritten: %s", got["1"])
 		}
+		if p, err := b.Admit(ctx, v, 100, n); err != nil || p.Unplaced != 0 || p.Admitted == 0 {
+			t.Fatalf("the pass once the draw is written (a second after the begin: the rate's burst): %+v, %v", p, err)
+		}
 	})
 }
 
-// drawKeys is the draw's keys in order, as the server publishes them.
-func drawKeys(b *Board, ctx context.Context, v core.Voucher) ([]string, bool, error) {
-	draw, drawn, err := b.Draw(ctx, v)
-	keys := make([]string, len(draw))
-	for i, e := range draw {
-		keys[i] = e.Key
-	}
-	return keys, drawn, err
-}
-
 // TestARestoredDrawGivesEveryPlaceBack: after the room's keys are lost, a
-// join that knows the kept draw's size queues behind it, and the restore
-// gives every early joiner their place (over several calls), keeping the
-// place the later joiner was given.
+// join that knows the kept draw's size queues behind it, a pass admits
+// nobody until the kept draw is placed again (over several calls), and
+// every early joiner gets their place back, beside the place the later
+// joiner was given.
 func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		b := newBoard(t, r)
-		v := roomVoucher(t, 48, 10, time.Minute, 400*time.Millisecond)
-		const early = restoreChunk + 200
-		pipe := r.Client.Pipeline()
-		_, earlyKey, _, _, _ := b.keys(v.ID)
+		v := roomVoucher(t, 48, 10, time.Minute, 2*time.Second) // the joins go in before it, on miniredis too
+		const early = placeChunk + 200
 		for u := int64(1); u <= early; u++ {
-			pipe.ZAdd(ctx, earlyKey, redis.Z{Member: member(v.Room, u)})
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatal(err)
+			if err := b.Join(ctx, v, u, -1); err != nil {
+				t.Fatal(err)
+			}
 		}
 		waitUntil(v.BeginAt)
-		if _, err := b.Admit(ctx, v, 100); err != nil {
-			t.Fatal(err)
-		}
-		draw, drawn, err := b.Draw(ctx, v)
-		if err != nil || !drawn || len(draw) != early {
-			t.Fatalf("draw: %d, %v, %v", len(draw), drawn, err)
+		draw := drawAndPlace(t, b, v)
+		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
+			t.Fatalf("the first pass: %+v, %v", p, err)
 		}
 		state, earlyK, places, admitted, used := b.keys(v.ID)
 		for _, k := range []string{state, earlyK, places, admitted, used} {
@@ -393,7 +424,10 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 		if err := b.Join(ctx, v, 99_999, early); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Restore(ctx, v, draw); err != nil {
+		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Admitted != 0 || p.Unplaced != early {
+			t.Fatalf("a pass after the loss, before the restore: %+v, %v; want none admitted, all unplaced", p, err)
+		}
+		if err := b.Place(ctx, v, draw); err != nil {
 			t.Fatal(err)
 		}
 		for i, e := range draw {
@@ -407,7 +441,7 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 		if seat, _ := b.Seat(ctx, v, 99_999); seat.Position != early+1 {
 			t.Fatalf("the joiner after the loss is at %d, want %d", seat.Position, early+1)
 		}
-		if p, err := b.Admit(ctx, v, 100); err != nil || p.Drawn != early || p.Joined != early+1 {
+		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Drawn != early || p.Joined != early+1 || p.Unplaced != 0 {
 			t.Fatalf("after the restore the pass reads %+v, %v", p, err)
 		}
 	})

@@ -54,7 +54,7 @@ func runAdmitter() int {
 	shards, _ := core.NewShards("s0", "s1", "s2")
 	b := New(redis.NewClient(opts), f[1], shards)
 	for i := 0; ; i++ {
-		if _, err := b.Admit(context.Background(), v, 100); err != nil {
+		if _, err := b.Admit(context.Background(), v, 100, -1); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -84,6 +84,7 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 			}
 		}
 		waitUntil(v.BeginAt)
+		drawAndPlace(t, b, v)
 		spec := fmt.Sprintf("%s %s %d %d %d %d %d %s", url, r.Prefix, v.ID, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(),
 			rate, v.Room.AdmissionTTL.Milliseconds(), hex.EncodeToString(v.Room.Seed[:]))
 		for kill := range 5 {
@@ -105,7 +106,7 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 			// of the admitter's passes the test does not choose.
 			until := time.Now().Add(time.Duration(20+rand.IntN(150)) * time.Millisecond)
 			for time.Now().Before(until) {
-				if _, err := b.Admit(ctx, v, 100); err != nil {
+				if _, err := b.Admit(ctx, v, 100, shoppers); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -118,7 +119,7 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 		var p core.RoomProgress
 		for p.Frontier < shoppers && time.Now().Before(deadline) {
 			var err error
-			if p, err = b.Admit(ctx, v, 100); err != nil {
+			if p, err = b.Admit(ctx, v, 100, shoppers); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(10 * time.Millisecond)

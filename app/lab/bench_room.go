@@ -127,7 +127,7 @@ func (r *roomBench) joinCost(conns int) ([]benchTarget, error) {
 	join := func(v core.Voucher) (float64, error) {
 		ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 		args := append([]string{"EVALSHA", sha, "5"}, r.keys(v.ID)...)
-		return run(append(args, "__rand_int__", "__rand_int__", ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt), "60000", ms(v.EndAt.Add(time.Hour)), "-1")...)
+		return run(append(args, "__rand_int__", ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt), "60000", ms(v.EndAt.Add(time.Hour)), "-1")...)
 	}
 	zadd, err := run("ZADD", r.prefix+"bare:{s0}", "0", "__rand_int__")
 	if err != nil {
@@ -158,7 +158,7 @@ func (r *roomBench) fill(v core.Voucher, n int) error {
 		pipe := r.rdb.Pipeline()
 		for u := from; u < from+batch && u <= n; u++ {
 			ms := func(t time.Time) int64 { return t.UnixMilli() }
-			pipe.EvalSha(ctx, r.joinSHA, r.keys(v.ID), u, v.Room.DrawKey(int64(u))+":"+strconv.Itoa(u), ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt),
+			pipe.EvalSha(ctx, r.joinSHA, r.keys(v.ID), u, ms(v.Room.OpensAt), ms(v.BeginAt), ms(v.EndAt),
 				60000, ms(v.EndAt.Add(time.Hour)), -1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -168,32 +168,41 @@ func (r *roomBench) fill(v core.Voucher, n int) error {
 	return nil
 }
 
-// pollCost fills rooms of 1,000, 10,000 and 100,000 early joiners and
-// polls random ones after the opening from 16 goroutines: first while
-// their positions are ranks in the draw (before an admission pass has
-// written them), then, in three rounds that rotate the rooms' order (this
-// machine is noisy), once a pass has written them: the rate, and Redis's
-// own time per call from INFO commandstats.
+// draw makes v's draw as the server does (core.Rooms): the early set
+// closed, its joiners ordered by their keys, the positions written.
+func (r *roomBench) draw(v core.Voucher) ([]core.DrawEntry, error) {
+	ctx := context.Background()
+	users, closed, err := r.board.Close(ctx, v)
+	if err != nil || !closed {
+		return nil, fmt.Errorf("close the early set: closed %v, %v", closed, err)
+	}
+	draw := v.Room.Order(v.Room.Seed, users)
+	return draw, r.board.Place(ctx, v, draw)
+}
+
+// pollCost fills rooms of 1,000, 10,000 and 100,000 early joiners, makes
+// their draws and polls random places after the opening from 16
+// goroutines, in three rounds that rotate the rooms' order (this machine
+// is noisy): the rate, and Redis's own time per call from INFO
+// commandstats.
 func (r *roomBench) pollCost() ([]benchTarget, error) {
 	ctx := context.Background()
 	sizes := []int{1_000, 10_000, 100_000}
 	rooms := make([]core.Voucher, len(sizes))
-	rankUsecs := make([]float64, len(sizes))
 	for i, n := range sizes {
 		v := roomOf(int64(10+i), time.Now().Add(time.Hour))
 		progressf("bench: a room of %d places…", n)
 		if err := r.fill(v, n); err != nil {
 			return nil, err
 		}
-		v.BeginAt = time.Now().Add(-time.Second) // the draw is made
-		_, rankUsec, err := r.polls(v, n, 2*time.Second)
-		if err != nil {
+		v.BeginAt = time.Now().Add(-time.Second)
+		if _, err := r.draw(v); err != nil {
 			return nil, err
 		}
-		if p, err := r.board.Admit(ctx, v, 1); err != nil || p.Joined != int64(n) {
-			return nil, fmt.Errorf("the admission pass that writes the positions: %+v, %v", p, err)
+		if p, err := r.board.Admit(ctx, v, 1, int64(n)); err != nil || p.Joined != int64(n) || p.Unplaced != 0 {
+			return nil, fmt.Errorf("the admission pass after the draw: %+v, %v", p, err)
 		}
-		rooms[i], rankUsecs[i] = v, rankUsec
+		rooms[i] = v
 	}
 	rates, usecs := make([][]float64, len(sizes)), make([][]float64, len(sizes))
 	for round := range 3 {
@@ -214,8 +223,6 @@ func (r *roomBench) pollCost() ([]benchTarget, error) {
 		{name: "room poll rate at 100,000 places ÷ at 1,000 (flat: at least 0.8)", ratio: pairedRatio(rates[2], rates[0]), target: 0.8, measured: true, detail: detail},
 		{name: "room poll, Redis's time per call at 100,000 places ÷ at 1,000 (at most 1.5)", ratio: pairedRatio(usecs[2], usecs[0]), target: -1.5, measured: true,
 			detail: "INFO commandstats evalsha, over the same runs"},
-		{name: "room poll before the passes write the positions (a rank), Redis's time at 100,000 ÷ 1,000 (reported)", ratio: rankUsecs[2] / rankUsecs[0],
-			measured: true, detail: fmt.Sprintf("one run each; Redis µs per poll: %.2f, %.2f, %.2f", rankUsecs[0], rankUsecs[1], rankUsecs[2])},
 	}, nil
 }
 
@@ -269,9 +276,9 @@ func (r *roomBench) drawFairness(n int) ([]benchTarget, error) {
 		return nil, err
 	}
 	v.BeginAt = time.Now().Add(-time.Second)
-	draw, drawn, err := r.board.Draw(ctx, v)
-	if err != nil || !drawn || len(draw) != n {
-		return nil, fmt.Errorf("the draw: %d keys, drawn %v, %v", len(draw), drawn, err)
+	draw, err := r.draw(v)
+	if err != nil || len(draw) != n {
+		return nil, fmt.Errorf("the draw: %d keys, %v", len(draw), err)
 	}
 	rank := make(map[string]int, n)
 	for i, e := range draw {

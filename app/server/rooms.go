@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-lab/seckill/adapters/drandbeacon"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/redisroom"
 	"github.com/seckill-lab/seckill/core"
@@ -28,7 +29,8 @@ func (s *Server) newRooms() *core.Rooms {
 		shards = redisreserve.SpreadShards(1)
 	}
 	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
-		Passes: core.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
+		Passes: core.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(),
+		Beacons: drandbeacon.New(5 * time.Second), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
 }
 
 // roomJSON is a voucher's room as created and shown.
@@ -37,6 +39,24 @@ type roomJSON struct {
 	AdmitPerSecond int       `json:"admitPerSecond"`
 	// AdmissionTTL is a Go duration ("60s", "2m").
 	AdmissionTTL string `json:"admissionTTL,omitempty"`
+	// Beacon names a public beacon's round mixed into the draw's seed
+	// at the begin (drand's HTTP API).
+	Beacon *beaconJSON `json:"beacon,omitempty"`
+}
+
+// beaconJSON is a room's beacon as named at creation and shown; in the
+// published draw, with what was read.
+type beaconJSON struct {
+	URL   string `json:"url"`
+	Round uint64 `json:"round"`
+	// Randomness is the round's, as read at the begin; MixedSeed
+	// SHA-256(seed + randomness), what the keys are keyed with (the
+	// draw's answer only).
+	Randomness string `json:"randomness,omitempty"`
+	MixedSeed  string `json:"mixedSeed,omitempty"`
+	// Missed: the round could not be read within 30 s of the begin; the
+	// keys are the seed's alone (the draw's answer only).
+	Missed bool `json:"missed,omitempty"`
 }
 
 // room reads a voucher creation's room (nil: none).
@@ -52,6 +72,12 @@ func (r *roomJSON) room() (*core.Room, error) {
 		}
 		out.AdmissionTTL = ttl
 	}
+	if r.Beacon != nil {
+		if r.Beacon.URL == "" {
+			return nil, badRequest("room.beacon.url is required (a drand chain's base URL)")
+		}
+		out.Beacon = core.RoomBeacon{URL: r.Beacon.URL, Round: r.Beacon.Round}
+	}
 	return out, nil
 }
 
@@ -66,6 +92,9 @@ func showRoom(out *voucherJSON, v core.Voucher) {
 	}
 	out.Room = &roomJSON{OpensAt: v.Room.OpensAt.UTC(), AdmitPerSecond: v.Room.AdmitPerSecond,
 		AdmissionTTL: v.Room.AdmissionTTL.String()}
+	if b := v.Room.Beacon; b.On() {
+		out.Room.Beacon = &beaconJSON{URL: b.URL, Round: b.Round}
+	}
 	out.RoomCommitment = v.Room.Commitment()
 }
 
@@ -170,7 +199,11 @@ func (a *api) roomDraw(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		encoded, err := json.Marshal(fiber.Map{"seed": d.Seed, "commitment": d.Commitment, "keyedWith": d.KeyedWith, "keys": d.Keys})
+		answer := fiber.Map{"seed": d.Seed, "commitment": d.Commitment, "keyedWith": d.KeyedWith, "keys": d.Keys}
+		if b := d.Beacon; b.URL != "" {
+			answer["beacon"] = beaconJSON{URL: b.URL, Round: b.Round, Randomness: b.Randomness, MixedSeed: b.MixedSeed, Missed: b.Missed}
+		}
+		encoded, err := json.Marshal(answer)
 		if err != nil {
 			return core.Wrap("room draw", core.CodeInternal, err)
 		}

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,11 +23,21 @@ import (
 // ago, whose sale begins after lead.
 func (h *harness) roomVoucher(stock int64, rate int, ttl string, lead time.Duration) (id int64, begin time.Time) {
 	h.t.Helper()
+	return h.roomVoucherWith(stock, rate, ttl, lead, nil)
+}
+
+// roomVoucherWith is roomVoucher whose room names beacon (nil: none).
+func (h *harness) roomVoucherWith(stock int64, rate int, ttl string, lead time.Duration, beacon map[string]any) (id int64, begin time.Time) {
+	h.t.Helper()
 	begin = time.Now().Add(lead)
+	room := map[string]any{"opensAt": time.Now().Add(-time.Minute).Format(time.RFC3339), "admitPerSecond": rate, "admissionTTL": ttl}
+	if beacon != nil {
+		room["beacon"] = beacon
+	}
 	status, body := h.do("POST", "/api/admin/vouchers", h.cfg.AdminToken, map[string]any{
 		"title": "room voucher", "payValue": 100, "actualValue": 200, "stock": stock,
 		"beginTime": begin.Format(time.RFC3339Nano), "endTime": begin.Add(time.Hour).Format(time.RFC3339Nano),
-		"room": map[string]any{"opensAt": time.Now().Add(-time.Minute).Format(time.RFC3339), "admitPerSecond": rate, "admissionTTL": ttl},
+		"room": room,
 	})
 	if status != http.StatusCreated {
 		h.t.Fatalf("create room voucher: %d %v", status, body)
@@ -316,16 +328,46 @@ func TestAPlainVoucherNeedsNoAdmissionAndHasNoRoom(t *testing.T) {
 	}
 }
 
+// stubBeacon serves one round of a drand chain on this machine (a room's
+// beacon in tests: nothing outside is reached), from the moment ready is
+// closed; its randomness is the signature's SHA-256, as drand's.
+func stubBeacon(t *testing.T, round int, ready <-chan struct{}) (url string, randomness []byte) {
+	t.Helper()
+	sig := bytes.Repeat([]byte{byte(round)}, 48)
+	sum := sha256.Sum256(sig)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-ready:
+		default:
+			http.Error(w, "round not out yet", http.StatusTooEarly)
+			return
+		}
+		if r.URL.Path != "/chain/public/"+strconv.Itoa(round) {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"round":%d,"randomness":"%x","signature":"%x"}`, round, sum, sig)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/chain", sum[:]
+}
+
 // TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser: a shopper joins a
 // room voucher's queue before the opening beside eight others, reads the
-// draw's countdown, then their place, checks the draw in the page (the
-// seed against the commitment, their key's rank against the place shown),
-// buys when their turn comes and pays. Nothing on the pages logs an error
-// or fails a request; screenshots of each step are saved.
+// draw's countdown and the commitment, then their place, checks the draw
+// in the page (the seed against the commitment the page saw before the
+// draw, the beacon's round mixed in, their key's rank against the place
+// shown), buys when their turn comes and pays. A draw answer whose seed
+// was swapped (with a commitment to match, as a cheating server would
+// send) fails the page's check. Nothing on the pages logs an error or
+// fails a request; screenshots of each step are saved.
 func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		b := newBrowser(t)
-		voucher, begin := h.roomVoucher(3, 1, "60s", 12*time.Second) // time to log in before the draw, under load
+		ready := make(chan struct{})
+		close(ready)
+		beaconURL, randomness := stubBeacon(t, 77, ready)
+		voucher, begin := h.roomVoucherWith(3, 1, "60s", 12*time.Second, map[string]any{"url": beaconURL, "round": 77}) // time to log in before the draw, under load
 		card := `li[data-voucher="` + idString(voucher) + `"]`
 		p := b.page()
 		b.open(p, "open /", h.base+"/")
@@ -342,6 +384,10 @@ func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
 		}
 		b.click(p, card+" .buy")
 		b.waitJS(p, "in the draw, counting down to the opening", `document.querySelector('`+card+` .room-state').textContent.startsWith("You're in the draw. Places are drawn when the sale opens, in ") && document.querySelector('`+card+` .buy').textContent === 'In the queue'`)
+		_, shown := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+		if got := b.text(p, card+" .commitment"); got != "Draw commitment: "+shown["roomCommitment"].(string) {
+			t.Fatalf("before the draw the card shows %q, want the commitment %v", got, shown["roomCommitment"])
+		}
 		b.screenshot(p, "storefront-room-draw", 1280, 800, false)
 		if time.Until(begin) < time.Second {
 			t.Fatal("the opening came before the page showed the draw's countdown: too slow to test it")
@@ -356,8 +402,28 @@ func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
 		b.must("read the draw's check", err)
 		draw := got.Value.Str() // inside a closed <details>: no innerText
 		place := regexp.MustCompile(`It is #(\d+) of the 9 keys in ascending order: your place\.`).FindStringSubmatch(draw)
-		if !strings.Contains(draw, "✓ SHA-256(seed) is the commitment.") || place == nil {
+		if !strings.Contains(draw, "✓ SHA-256(seed) is the commitment this page saw before the draw.") || place == nil ||
+			!strings.Contains(draw, "✓ The beacon's randomness is mixed into the seed.") || !strings.Contains(draw, hex.EncodeToString(randomness)) {
 			t.Fatalf("the page's check of the draw says:\n%s", draw)
+		}
+		swapped, err := p.Eval(`async (id) => {
+			const honest = window.fetch;
+			window.fetch = async (url, opts) => {
+				const r = await honest(url, opts);
+				if (!String(url).endsWith("/room/draw")) return r;
+				const d = await r.json(), seed = new Uint8Array(32).fill(9);
+				d.seed = hex(seed);
+				d.commitment = hex(await crypto.subtle.digest("SHA-256", seed));
+				return new Response(JSON.stringify(d), { status: 200, headers: { "Content-Type": "application/json" } });
+			};
+			try { await showDraw(cards.get(id)); } finally { window.fetch = honest; }
+			const text = cards.get(id).li.querySelector(".draw-text").textContent;
+			await showDraw(cards.get(id));
+			return text;
+		}`, voucher)
+		b.must("check a swapped draw in the page", err)
+		if text := swapped.Value.Str(); !strings.Contains(text, "✗ SHA-256(seed) is ") || strings.Contains(text, "✓ SHA-256(seed)") {
+			t.Fatalf("a draw with a swapped seed and a matching commitment checks as:\n%s", text)
 		}
 		b.waitJS(p, "the shopper's turn", `document.querySelector('`+card+` .buy').textContent === 'Buy now' && !document.querySelector('`+card+` .buy').disabled`)
 		if got := b.text(p, card+" .room-state"); !strings.HasPrefix(got, "Your turn (place #"+place[1]+"): buy within ") {
@@ -495,10 +561,12 @@ func shopperOf(t *testing.T, h *harness, phone string) int64 {
 
 // TestARoomRedisLostComesBackFromTheKeptDraw: the first admission pass
 // after the opening keeps the draw in the database; when Redis then loses
-// the room's keys, the next pass puts the draw back: every early joiner
-// polls the place they had, the published draw is the one published
-// before (also from an instance that never saw it), and a later joiner
-// queues behind the draw again.
+// the room's keys and a shopper joins at once, before the next pass (the
+// fault run's case: the join recorded the draw's size, and the draw was
+// never put back), the shopper queues behind the draw, the next pass puts
+// the draw back: every early joiner polls the place they had, and the
+// published draw is the one published before (also from an instance that
+// never saw it).
 func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 	forEachStack(t, nil, func(t *testing.T, h *harness) {
 		const early = 12
@@ -512,9 +580,9 @@ func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 		for kept := 0; kept < early; { // the first pass after the opening keeps the draw
 			draw, err := h.srv.store.RoomDraws().LoadDraw(context.Background(), voucher)
 			if err != nil || time.Until(begin) < -5*time.Second {
-				t.Fatalf("the draw is not kept 5 s after the opening: %d entries, %v", len(draw), err)
+				t.Fatalf("the draw is not kept 5 s after the opening: %d entries, %v", len(draw.Entries), err)
 			}
-			kept = len(draw)
+			kept = len(draw.Entries)
 			time.Sleep(50 * time.Millisecond)
 		}
 		_, before := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil)
@@ -531,6 +599,9 @@ func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 		if err := h.srv.rdb.Del(ctx, lost...).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(early+1), nil); status != 200 || position(body) != early+1 {
+			t.Fatalf("a later joiner right after the loss: %d %v; want position %d, behind the draw", status, body, early+1)
+		}
 		deadline := time.Now().Add(3 * time.Second)
 		for u := int64(1); u <= early; u++ {
 			for position(h.roomOf(voucher, u)) != places[u] {
@@ -540,8 +611,8 @@ func TestARoomRedisLostComesBackFromTheKeptDraw(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(early+1), nil); status != 200 || position(body) != early+1 {
-			t.Fatalf("a later joiner after the loss: %d %v; want position %d, behind the draw", status, body, early+1)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(early+2), nil); status != 200 || position(body) != early+2 {
+			t.Fatalf("a later joiner after the draw came back: %d %v; want position %d", status, body, early+2)
 		}
 		readers := []*harness{h}
 		if !h.cfg.EmbeddedRedis() {
@@ -594,4 +665,73 @@ func TestTheDrawsCommitmentIsShownFromTheVouchersCreation(t *testing.T) {
 	if status != 200 || err != nil || hex.EncodeToString(sum[:]) != commitment {
 		t.Fatalf("the published draw %d %v: its seed does not hash to the creation's commitment %s", status, draw, commitment)
 	}
+}
+
+// TestARoomsBeaconIsMixedIntoThePublishedDraw: a room naming a beacon's
+// round shows it from creation; at the begin, while the round cannot be
+// read, no draw is published, no early joiner has a place and nobody is
+// admitted; once it can, the draw names the round and its randomness, and
+// every key is HMAC-SHA256 keyed with SHA-256(seed + randomness) over the
+// shopper's id and salt, as keyedWith says.
+func TestARoomsBeaconIsMixedIntoThePublishedDraw(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		ready := make(chan struct{})
+		beaconURL, randomness := stubBeacon(t, 5, ready)
+		voucher, begin := h.roomVoucherWith(10, 50, "60s", 1500*time.Millisecond, map[string]any{"url": beaconURL, "round": 5})
+		_, shown := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+		if room, _ := shown["room"].(map[string]any); fmt.Sprint(room["beacon"]) != fmt.Sprint(map[string]any{"url": beaconURL, "round": 5.0}) {
+			t.Fatalf("the voucher shows its room as %v, want the beacon named", shown["room"])
+		}
+		const early = 6
+		for u := int64(1); u <= early; u++ {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+				t.Fatalf("join: %d %v", status, body)
+			}
+		}
+		time.Sleep(time.Until(begin) + 600*time.Millisecond) // three passes past the begin
+		if status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil); status == 200 {
+			t.Fatalf("a draw published before its beacon's round was read: %v", body)
+		}
+		for u := int64(1); u <= early; u++ {
+			if body := h.roomOf(voucher, u); body["position"] != nil || body["admission"] != nil {
+				t.Fatalf("shopper %d before the beacon was read: %v", u, body)
+			}
+		}
+		close(ready)
+		var draw map[string]any
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var status int
+			if status, draw = h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil); status == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no draw 5 s after the beacon's round came out: %d %v", status, draw)
+			}
+		}
+		seed, _ := hex.DecodeString(draw["seed"].(string))
+		mixed := sha256.Sum256(append(seed, randomness...))
+		b, _ := draw["beacon"].(map[string]any)
+		if b["randomness"] != hex.EncodeToString(randomness) || b["mixedSeed"] != hex.EncodeToString(mixed[:]) || b["round"] != 5.0 ||
+			draw["keyedWith"] != `HMAC-SHA256(SHA-256(seed + beacon.randomness), userId + ":" + salt)` {
+			t.Fatalf("the draw's beacon %v, keyed with %v", draw["beacon"], draw["keyedWith"])
+		}
+		var want []string
+		for u := int64(1); u <= early; u++ {
+			mac := hmac.New(sha256.New, mixed[:])
+			mac.Write([]byte(strconv.FormatInt(u, 10) + ":" + h.roomOf(voucher, u)["salt"].(string)))
+			want = append(want, hex.EncodeToString(mac.Sum(nil)))
+		}
+		slices.Sort(want)
+		if fmt.Sprint(draw["keys"]) != fmt.Sprint(want) {
+			t.Fatalf("keys %v, want the joiners' keyed with the mixed seed %v", draw["keys"], want)
+		}
+		for u := int64(1); u <= early; u++ {
+			body := h.roomOf(voucher, u)
+			mac := hmac.New(sha256.New, mixed[:])
+			mac.Write([]byte(strconv.FormatInt(u, 10) + ":" + body["salt"].(string)))
+			if pos := position(body); pos != int64(slices.Index(want, hex.EncodeToString(mac.Sum(nil)))+1) {
+				t.Fatalf("shopper %d at %v, the draw says %d", u, body["position"], slices.Index(want, hex.EncodeToString(mac.Sum(nil)))+1)
+			}
+		}
+	})
 }

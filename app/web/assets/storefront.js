@@ -121,10 +121,30 @@ function roomText(card, now) {
   return "Sold out while you waited (place #" + r.position + ").";
 }
 
+// seenCommitment is the draw's commitment as this browser first saw it
+// (kept across reloads), and whether that was before the draw: the check
+// of the published seed compares with it, never with the commitment the
+// draw's own answer carries (a server that swapped the seed would send a
+// matching one).
+function seenCommitment(v) {
+  const key = "seckill.commitment." + v.id;
+  let seen = null;
+  try { seen = JSON.parse(localStorage.getItem(key) || "null"); } catch (e) { seen = null; }
+  if (!seen || !seen.commitment) {
+    seen = { commitment: v.roomCommitment, before: shopNow() < Date.parse(v.beginTime), at: new Date(shopNow()).toISOString() };
+    try { localStorage.setItem(key, JSON.stringify(seen)); } catch (e) { /* private mode: kept for this page only */ }
+  }
+  return seen;
+}
+
 function showRoom(card, now) {
   const box = card.li.querySelector(".room");
   box.hidden = !card.voucher.room;
   if (!card.voucher.room) return;
+  card.seen = card.seen || seenCommitment(card.voucher);
+  const c = card.li.querySelector(".commitment");
+  c.textContent = "Draw commitment: " + card.seen.commitment + (card.seen.commitment !== card.voucher.roomCommitment
+    ? " ✗ the shop now shows " + card.voucher.roomCommitment + ": the commitment changed" : "");
   const p = card.li.querySelector(".room-state");
   p.textContent = roomText(card, now);
   p.classList.toggle("turn", Boolean(card.room && card.room.admission));
@@ -190,20 +210,34 @@ async function showDraw(card) {
   const r = await api("GET", "/api/vouchers/" + card.voucher.id + "/room/draw");
   if (r.status !== 200) { card.draw = undefined; return; }
   const d = r.data, user = sessionStorage.getItem(userKey) || "";
-  let lines = ["Seed: " + d.seed, "Commitment (shown from the voucher's creation): " + d.commitment];
+  const seen = card.seen || seenCommitment(card.voucher);
+  let lines = ["Seed: " + d.seed, "Commitment this page saw " + (seen.before ? "before the draw" : "first, after the draw") + ": " + seen.commitment];
+  const b = d.beacon;
+  if (b) {
+    lines.push(b.missed ? "Beacon round " + b.round + " (" + b.url + ") could not be read in time: the keys use the seed alone."
+      : "Beacon round " + b.round + " (" + b.url + "/public/" + b.round + "): randomness " + b.randomness);
+  }
   if (window.crypto && crypto.subtle) {
     const seed = unhex(d.seed);
     const sum = hex(await crypto.subtle.digest("SHA-256", seed));
-    lines.push(sum === d.commitment ? "✓ SHA-256(seed) is the commitment." : "✗ SHA-256(seed) is " + sum + ", not the commitment.");
-    const key = await crypto.subtle.importKey("raw", seed, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    lines.push(sum !== seen.commitment ? "✗ SHA-256(seed) is " + sum + ", not the commitment this page saw."
+      : seen.before ? "✓ SHA-256(seed) is the commitment this page saw before the draw."
+        : "SHA-256(seed) is the commitment this page first saw after the draw: compare it with one kept from before.");
+    let keySeed = seed, keyName = "seed";
+    if (b && !b.missed) {
+      keySeed = unhex(hex(await crypto.subtle.digest("SHA-256", new Uint8Array([...seed, ...unhex(b.randomness)]))));
+      keyName = "SHA-256(seed + randomness)";
+      lines.push(hex(keySeed) === b.mixedSeed ? "✓ The beacon's randomness is mixed into the seed." : "✗ SHA-256(seed + randomness) is not the mixed seed the shop names.");
+    }
+    const key = await crypto.subtle.importKey("raw", keySeed, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
     const salt = card.room && card.room.salt, over = salt ? user + ":" + salt : user;
     const mine = hex(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(over)));
     const rank = d.keys.indexOf(mine);
-    lines.push("Your key, HMAC-SHA256(seed, \"" + over + "\")" + (salt ? " (the salt is yours alone)" : "") + ": " + mine);
+    lines.push("Your key, HMAC-SHA256(" + keyName + ", \"" + over + "\")" + (salt ? " (the salt is yours alone)" : "") + ": " + mine);
     lines.push(rank >= 0 ? "It is #" + (rank + 1) + " of the " + d.keys.length + " keys in ascending order: your place."
       : "You joined after the opening: your place is by arrival, behind the " + d.keys.length + " drawn.");
   } else {
-    lines.push("Check it: SHA-256(seed) must be the commitment; your key is " + (d.keyedWith || "HMAC-SHA256(seed, userId)") + " with your user id (" + user + ")" +
+    lines.push("Check it: SHA-256(seed) must be the commitment this page saw; your key is " + (d.keyedWith || "HMAC-SHA256(seed, userId)") + " with your user id (" + user + ")" +
       (card.room && card.room.salt ? " and your salt (" + card.room.salt + ")" : "") + ", and your place its rank among the " + d.keys.length + " keys.");
   }
   card.draw = d;
