@@ -51,6 +51,8 @@ func TestTheImageRunsAndSells(t *testing.T) {
 		{" seckill:latest", " " + image},
 		{"--name seckill ", "--name " + name + " "},
 		{"exec seckill ", "exec " + name + " "},
+		{"' seckill)", "' " + name + ")"},
+		{"logs seckill;", "logs " + name + ";"},
 		{"stop -t 10 seckill", "stop -t 10 " + name},
 		{"--network host", "--network host -e SECKILL_ADDR=" + addr + " -e SECKILL_KEY_PREFIX=" + redis.Prefix},
 		{"redis://127.0.0.1:6379/0", os.Getenv(testenv.RedisURLEnv)},
@@ -58,9 +60,9 @@ func TestTheImageRunsAndSells(t *testing.T) {
 		{`SECKILL_JWT_SECRET="$(openssl rand -hex 32)"`, "SECKILL_JWT_SECRET=" + jwt},
 		{`SECKILL_ADMIN_TOKEN="$(openssl rand -hex 32)"`, "SECKILL_ADMIN_TOKEN=" + admin},
 	})
-	stop := steps[len(steps)-1]
-	if !strings.HasPrefix(stop, "podman stop") {
-		t.Fatalf("the guide's image commands end with %q, not the stop", stop)
+	stop, wait := steps[len(steps)-1], steps[len(steps)-2]
+	if !strings.HasPrefix(stop, "podman stop") || !strings.Contains(wait, "health") {
+		t.Fatalf("the guide's image commands end with %q and %q, not the wait and the stop", wait, stop)
 	}
 	// A container that exited keeps the guide's wait for its health
 	// looping: its log says why, and the failure shows it. Each step has a
@@ -92,6 +94,14 @@ func TestTheImageRunsAndSells(t *testing.T) {
 	status := strings.TrimSpace(run(t, podman, "inspect", "--format", "{{.State.ExitCode}}", name))
 	if took := time.Since(start); status != "0" || took > 10*time.Second {
 		t.Fatalf("stopped with status %s after %v; want 0 within 10s\n%s", status, took, logs(podman, name))
+	}
+	// The guide's wait on a container that is no longer running ends at
+	// once, failing (it looped for ten minutes when `podman exec` alone was
+	// retried: the issue's new-user run).
+	start = time.Now()
+	cmd := exec.Command("sh", "-ec", wait)
+	if out, err := cmd.CombinedOutput(); err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("the guide's wait on a stopped container: %v after %v\n%s", err, time.Since(start), out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +27,8 @@ func Main() int {
 		return 2
 	}
 	log := newLogger(cfg.LogFormat)
-	redis.SetLogger(redisLogger{log})
+	redisLog := &redisLogger{log: log}
+	redis.SetLogger(redisLog)
 	for _, warning := range unknownVariables(os.Environ()) {
 		log.Warn(warning)
 	}
@@ -38,6 +40,7 @@ func Main() int {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
+	redisLog.started.Store(true)
 	defer s.Close()
 	if cfg.GeneratedAdminToken {
 		// Embedded mode only, and only a token made up for this run: the
@@ -95,11 +98,21 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 }
 
 // redisLogger sends go-redis's own messages (dial failures, pool
-// warnings) to the structured log instead of bare stderr lines.
-type redisLogger struct{ log *slog.Logger }
+// warnings) to the structured log instead of bare stderr lines: at debug
+// level until the server has started, whose own error says what failed
+// in one line (a wrong port printed four of go-redis's warnings before
+// it), and as warnings from then on.
+type redisLogger struct {
+	log     *slog.Logger
+	started atomic.Bool
+}
 
-func (l redisLogger) Printf(ctx context.Context, format string, args ...any) {
-	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, args...))
+func (l *redisLogger) Printf(ctx context.Context, format string, args ...any) {
+	level := slog.LevelDebug
+	if l.started.Load() {
+		level = slog.LevelWarn
+	}
+	l.log.Log(ctx, level, "redis client: "+fmt.Sprintf(format, args...))
 }
 
 func newLogger(format string) *slog.Logger {

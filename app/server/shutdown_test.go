@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/adapters/testenv"
 )
 
 // TestSIGTERMStopsCleanlyWithinTenSeconds runs the real main (this test
@@ -83,5 +86,33 @@ func TestSIGTERMStopsCleanlyWithinTenSeconds(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(logLines, "\n"), "stopped cleanly") {
 		t.Fatalf("no clean stop in the log:\n%s", strings.Join(logLines, "\n"))
+	}
+}
+
+// TestAWrongRedisPortIsOneClearLine: a server given a Redis that does not
+// answer exits 1 with one line saying so, not go-redis's dial warnings
+// before it (a new user's run printed four).
+func TestAWrongRedisPortIsOneClearLine(t *testing.T) {
+	dsn, ok := testenv.MySQLDatabase(t)
+	if !ok {
+		t.Skip("the start's errors are checked on the real MySQL")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close() // nothing listens there now
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=server", "SECKILL_ADDR=127.0.0.1:0", "SECKILL_REDIS_URL=redis://"+closed+"/0",
+		"SECKILL_MYSQL_DSN="+dsn, "SECKILL_JWT_SECRET="+testenv.Secret(), "SECKILL_ADMIN_TOKEN="+testenv.Secret())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("the server with a closed Redis port: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "cannot reach Redis at "+closed) {
+		t.Fatalf("the server with a closed Redis port said %d lines, want the one clear line:\n%s", len(lines), out)
 	}
 }

@@ -185,6 +185,19 @@ func PrintVariables(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\n  \tdefault: %s\n", v.Name, v.Summary, plainText(v.Default))
 	}
 	tw.Flush()
+	fmt.Fprintln(w)
+	for _, line := range tracingNote {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w, "  "+strings.Join(OTELVariables, "\n  "))
+}
+
+// tracingNote says, in serve -h and the env template, which variables
+// turn traces on: the OpenTelemetry specification's, read by its SDK, not
+// the server's table (a new user looked for them there).
+var tracingNote = []string{
+	"Traces are off unless OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set:",
+	"spans then go over OTLP http/protobuf (docs/production.md, Traces). The OpenTelemetry SDK reads these:",
 }
 
 var markdownLink = regexp.MustCompile(`\[([^\]]+)\]\([^)]+\)`)
@@ -212,6 +225,13 @@ func PrintEnvTemplate(w io.Writer) {
 	fmt.Fprintln(w, "# Uncomment what you set; an unset variable takes its default.")
 	for _, v := range Variables() {
 		fmt.Fprintf(w, "\n# %s\n# default: %s\n#%s=\n", v.Summary, plainText(v.Default), v.Name)
+	}
+	fmt.Fprintln(w)
+	for _, line := range tracingNote {
+		fmt.Fprintln(w, "# "+line)
+	}
+	for _, name := range OTELVariables {
+		fmt.Fprintf(w, "#%s=\n", name)
 	}
 }
 

@@ -103,6 +103,11 @@ func TestServeHelpListsEveryVariableWithItsDefault(t *testing.T) {
 	if strings.Contains(b.String(), "`") {
 		t.Error("seckill serve -h shows markdown")
 	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME"} {
+		if !strings.Contains(b.String(), "\n  "+name+"\n") {
+			t.Errorf("seckill serve -h does not name %s, which turns traces on or shapes them", name)
+		}
+	}
 }
 
 // TestTheEnvironmentOfAConfigServesTheSameConfig: the environment a
@@ -153,6 +158,11 @@ func TestTheEnvTemplateHasEveryVariable(t *testing.T) {
 	for line := range strings.Lines(b.String()) {
 		if line != "\n" && !strings.HasPrefix(line, "#") {
 			t.Errorf("the env template sets something: %q", line)
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER"} {
+		if !strings.Contains(b.String(), "\n#"+name+"=\n") {
+			t.Errorf("the env template does not offer %s (traces are off without the endpoint)", name)
 		}
 	}
 	if len(Variables()) < 50 || !declared("SECKILL_NATS_URL") || !declared("SECKILL_ADDR") {
