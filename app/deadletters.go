@@ -189,8 +189,12 @@ func listLetters(c deadLetterClient, f *deadLetterFlags, stdout io.Writer) error
 		q.Set("state", "resolved")
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	header := "ID\tREASON\tORDER\tUSER\tVOUCHER\tDELIVERIES\tREDRIVEN\tFIRST FAILED\tBACKEND\tERROR"
+	if f.resolved {
+		header += "\tRESOLVED\tAT\tNOTE" // how, when and why: the table hid them (only -json had them)
+	}
 	if !f.asJSON {
-		fmt.Fprintln(tw, "ID\tREASON\tORDER\tUSER\tVOUCHER\tDELIVERIES\tREDRIVEN\tFIRST FAILED\tBACKEND\tERROR")
+		fmt.Fprintln(tw, header)
 	}
 	var open int64
 	for cursor := ""; ; {
@@ -214,10 +218,14 @@ func listLetters(c deadLetterClient, f *deadLetterFlags, stdout io.Writer) error
 			if !f.asJSON {
 				cells := []any{it["id"], it["reason"], orDash(it["orderId"]), orDash(it["userId"]), orDash(it["voucherId"]),
 					it["deliveries"], it["redriven"], it["firstFailedAt"], it["backend"], it["error"]}
-				for i, c := range cells {
-					cells[i] = printable(c)
+				if f.resolved {
+					cells = append(cells, it["resolved"], it["resolvedAt"], orDash(it["note"]))
 				}
-				fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", cells...)
+				row := make([]string, len(cells))
+				for i, c := range cells {
+					row[i] = fmt.Sprint(printable(c))
+				}
+				fmt.Fprintln(tw, strings.Join(row, "\t"))
 			}
 		}
 		if page.NextCursor == nil || !f.all {
@@ -270,8 +278,8 @@ func actOnLetters(c deadLetterClient, cmd string, f *deadLetterFlags, stdout io.
 	total := map[string]float64{}
 	for {
 		var out struct {
-			Matched, Redriven, Skipped, Discarded float64
-			More                                  bool
+			Matched, Redriven, Skipped, Refused, Discarded float64
+			More                                           bool
 		}
 		if err := c.do("POST", "/api/admin/deadletters/"+cmd, body, &out); err != nil {
 			return err
@@ -279,6 +287,7 @@ func actOnLetters(c deadLetterClient, cmd string, f *deadLetterFlags, stdout io.
 		total["matched"] += out.Matched
 		total["redriven"] += out.Redriven
 		total["skipped"] += out.Skipped
+		total["refused"] += out.Refused
 		total["discarded"] += out.Discarded
 		if !out.More {
 			break
@@ -288,7 +297,10 @@ func actOnLetters(c deadLetterClient, cmd string, f *deadLetterFlags, stdout io.
 	case f.dryRun:
 		fmt.Fprintf(stdout, "%v match (dry run: nothing done)\n", total["matched"])
 	case cmd == "redrive":
-		fmt.Fprintf(stdout, "%v re-driven, %v skipped\n", total["redriven"], total["skipped"])
+		// Refused and not tried are told apart: an operator reading
+		// "skipped" for a re-drive the database refused looked no further.
+		fmt.Fprintf(stdout, "%v re-driven, %v refused (tried: each letter stays open and says why), %v not tried (no order of ours, or past the re-drive limit)\n",
+			total["redriven"], total["refused"], total["skipped"]-total["refused"])
 	default:
 		fmt.Fprintf(stdout, "%v discarded\n", total["discarded"])
 	}

@@ -70,10 +70,15 @@ func TestTheDeadLettersCommandWorksARunningInstance(t *testing.T) {
 	if out := run(0, "redrive", "-voucher", voucher, "-dry-run"); !strings.Contains(out, "2 match") {
 		t.Fatalf("redrive -dry-run:\n%s", out)
 	}
+	// Tried while the cause stands: refused, not "skipped" (the
+	// operator's run read a refusal as skipped).
+	if out := run(0, "redrive", "-ids", "2"); !strings.Contains(out, "0 re-driven, 1 refused (tried: each letter stays open and says why), 0 not tried") {
+		t.Fatalf("redrive -ids 2 while the stock column is empty:\n%s", out)
+	}
 	if _, err := srv.Store().DB().NewUpdate().Table("tb_seckill_voucher").Set("stock = 5").Where("voucher_id = ?", voucher).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if out := run(0, "redrive", "-ids", "1"); !strings.Contains(out, "1 re-driven, 0 skipped") {
+	if out := run(0, "redrive", "-ids", "1"); !strings.Contains(out, "1 re-driven, 0 refused") {
 		t.Fatalf("redrive -ids 1:\n%s", out)
 	}
 	if out := run(1, "discard"); !strings.Contains(out, "a discard needs a filter or ids") {
@@ -82,8 +87,9 @@ func TestTheDeadLettersCommandWorksARunningInstance(t *testing.T) {
 	if out := run(0, "discard", "-voucher", voucher, "-note", "refunded"); !strings.Contains(out, "1 discarded") {
 		t.Fatalf("discard:\n%s", out)
 	}
-	if out := run(0, "list", "-resolved", "-voucher", voucher); strings.Count(out, "stock_anomaly") != 2 {
-		t.Fatalf("list -resolved:\n%s", out)
+	if out := run(0, "list", "-resolved", "-voucher", voucher); strings.Count(out, " stock_anomaly ") != 2 ||
+		!strings.Contains(out, "RESOLVED") || !strings.Contains(out, "redriven") || !strings.Contains(out, "discarded") || !strings.Contains(out, "refunded") {
+		t.Fatalf("list -resolved, want how, when and the note:\n%s", out)
 	}
 	run(2, "list", "-addr", "nowhere")
 	var stderr bytes.Buffer

@@ -79,6 +79,17 @@ func NormalizePhone(raw, region string) (string, error) {
 // it (not a mobile number, or not of the allowed regions).
 var ErrPhoneNotAllowed = E(CodePhoneNotAllowed, "login codes are sent only to mobile numbers of the regions this shop serves")
 
+// DisplayPhone is phone (E.164) as its region writes it internationally,
+// "+86 137 0000 0009": what a shopper reads as their own number (phone
+// itself where it does not parse).
+func DisplayPhone(phone string) string {
+	n, err := phonenumbers.Parse(phone, "")
+	if err != nil {
+		return phone
+	}
+	return phonenumbers.Format(n, phonenumbers.INTERNATIONAL)
+}
+
 // MayReceiveCodes reports whether a login code may be sent to phone (E.164,
 // from NormalizePhone): a mobile number (libphonenumber's MOBILE, or
 // FIXED_LINE_OR_MOBILE where a region's numbers do not tell) of one of

@@ -173,8 +173,11 @@ func (s *Lifecycle) Released(ctx context.Context, orderID int64) error {
 var _ core.LifecycleStore = (*Lifecycle)(nil)
 
 // OrderCounts counts every order by where it is in its lifecycle:
-// created (unpaid), paid, cancelled by expiry and by the shopper, refunded
-// (the dashboard's figures; the database's, so the same on every instance).
+// created (unpaid), paid, cancelled by expiry, by the shopper and by an
+// operator's discard of its dead letter, refunded (the dashboard's
+// figures; the database's, so the same on every instance). A cancelled
+// row without a reason (from before reasons were kept) is counted as such,
+// never as the shopper's.
 func (s *Ledger) OrderCounts(ctx context.Context) (map[string]int64, error) {
 	var rows []struct {
 		Status int            `bun:"status"`
@@ -185,7 +188,7 @@ func (s *Ledger) OrderCounts(ctx context.Context) (map[string]int64, error) {
 		GroupExpr("status, cancel_reason").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("mysqlstore: order counts: %w", err)
 	}
-	out := map[string]int64{"unpaid": 0, "paid": 0, "expired": 0, "cancelled by shopper": 0, "refunded": 0}
+	out := map[string]int64{"unpaid": 0, "paid": 0, "expired": 0, "cancelled by shopper": 0, "discarded by operator": 0, "refunded": 0}
 	for _, r := range rows {
 		switch st := orderStatuses[r.Status]; {
 		case st == core.StatusCreated:
@@ -194,13 +197,24 @@ func (s *Ledger) OrderCounts(ctx context.Context) (map[string]int64, error) {
 			out["paid"] += r.N
 		case st == core.StatusRefunded:
 			out["refunded"] += r.N
-		case st == core.StatusCancelled && r.Reason.String == string(core.CancelExpired):
-			out["expired"] += r.N
 		case st == core.StatusCancelled:
-			out["cancelled by shopper"] += r.N
+			out[cancelledAs(core.CancelReason(r.Reason.String))] += r.N
 		}
 	}
 	return out, nil
+}
+
+// cancelledAs is the dashboard's name of a cancellation's reason.
+func cancelledAs(reason core.CancelReason) string {
+	switch reason {
+	case core.CancelExpired:
+		return "expired"
+	case core.CancelShopper:
+		return "cancelled by shopper"
+	case core.CancelDiscarded:
+		return "discarded by operator"
+	}
+	return "cancelled, no reason kept"
 }
 
 // VoucherSummaries lists vouchers newest first, those with an id below

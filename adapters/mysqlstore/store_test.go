@@ -426,3 +426,35 @@ func TestTheSameOrderSavedTwiceAtOnceIsADuplicateNotAnotherOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderCountsNameEachCancellationsReason: the dashboard's counts keep
+// an operator's discard apart from a shopper's cancel (the operator's run
+// saw discards counted as the shoppers'), and expiry apart from both.
+func TestOrderCountsNameEachCancellationsReason(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
+		ctx := context.Background()
+		v := newVoucher(t, s, 10)
+		var orders []core.Order
+		for i := int64(1); i <= 5; i++ {
+			o := order(900+i, i, v.ID)
+			o.PayBy = time.Now().Add(-time.Second).UTC()
+			orders = append(orders, o)
+		}
+		if _, err := s.SaveOrders(ctx, orders); err != nil {
+			t.Fatal(err)
+		}
+		life := s.Lifecycle()
+		for id, reason := range map[int64]core.CancelReason{901: core.CancelShopper, 902: core.CancelDiscarded, 903: core.CancelDiscarded, 904: core.CancelExpired} {
+			if _, err := life.CancelOrder(ctx, id, 0, reason, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts, err := s.Ledger().OrderCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts["cancelled by shopper"] != 1 || counts["discarded by operator"] != 2 || counts["expired"] != 1 || counts["unpaid"] != 1 {
+			t.Fatalf("counts %v: want 1 by shopper, 2 discarded, 1 expired, 1 unpaid", counts)
+		}
+	})
+}

@@ -308,8 +308,15 @@ func TestAShopperPaysAndAnotherCancelsInABrowser(t *testing.T) {
 		logIn(payer, "13800000011")
 		b.click(payer, card+" .buy")
 		b.waitJS(payer, "the order is created and can be paid", `!document.querySelector('`+card+` .order-actions').hidden`)
-		if got := b.text(payer, "#who"); got != "+8613800000011" {
-			t.Fatalf("the header names the shopper %q, want their phone", got)
+		if got := b.text(payer, "#who"); got != "+86 138 0000 0011" {
+			t.Fatalf("the header names the shopper %q, want their phone as their region writes it", got)
+		}
+		looks, err := payer.Eval(`() => ['.pay-order', '.cancel-order'].map((s) => {
+			const st = getComputedStyle(document.querySelector('` + card + ` ' + s));
+			return st.backgroundColor + ' ' + st.color + ' ' + st.borderTopStyle; })`)
+		b.must("read the order's buttons' looks", err)
+		if pay, cancel := looks.Value.Arr()[0].Str(), looks.Value.Arr()[1].Str(); pay == cancel {
+			t.Fatalf("Pay and Cancel look the same (%s)", pay)
 		}
 		b.waitJS(payer, "the button says it is the shopper's, to pay", `document.querySelector('`+card+` .buy').textContent === 'Yours: pay below' && document.querySelector('`+card+` .buy').disabled`)
 		if got := b.text(payer, card+" .payby"); !strings.HasPrefix(got, "Pay within 1") {

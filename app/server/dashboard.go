@@ -30,7 +30,12 @@ type dashboardQueue struct {
 	Pending         *int64   `json:"pending"`
 	LagMs           *float64 `json:"lagMs"`
 	OldestPendingMs *float64 `json:"oldestPendingMs"`
-	DeadLetters     *int64   `json:"deadLetters"`
+	// DeadLetters is every letter the backend's dead stream holds (ever,
+	// resolved or not); DeadLettersOpen the register's letters still to
+	// be worked (an operator's figure: the one shown beside 0 open was
+	// the all-time count).
+	DeadLetters     *int64 `json:"deadLetters"`
+	DeadLettersOpen *int64 `json:"deadLettersOpen"`
 }
 
 // dashboardRelay is an outside broker's relay (nil for the others): what
@@ -99,7 +104,10 @@ type dashboard struct {
 	// prevAdmitted each room's frontier then.
 	prevForwarded int64
 	prevAdmitted  map[int64]roomMark
-	history       []dashboardPoint
+	// history is the charts' series, one point a second (record), and
+	// recorded the counters at its last point.
+	history  []dashboardPoint
+	recorded metricTotals
 	// charts are the snapshot's charts, drawn when first asked for.
 	charts map[string][]byte
 }
@@ -222,20 +230,13 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer,
 			"countsDeliveries": g.CountsDeliveries}
 	}
-	var ok, refused float64
 	for code, n := range cur.results {
 		s.Totals[code] = n
 	}
 	s.Totals["persisted"] = cur.persisted
 	if elapsed := cur.at.Sub(d.prev.at).Seconds(); !d.prev.at.IsZero() && elapsed > 0 {
 		for code, n := range cur.results {
-			rate := (n - d.prev.results[code]) / elapsed
-			s.PerSecond[code] = rate
-			if code == "ok" {
-				ok = rate
-			} else {
-				refused += rate
-			}
+			s.PerSecond[code] = (n - d.prev.results[code]) / elapsed
 		}
 		s.Persisted = (cur.persisted - d.prev.persisted) / elapsed
 		for _, q := range []struct {
@@ -252,13 +253,14 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			s.Orders = counts
 		}
 	}
-	var depth int64
 	if a.queueStats != nil {
 		if st, err := a.queueStats.Stats(ctx); err == nil {
 			s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),
 				OldestPendingMs: knownMs(st.OldestPending), DeadLetters: known(st.DeadLetters)}
-			depth = max(st.Depth, 0)
 		}
+	}
+	if open, err := a.deadLetters.Open(ctx); err == nil {
+		s.Queue.DeadLettersOpen = &open
 	}
 	if a.relay != nil {
 		if st, err := a.relay.RelayStats(ctx); err == nil {
@@ -273,12 +275,58 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 	}
 	d.prev = cur
 	s.Rooms = d.roomsNow()
-	d.history = append(d.history, dashboardPoint{At: now.Unix(), OK: ok, Refused: refused, Persisted: s.Persisted, Depth: depth})
+	s.History = append([]dashboardPoint(nil), d.history...)
+	return s
+}
+
+// Service records the charts' series once a second from the start,
+// whether or not a dashboard is open (they were recorded only while one
+// was: a 96 s gap drawn as one step, a burst of six orders as 0.05 a
+// second). A point costs this instance's counters and one queue-stats
+// read, what one viewer's snapshot costs.
+func (d *dashboard) Service() core.Service {
+	return core.NewService("dashboard series", func(ctx context.Context) error {
+		t := time.NewTicker(dashboardInterval)
+		defer t.Stop()
+		for {
+			d.record(ctx, d.now())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// record adds the point at now: the answers' and persisted orders' rates
+// since the last point, and the queue's depth.
+func (d *dashboard) record(ctx context.Context, now time.Time) {
+	cur := gatherTotals(d.api, now)
+	point := dashboardPoint{At: now.Unix()}
+	if prev := d.recorded; !prev.at.IsZero() && cur.at.After(prev.at) {
+		elapsed := cur.at.Sub(prev.at).Seconds()
+		for code, n := range cur.results {
+			if rate := (n - prev.results[code]) / elapsed; code == "ok" {
+				point.OK = rate
+			} else {
+				point.Refused += rate
+			}
+		}
+		point.Persisted = (cur.persisted - prev.persisted) / elapsed
+	}
+	if d.api.queueStats != nil {
+		if st, err := d.api.queueStats.Stats(ctx); err == nil {
+			point.Depth = max(st.Depth, 0)
+		}
+	}
+	d.recorded = cur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.history = append(d.history, point)
 	if len(d.history) > dashboardHistory {
 		d.history = d.history[len(d.history)-dashboardHistory:]
 	}
-	s.History = append([]dashboardPoint(nil), d.history...)
-	return s
 }
 
 func known(n int64) *int64 {

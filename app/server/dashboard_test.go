@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
 )
 
 type countingStats struct{ calls int }
@@ -19,12 +20,21 @@ func (c *countingStats) Stats(context.Context) (core.QueueStats, error) {
 	return core.QueueStats{Depth: 7, Pending: 2, Lag: -1, OldestPending: 1500 * time.Millisecond, DeadLetters: 0}, nil
 }
 
+// registerWithOpen is a register with n letters open.
+type registerWithOpen struct {
+	deadletters.Register
+	n int64
+}
+
+func (o registerWithOpen) Open(context.Context) (int64, error) { return o.n, nil }
+
 // TestTheDashboardIsMadeOnceAnInterval: a hundred viewers in one interval
 // cost one queue-stats call; the next interval makes a new snapshot whose
-// rates are the counters' movement over it.
+// rates are the counters' movement over it; the open dead letters are the
+// register's.
 func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 	stats := &countingStats{}
-	a := &api{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup"}
+	a := &api{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup", deadLetters: registerWithOpen{n: 3}}
 	now := time.Unix(1_800_000_000, 0)
 	d := &dashboard{api: a, now: func() time.Time { return now }}
 	for range 100 {
@@ -46,11 +56,33 @@ func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 	if p50 := s.LatencyMs["p50"]; p50 <= 1 || p50 > 2.5 {
 		t.Fatalf("p50 %.3f ms for observations of 2 ms", p50)
 	}
-	if *s.Queue.Depth != 7 || s.Queue.LagMs != nil || *s.Queue.OldestPendingMs != 1500 {
-		t.Fatalf("queue %+v: want depth 7, lag unknown (null), oldest pending 1500 ms", s.Queue)
+	if *s.Queue.Depth != 7 || s.Queue.LagMs != nil || *s.Queue.OldestPendingMs != 1500 || *s.Queue.DeadLettersOpen != 3 {
+		t.Fatalf("queue %+v: want depth 7, lag unknown (null), oldest pending 1500 ms, 3 letters open", s.Queue)
 	}
-	if len(s.History) != 2 || s.History[1].OK != 15 {
-		t.Fatalf("history %+v", s.History)
+}
+
+// TestTheChartsAreRecordedWhetherOrNotAnyoneWatches: the series gets a
+// point a second from the recorder, none from the viewers; a burst of
+// orders between two points is its rate over that second, not over the
+// time since someone last looked.
+func TestTheChartsAreRecordedWhetherOrNotAnyoneWatches(t *testing.T) {
+	a := &api{metrics: newMetrics("streamgroup"), queueStats: &countingStats{}, backend: "streamgroup", deadLetters: registerWithOpen{}}
+	now := time.Unix(1_800_000_000, 0)
+	d := &dashboard{api: a, now: func() time.Time { return now }}
+	for i := range 120 {
+		if i == 100 {
+			a.metrics.seckillOK.Add(6)
+		}
+		d.record(context.Background(), now)
+		now = now.Add(time.Second)
+	}
+	s := d.current(context.Background())
+	if len(s.History) != 120 || s.History[100].OK != 6 || s.History[99].OK != 0 || s.History[101].OK != 0 || s.History[50].Depth != 7 {
+		t.Fatalf("%d points, at 99..101: %+v", len(s.History), s.History[99:102])
+	}
+	d.current(context.Background())
+	if got := d.current(context.Background()).History; len(got) != 120 {
+		t.Fatalf("viewers added points: %d", len(got))
 	}
 }
 

@@ -226,7 +226,7 @@ func (a *api) redriveDeadLetters(c *fiber.Ctx) error {
 		return nil
 	}, func(ctx context.Context, f deadletters.Filter, _ deadLetterAction) (fiber.Map, error) {
 		out, err := a.desk.Redrive(ctx, f, time.Now().Add(bulkBudget))
-		return fiber.Map{"redriven": out.Redriven, "skipped": out.Skipped, "more": out.More}, err
+		return fiber.Map{"redriven": out.Redriven, "skipped": out.Skipped, "refused": out.Refused, "more": out.More}, err
 	})
 }
 

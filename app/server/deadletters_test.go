@@ -261,6 +261,8 @@ func TestTheDashboardWorksDeadLettersInABrowser(t *testing.T) {
 	b.open(p, "open /dashboard", h.base+"/dashboard")
 	b.input(p, "#admin-token", h.cfg.AdminToken)
 	b.waitJS(p, "the figures are shown", `document.getElementById('voucher-table').dataset.loaded === '1'`)
+	openFigure := `[...document.querySelectorAll('dt')].find((d) => d.textContent === 'dead letters open')?.nextElementSibling.textContent`
+	b.waitJS(p, "the letters open are the register's, not all time's", openFigure+` === '3'`)
 	b.input(p, "#dead-voucher", vid)
 	must(t, p.MustElement("#dead-reason").Select([]string{"stock_anomaly"}, true, rod.SelectorTypeText))
 	b.click(p, "#dead-show")
@@ -286,6 +288,7 @@ func TestTheDashboardWorksDeadLettersInABrowser(t *testing.T) {
 	b.click(p, "#dead-confirm-yes")
 	b.waitJS(p, "the re-drive is done", `document.getElementById('dead-detail').textContent.includes('"redriven": 3')`)
 	b.waitJS(p, "none left open", `document.getElementById('dead-open').textContent === '0 open match the filter'`)
+	b.waitJS(p, "the figure follows", openFigure+` === '0'`)
 	if n := h.waitForRows(voucher, 3, 5*time.Second); n != 3 {
 		t.Fatalf("%d rows after the re-drive, want 3", n)
 	}

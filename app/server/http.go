@@ -898,7 +898,7 @@ func (a *api) me(c *fiber.Ctx) error {
 	case err != nil:
 		return core.Wrap("me", core.CodeUnavailable, err)
 	}
-	return c.JSON(fiber.Map{"userId": id, "phone": phone})
+	return c.JSON(fiber.Map{"userId": id, "phone": phone, "phoneDisplay": core.DisplayPhone(phone)})
 }
 
 // myOrdersLimit bounds /api/orders: a shopper's latest orders.

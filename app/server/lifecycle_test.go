@@ -298,7 +298,7 @@ func TestAShopperSeesTheirOrdersAndPhone(t *testing.T) {
 		if newest["orderId"] != orders[1] || newest["status"] != "created" || oldest["orderId"] != orders[0] || oldest["status"] != "cancelled" {
 			t.Fatalf("my orders: %v, want %s created then %s cancelled", list, orders[1], orders[0])
 		}
-		if status, body := h.do("GET", "/api/me", token, nil); status != 200 || body["phone"] != "+8613800000021" || body["userId"] != float64(user) {
+		if status, body := h.do("GET", "/api/me", token, nil); status != 200 || body["phone"] != "+8613800000021" || body["phoneDisplay"] != "+86 138 0000 0021" || body["userId"] != float64(user) {
 			t.Fatalf("me: %d %v, want user %d with +8613800000021", status, body, user)
 		}
 		if status, body := h.do("GET", "/api/me", h.shopper(987654), nil); status != 200 || body["phone"] != nil {

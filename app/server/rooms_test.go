@@ -382,7 +382,11 @@ func TestAShopperGoesThroughTheRoomToAPaidOrderInABrowser(t *testing.T) {
 				t.Fatalf("join: %d %v", status, body)
 			}
 		}
-		b.click(p, card+" .buy")
+		pressed, err := p.Eval(`() => { const b = document.querySelector('` + card + ` .buy'); b.click(); return b.textContent + '|' + b.disabled; }`)
+		b.must("press Join the queue", err)
+		if got := pressed.Value.Str(); got != "Joining…|true" {
+			t.Fatalf("right after Join the queue was pressed the button reads %q, want it taken at once", got)
+		}
 		b.waitJS(p, "in the draw, counting down to the opening", `document.querySelector('`+card+` .room-state').textContent.startsWith("You're in the draw. Places are drawn when the sale opens, in ") && document.querySelector('`+card+` .buy').textContent === 'In the queue'`)
 		_, shown := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
 		if got := b.text(p, card+" .commitment"); got != "Draw commitment: "+shown["roomCommitment"].(string) {

@@ -75,6 +75,7 @@ func (s *Server) services(ln net.Listener) core.Services {
 	// Every instance passes every room it knows: a pass admits what the
 	// rate allows since the last one, whoever made it.
 	ss = append(ss, s.rooms.Service())
+	ss = append(ss, s.dashboard.Service())
 	ss = append(ss, core.NewService("http", func(ctx context.Context) error {
 		failed := make(chan error, 1)
 		clients := &clientAddresses{trusted: s.cfg.TrustedProxies}

@@ -82,6 +82,8 @@ type Server struct {
 	drift   *recovery.DriftWatch
 	http    *fiber.App
 	metrics *metrics
+	// dashboard's series are recorded every second, watched or not.
+	dashboard *dashboard
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -170,7 +172,8 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.http = s.newAPI(seckill, sale, sender, provider).newServer()
+	a := s.newAPI(seckill, sale, sender, provider)
+	s.http, s.dashboard = a.newServer(), a.dashboard
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)
 	}

@@ -121,12 +121,14 @@ func NewDesk(cfg DeskConfig) *Desk {
 }
 
 // Outcome is what an action did: how many letters it re-drove (persisted,
-// or found persisted), skipped (no order to persist, past the limit, or
-// refused again: they stay open), or discarded; More: it stopped at its
-// budget with letters left, for the next call to take on.
+// or found persisted), skipped (they stay open), or discarded; of those
+// skipped, Refused were tried and refused (the signature, the live unit
+// or the database said no: each letter records why), the rest never
+// tried (no order of ours, past the re-drive limit). More: it stopped at
+// its budget with letters left, for the next call to take on.
 type Outcome struct {
-	Redriven, Skipped, Discarded int
-	More                         bool
+	Redriven, Skipped, Refused, Discarded int
+	More                                  bool
 }
 
 // Count is how many open letters f matches: a dry run's answer.
@@ -304,6 +306,7 @@ func (d *Desk) failed(ctx context.Context, ids []int64, detail string, out *Outc
 			return err
 		}
 		out.Skipped++
+		out.Refused++
 	}
 	return nil
 }

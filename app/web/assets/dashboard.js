@@ -55,7 +55,8 @@ function render(d) {
     ["pending", num(q.pending)],
     ["lag", q.lagMs === null || q.lagMs === undefined ? "unknown" : num(q.lagMs) + " ms"],
     ["oldest pending", q.oldestPendingMs === null || q.oldestPendingMs === undefined ? "unknown" : num(q.oldestPendingMs) + " ms"],
-    ["dead letters", num(q.deadLetters)],
+    ["dead letters open", q.deadLettersOpen === null || q.deadLettersOpen === undefined ? "unknown" : num(q.deadLettersOpen)],
+    ["dead letters ever (the backend's dead stream)", q.deadLetters === null || q.deadLetters === undefined ? "none kept" : num(q.deadLetters)],
     ["persisted per second", num(d.persistedPerSecond, 1)],
   ]);
   const rl = d.relay;
@@ -73,7 +74,8 @@ function render(d) {
   }
   figures($("totals"), Object.keys(d.totals).sort().map((k) => [k, num(d.totals[k])]));
   const o = d.orders || {};
-  figures($("orders"), ["unpaid", "paid", "expired", "cancelled by shopper", "refunded"].map((k) => [k, num(o[k])]));
+  figures($("orders"), ["unpaid", "paid", "expired", "cancelled by shopper", "discarded by operator", "cancelled, no reason kept", "refunded"]
+    .filter((k) => k in o).map((k) => [k, num(o[k])]));
   const r = d.redis;
   figures($("redis"), r ? [
     ["may evict keys", r.evicting && r.evicting.length ? r.evicting.join(", ") : "no (noeviction)"],
@@ -115,6 +117,7 @@ async function drawCharts(at, token) {
     const img = $("chart-" + name);
     const old = img.src;
     img.src = URL.createObjectURL(await resp.blob());
+    img.hidden = false; // shown once drawn: no alt text in an empty frame before the token
     if (old.startsWith("blob:")) URL.revokeObjectURL(old);
   }
 }

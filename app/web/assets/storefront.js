@@ -333,7 +333,7 @@ async function logIn() {
   sessionStorage.setItem(tokenKey, r.data.token);
   sessionStorage.setItem(userKey, String(r.data.userId));
   const me = await api("GET", "/api/me", undefined, true);
-  if (me.status === 200 && me.data.phone) sessionStorage.setItem(phoneKey, me.data.phone);
+  if (me.status === 200 && me.data.phone) sessionStorage.setItem(phoneKey, me.data.phoneDisplay || me.data.phone);
   $("dev-code").hidden = true;
   say("", true);
   showAccount();
@@ -571,7 +571,16 @@ function answer(id, text, ok) {
 // until the room lets them in; then, as for any voucher, buys.
 function act(id) {
   const card = cards.get(id);
-  if (card.voucher.room && !(card.room && card.room.admission)) return joinRoom(id);
+  if (card.voucher.room && !(card.room && card.room.admission)) {
+    // Taken at once: the join may take a second (a proof of work, a slow
+    // network), and a button still saying "Join the queue" invites a
+    // second press.
+    const button = card.li.querySelector(".buy");
+    button.dataset.busy = "1";
+    button.disabled = true;
+    button.textContent = "Joining…";
+    return joinRoom(id).finally(() => { button.dataset.busy = ""; buyButton(card, shopNow()); });
+  }
   return buy(id);
 }
 
