@@ -55,6 +55,10 @@ type OrderStatus string
 const (
 	// StatusQueued: reserved in Redis, not yet persisted.
 	StatusQueued OrderStatus = "queued"
+	// StatusHeld: a consumer dead-lettered it: the shopper was told 200,
+	// the database does not have it, and an operator is to re-drive or
+	// discard it (never queued or not found meanwhile).
+	StatusHeld OrderStatus = "held"
 	// StatusCreated: the row is in the database, unpaid (until PayBy).
 	StatusCreated OrderStatus = "created"
 	// StatusPaid: paid; the unit is the shopper's.

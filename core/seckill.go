@@ -32,7 +32,28 @@ type Seckill struct {
 	held *heldReads
 	// tracing carries the request's trace in the order (nil: none).
 	tracing Tracing
+	// letters finds orders held for review in the dead letters.
+	letters DeadLettered
 	now     func() time.Time
+}
+
+// DeadLettered finds the orders a consumer dead-lettered that no operator
+// has worked yet: told 200, not in the database, held for review. Only a
+// letter whose body this deployment signed names an order.
+type DeadLettered interface {
+	// HeldOrder is the held order of that id (ok false: none).
+	HeldOrder(ctx context.Context, orderID int64) (o Order, ok bool, err error)
+	// HeldOrderOf is userID's newest held order of voucherID.
+	HeldOrderOf(ctx context.Context, userID, voucherID int64) (o Order, ok bool, err error)
+}
+
+// noLetters holds nothing: a deployment whose queue keeps no dead letter.
+type noLetters struct{}
+
+func (noLetters) HeldOrder(context.Context, int64) (Order, bool, error) { return Order{}, false, nil }
+
+func (noLetters) HeldOrderOf(context.Context, int64, int64) (Order, bool, error) {
+	return Order{}, false, nil
 }
 
 // SeckillConfig is what the shopper's use case is made of.
@@ -66,6 +87,9 @@ type SeckillConfig struct {
 	// (Capabilities.Holder): while the database cannot be read, an order
 	// status read is answered queued for an order it still holds (nil: 503).
 	Holder OrderHolder
+	// Letters finds the orders held for review in the dead letters (nil:
+	// none kept).
+	Letters DeadLettered
 }
 
 // NewSeckill builds the use case, whole: it panics without IDs or a
@@ -77,9 +101,12 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 	if cfg.Memo == nil {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
+	if cfg.Letters == nil {
+		cfg.Letters = noLetters{}
+	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
 		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder),
-		tracing: cfg.Tracing, now: time.Now}
+		tracing: cfg.Tracing, letters: cfg.Letters, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id: an
@@ -267,6 +294,11 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 		o, err := s.orders.OrderOfBuyer(ctx, userID, voucherID)
 		switch {
 		case errors.Is(err, ErrOrderNotFound):
+			// Or one held for review (the live store forgot its buyer: a
+			// rebuild deals from the database, which never had it).
+			if h, held, herr := s.letters.HeldOrderOf(ctx, userID, voucherID); herr == nil && held {
+				return h.ID, StatusHeld, nil
+			}
 			return 0, "", ErrOrderNotFound
 		case err != nil:
 			return 0, "", Wrap("order status: store", CodeUnavailable, err)
@@ -277,7 +309,12 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 	switch {
 	case err == nil:
 		return id, statusOf(o), nil
-	case errors.Is(err, ErrOrderNotFound), s.held.queued(ctx, voucherID, id):
+	case errors.Is(err, ErrOrderNotFound):
+		if _, held, herr := s.letters.HeldOrder(ctx, id); herr == nil && held {
+			return id, StatusHeld, nil
+		}
+		return id, StatusQueued, nil
+	case s.held.queued(ctx, voucherID, id):
 		return id, StatusQueued, nil
 	}
 	return 0, "", Wrap("order status: store", CodeUnavailable, err)
@@ -335,6 +372,11 @@ func (s *Seckill) HoldsOrder(ctx context.Context, userID, orderID int64, voucher
 
 func (s *Seckill) Order(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := s.orders.FindOrder(ctx, orderID)
+	if errors.Is(err, ErrOrderNotFound) {
+		if h, held, herr := s.letters.HeldOrder(ctx, orderID); herr == nil && held {
+			o, err = h, nil // held for review: never "not found" to the shopper told 200
+		}
+	}
 	if err != nil {
 		return Order{}, Wrap("find order", CodeUnavailable, err)
 	}

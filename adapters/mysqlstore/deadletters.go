@@ -260,3 +260,39 @@ func (s *DeadLetters) PersistedOrders(ctx context.Context, orderIDs []int64) (ma
 }
 
 var _ deadletters.Register = (*DeadLetters)(nil)
+
+// notAnOrder are the kinds whose letters name no order of ours: a body
+// that did not verify or did not decode.
+var notAnOrder = []string{string(core.DeadLetterUnauthenticated), string(core.DeadLetterPoison)}
+
+// HeldOrder implements core.DeadLettered.
+func (s *DeadLetters) HeldOrder(ctx context.Context, orderID int64) (core.Order, bool, error) {
+	return s.held(ctx, s.db.NewSelect().Where("order_id = ?", orderID))
+}
+
+// HeldOrderOf implements core.DeadLettered.
+func (s *DeadLetters) HeldOrderOf(ctx context.Context, userID, voucherID int64) (core.Order, bool, error) {
+	return s.held(ctx, s.db.NewSelect().Where("voucher_id = ?", voucherID).Where("user_id = ?", userID))
+}
+
+// held is the newest open letter q matches that names an order of ours,
+// as the order held for review.
+func (s *DeadLetters) held(ctx context.Context, q *bun.SelectQuery) (core.Order, bool, error) {
+	var row deadLetterRow
+	err := q.Model(&row).Where("resolved_time IS NULL").Where("order_id IS NOT NULL").
+		Where("reason NOT IN (?)", bun.In(notAnOrder)).OrderExpr("id DESC").Limit(1).Scan(ctx)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return core.Order{}, false, nil
+	case err != nil:
+		return core.Order{}, false, fmt.Errorf("mysqlstore: held order: %w", err)
+	}
+	o := core.Order{ID: row.OrderID.Int64, UserID: row.UserID.Int64, VoucherID: row.VoucherID.Int64, CreatedAt: row.FirstFailed.UTC(),
+		Status: core.StatusHeld}
+	if body, err := core.DecodeOrder(row.Body); err == nil && body.ID == o.ID {
+		o.CreatedAt = body.CreatedAt.UTC()
+	}
+	return o, true, nil
+}
+
+var _ core.DeadLettered = (*DeadLetters)(nil)

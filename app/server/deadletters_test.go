@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -383,4 +385,66 @@ func TestPoisonIsListedSkippedAndDiscardedOnEveryBackend(t *testing.T) {
 			t.Fatalf("the voucher's stock after the poison was discarded: %v, want 5", v["stock"])
 		}
 	})
+}
+
+// TestADeadLetteredOrderReadsHeldToItsShopper: an order a consumer
+// dead-lettered reads held, to its shopper only, by the voucher and by its
+// id (the operator's run read queued until someone acted, or 404), also
+// once a reconcile dealt the live sale anew from the database, which never
+// had it; re-driven, it reads created.
+func TestADeadLetteredOrderReadsHeldToItsShopper(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(5)
+		orders := buyRefused(t, h, voucher, 1)
+		waitForLetters(t, h, "voucher="+idString(voucher), 1)
+		byVoucher := func() map[string]any {
+			status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", h.shopper(1), nil)
+			if status != 200 {
+				t.Fatalf("the shopper's order of the voucher: %d %v", status, body)
+			}
+			return body
+		}
+		if got := byVoucher(); got["status"] != "held" || got["orderId"] != orders[1] {
+			t.Fatalf("a dead-lettered order read by its voucher: %v, want held", got)
+		}
+		if status, body := h.do("GET", "/api/orders/"+orders[1], h.shopper(1), nil); status != 200 || body["status"] != "held" {
+			t.Fatalf("a dead-lettered order read by its id: %d %v, want held", status, body)
+		}
+		if status, body := h.do("GET", "/api/orders/"+orders[1], h.shopper(2), nil); status != 404 {
+			t.Fatalf("another shopper reads the held order: %d %v", status, body)
+		}
+		if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/reconcile", h.cfg.AdminToken, nil); status != 200 {
+			t.Fatalf("reconcile: %d %v", status, body)
+		}
+		if got := byVoucher(); got["status"] != "held" || got["orderId"] != orders[1] {
+			t.Fatalf("after the live sale was dealt anew from the database: %v, want held", got)
+		}
+		setStockColumn(t, h, voucher, 5) // the cause fixed, and the live sale dealt from it
+		if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/reconcile", h.cfg.AdminToken, nil); status != 200 {
+			t.Fatalf("reconcile: %d %v", status, body)
+		}
+		persisted := regexp.MustCompile(`(?m)^seckill_orders_persisted_total\{[^}]*\} (\d+)$`)
+		before := persisted.FindStringSubmatch(h.metricsText())
+		if status, body := h.do("POST", "/api/admin/deadletters/redrive", h.cfg.AdminToken, map[string]any{"voucher": idString(voucher)}); status != 200 || body["redriven"] != 1.0 {
+			t.Fatalf("re-drive: %d %v", status, body)
+		}
+		if got := byVoucher(); got["status"] != "created" {
+			t.Fatalf("re-driven, the order reads %v, want created", got)
+		}
+		// The re-driven order counts with the consumers' persisted orders
+		// (the metric and the dashboard left it out).
+		after := persisted.FindStringSubmatch(h.metricsText())
+		if before == nil || after == nil || mustAtoi(t, after[1]) != mustAtoi(t, before[1])+1 {
+			t.Fatalf("seckill_orders_persisted_total %v before the re-drive, %v after: want one more", before, after)
+		}
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -92,7 +92,7 @@ func newMetrics(queue string) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})).(prometheus.Histogram)
 	m.ordersPersisted = f(prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "seckill_orders_persisted_total", Help: "Orders inserted into the database.", ConstLabels: labels,
+		Name: "seckill_orders_persisted_total", Help: "Orders inserted into the database, by the consumers or a dead letters' re-drive.", ConstLabels: labels,
 	})).(prometheus.Counter)
 	m.ordersDuplicate = f(prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_orders_duplicate_total", Help: "Redelivered orders found already persisted.", ConstLabels: labels,
@@ -154,6 +154,13 @@ func (m *metrics) UnitsUnheld(units int64, vouchers int) {
 }
 
 // DeadLettersResolved implements deadletters.Observer.
+// OrdersRedriven implements deadletters.Observer: a re-drive's inserts
+// are orders persisted like the consumers'.
+func (m *metrics) OrdersRedriven(res core.SaveResult) {
+	m.ordersPersisted.Add(float64(res.Created))
+	m.ordersDuplicate.Add(float64(res.Duplicates))
+}
+
 func (m *metrics) DeadLettersResolved(how deadletters.Resolution, n int) {
 	m.deadLettersResolved.WithLabelValues(string(how)).Add(float64(n))
 }

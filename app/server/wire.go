@@ -215,7 +215,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	s.admission = admission
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Tracing: s.coreTracing()})
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Tracing: s.coreTracing(), Letters: s.store.DeadLetters()})
 	s.registerQueueMetrics()
 	s.pipeline = s.newPipeline(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,

@@ -60,6 +60,10 @@ func (OwnQueue) Valid([]byte, string) bool { return true }
 // Observer is told how many letters each action resolved, and how.
 type Observer interface {
 	DeadLettersResolved(how Resolution, n int)
+	// OrdersRedriven is told what a re-drive's insert did: the orders it
+	// persisted count with the consumers' (the operator's run found the
+	// persisted orders' figure leaving them out).
+	OrdersRedriven(res core.SaveResult)
 }
 
 // DeskConfig is what the operator's desk works with.
@@ -249,6 +253,7 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 	if err != nil {
 		return core.Wrap("re-drive: persist", core.CodeUnavailable, err)
 	}
+	d.cfg.Observer.OrdersRedriven(res)
 	refused := map[int64]bool{}
 	for _, rej := range res.Rejected {
 		refused[rej.Order.ID] = true
@@ -390,3 +395,5 @@ func lettersOf(orders []core.Order, byOrder map[int64][]int64) []int64 {
 type nopObserver struct{}
 
 func (nopObserver) DeadLettersResolved(Resolution, int) {}
+
+func (nopObserver) OrdersRedriven(core.SaveResult) {}

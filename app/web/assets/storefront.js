@@ -62,6 +62,8 @@ function buyButton(card, now) {
     label = "Bought ✓"; can = false;
   } else if (in_ && o && o.status === "created") {
     label = "Yours: pay below"; can = false;
+  } else if (in_ && o && o.status === "held") {
+    label = "Held for review"; can = false;
   } else if (now >= Date.parse(v.endTime)) {
     label = "Ended"; can = false;
   } else if (v.room) {
@@ -439,6 +441,12 @@ function tick() {
 const orderWords = {
   created: "Yours: pay before the time runs out", paid: "Paid ✓",
   refunded: "Refunded: paid after it was cancelled, the money goes back",
+  held: "Held for review: the shop is confirming your order; nothing to pay yet",
+};
+
+const cancelWords = {
+  expired: "Cancelled: not paid in time", shopper: "Cancelled by you",
+  discarded: "Cancelled by the shop: it could not be confirmed, nothing was charged",
 };
 
 // shortRef is what a shopper reads out to support: the order id's last
@@ -456,7 +464,7 @@ async function showOrder(id, orderId) {
   const o = r.data;
   const unpaid = o.status === "created";
   if (o.status === "cancelled") {
-    answer(id, (o.cancelReason === "expired" ? "Cancelled: not paid in time" : "Cancelled by you") + " · ref " + shortRef(o.orderId), false);
+    answer(id, (cancelWords[o.cancelReason] || "Cancelled") + " · ref " + shortRef(o.orderId), false);
   } else {
     answer(id, (orderWords[o.status] || o.status) + " · ref " + shortRef(o.orderId), o.status !== "refunded");
   }
@@ -466,7 +474,7 @@ async function showOrder(id, orderId) {
 }
 
 const orderStates = {
-  created: "unpaid", paid: "paid", refunded: "refunded",
+  created: "unpaid", paid: "paid", refunded: "refunded", held: "held for review",
 };
 
 // loadMyOrders lists the shopper's orders, ended sales included: on
