@@ -165,3 +165,24 @@ func TestABeaconIsValidatedAtCreation(t *testing.T) {
 		t.Errorf("drand's quicknet refused: %v", err)
 	}
 }
+
+// TestAnAdmissionIsJudgedOnTheLiveStoresClock: an admission expires at a
+// time on the live store's clock; an instance whose own clock is ahead
+// (30 s: the fault run refused 62 valid admissions) judges it on the live
+// store's, as Rooms is given it.
+func TestAnAdmissionIsJudgedOnTheLiveStoresClock(t *testing.T) {
+	redisNow := time.Now().Add(-30 * time.Second) // this instance is 30 s ahead
+	v := Voucher{ID: 8, BeginAt: redisNow.Add(-time.Minute), EndAt: redisNow.Add(time.Hour), Room: &Room{OpensAt: redisNow.Add(-time.Hour),
+		AdmitPerSecond: 5, AdmissionTTL: 10 * time.Second}}
+	c := NewCatalog(CatalogConfig{Vouchers: voucherRepo{v: v}, Board: board{}})
+	passes := NewPassSigner([]byte("k"))
+	token := passes.Token(RoomPass{VoucherID: 8, UserID: 3, Position: 1, Expires: redisNow.Add(10 * time.Second)})
+	r := NewRooms(RoomsConfig{Board: &drawBoard{}, Catalog: c, Passes: passes, Now: func() time.Time { return redisNow }})
+	if _, err := r.Pass(context.Background(), 3, 8, token); err != nil {
+		t.Fatalf("an admission valid on the live store's clock was refused: %v", err)
+	}
+	local := NewRooms(RoomsConfig{Board: &drawBoard{}, Catalog: c, Passes: passes})
+	if _, err := local.Pass(context.Background(), 3, 8, token); err == nil {
+		t.Fatal("the same admission judged on a clock 30 s ahead passed: the test shows nothing")
+	}
+}

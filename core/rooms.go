@@ -75,6 +75,11 @@ type RoomsConfig struct {
 	Interval time.Duration
 	Observer RoomObserver
 	Log      *slog.Logger
+	// Now is the live store's clock, as this instance estimates it: an
+	// admission's expiry is the live store's time, and judged on it (an
+	// instance 30 s ahead refused valid admissions). Nil: this instance's
+	// clock.
+	Now func() time.Time
 }
 
 // DefaultRoomInterval is RoomsConfig.Interval's default.
@@ -92,6 +97,9 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 	if cfg.Beacons == nil {
 		cfg.Beacons = noBeacons{}
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultRoomInterval
 	}
@@ -100,7 +108,7 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 	}
 	return &Rooms{board: cfg.Board, catalog: cfg.Catalog, passes: cfg.Passes, puzzle: cfg.Puzzle, draws: cfg.Draws,
 		beacons: cfg.Beacons, interval: cfg.Interval,
-		observer: cfg.Observer, log: cfg.Log, now: time.Now}
+		observer: cfg.Observer, log: cfg.Log, now: cfg.Now}
 }
 
 // RoomStatus is a shopper's place in a room, as the shopper is told it.

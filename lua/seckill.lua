@@ -31,8 +31,10 @@
 -- ARGV[3] -> order message body (core.OrderBody: JSON or compact)
 -- ARGV[4] -> seckill requests admitted per second per shopper and voucher,
 --            with a burst of as many (0: no limit)
--- ARGV[5] -> deadline: the request's deadline, unix milliseconds on the
---            caller's clock (0: none); a script that runs after it (the
+-- ARGV[5] -> deadline: the request's deadline, unix milliseconds on
+--            Redis's clock as the caller estimates it (redisclock: an
+--            instance whose own clock is off still agrees) (0: none); a
+--            script that runs after it (the
 --            request timed out and went on waiting in Redis's queue, or a
 --            client retried it) reserves nothing
 -- ARGV[6] -> when the reservation is due for payment, unix milliseconds on

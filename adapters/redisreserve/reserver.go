@@ -83,6 +83,11 @@ type Config struct {
 	// member's. An unbatched call runs in its request's context, where
 	// the Redis client's own instrumentation records it.
 	Tracer trace.Tracer
+	// ClockOffset is Redis's clock less this instance's (redisclock): a
+	// request's deadline, on this instance's clock, is handed to the
+	// script on Redis's, which judges it (nil: the clocks agree). An
+	// instance two seconds behind Redis answered every seckill 503.
+	ClockOffset func() time.Duration
 }
 
 // Reserver is the request path's side of the Redis sale: it runs the
@@ -154,6 +159,9 @@ var (
 func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.ClockOffset == nil {
+		cfg.ClockOffset = func() time.Duration { return 0 }
 	}
 	r := &Reserver{&sale{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}}
 	if cfg.Identity != nil {
@@ -406,7 +414,7 @@ func (r *sale) scriptArgs(ctx context.Context, o core.Order, bk BucketKeys) (key
 // deadline (unix ms; 0: none), seckill.lua's ARGV[4], [5] and [6].
 func (r *sale) terms(ctx context.Context, o core.Order) (rate int, deadline, payBy int64) {
 	if d, ok := ctx.Deadline(); ok {
-		deadline = d.Add(-r.cfg.ReplyAllowance).UnixMilli()
+		deadline = d.Add(-r.cfg.ReplyAllowance).Add(r.cfg.ClockOffset()).UnixMilli()
 	}
 	rate = r.cfg.ShopperRate
 	if o.LimitCounted {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/redisclock"
 	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 )
 
@@ -344,5 +347,28 @@ func TestAQueuedOrderReadsQueuedWhileMySQLIsDown(t *testing.T) {
 	h.waitForRows(voucher, 2, 20*time.Second)
 	if status, body := h.do("GET", path+"/order", h.shopper(2), nil); status != 200 || body["status"] != "created" {
 		t.Fatalf("after MySQL came back: %d %v; want created", status, body)
+	}
+}
+
+// TestAnInstanceWhoseClockIsOffRedissStillSells: Redis's clock five
+// seconds ahead of the instance's (the instance five seconds behind: the
+// fault run's instance more than two seconds behind answered every seckill
+// 503, its deadlines past by Redis's clock): once the offset is measured,
+// the seckill sells and the offset is in the metrics. The stand-in's clock
+// is set; a real Redis's cannot be.
+func TestAnInstanceWhoseClockIsOffRedissStillSells(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	voucher := h.openVoucher(5)
+	h.srv.mini.SetTime(time.Now().Add(5 * time.Second))
+	time.Sleep(redisclock.Interval + 500*time.Millisecond) // the next measurement
+	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+		t.Fatalf("a seckill on an instance 5 s behind Redis: %d %v", status, body)
+	}
+	m := regexp.MustCompile(`(?m)^seckill_redis_clock_offset_seconds\{[^}]*\} (\S+)$`).FindStringSubmatch(h.metricsText())
+	if m == nil {
+		t.Fatal("no seckill_redis_clock_offset_seconds")
+	}
+	if off, _ := strconv.ParseFloat(m[1], 64); off < 2 || off > 5.5 {
+		t.Fatalf("the measured offset %s s, want about 5 less the time since the clock was set", m[1])
 	}
 }

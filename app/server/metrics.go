@@ -319,3 +319,23 @@ func (c *deadLetterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(n))
 }
+
+// clockCollector reads the measured offset of Redis's clock at each
+// scrape (redisclock: the sale judges time on Redis's clock; past a
+// second off, the instance is warned of).
+type clockCollector struct {
+	offset func() time.Duration
+	desc   *prometheus.Desc
+}
+
+func newClockCollector(queue string, offset func() time.Duration) *clockCollector {
+	return &clockCollector{offset: offset, desc: prometheus.NewDesc("seckill_redis_clock_offset_seconds",
+		"Redis's clock less this instance's, as last measured (the sale judges time on Redis's; past a second the instance is warned of).",
+		nil, prometheus.Labels{"queue": queue})}
+}
+
+func (c *clockCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *clockCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.offset().Seconds())
+}

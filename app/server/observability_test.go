@@ -52,6 +52,7 @@ func exportedSeries(t *testing.T) map[string][]string {
 		newQueueCollector("streamgroup", nil, nil).Describe(descs)
 		newRelayCollector("nats", nil, nil).Describe(descs)
 		newDeadLetterCollector("streamgroup", nil, nil).Describe(descs)
+		newClockCollector("streamgroup", nil).Describe(descs)
 		close(descs)
 	}()
 	shape := regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)

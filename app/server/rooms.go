@@ -30,7 +30,7 @@ func (s *Server) newRooms() *core.Rooms {
 	}
 	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
 		Passes: core.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(),
-		Beacons: drandbeacon.New(5 * time.Second), Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
+		Beacons: drandbeacon.New(5 * time.Second), Now: s.clock.Now, Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
 }
 
 // roomJSON is a voucher's room as created and shown.

@@ -97,7 +97,7 @@ func (s *Server) services(ln net.Listener) core.Services {
 // watcherDuties are the duties that watch Redis: its incarnation (with a
 // Redis reservation) and its eviction policy (on a real Redis).
 func (s *Server) watcherDuties() []core.Duty {
-	var duties []core.Duty
+	duties := []core.Duty{s.clock.Duty()}
 	if s.recovery != nil {
 		duties = append(duties, s.identityDuty())
 	}

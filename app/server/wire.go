@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/logincode"
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
+	"github.com/seckill-lab/seckill/adapters/redisclock"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/userlock"
 	"github.com/seckill-lab/seckill/core"
@@ -84,6 +85,9 @@ type Server struct {
 	metrics *metrics
 	// dashboard's series are recorded every second, watched or not.
 	dashboard *dashboard
+	// clock is Redis's clock as this instance estimates it: the rules the
+	// scripts judge on Redis's clock are judged here on it too.
+	clock *redisclock.Clock
 	// lastUnheardLog rate-limits the "published to nobody" log line.
 	lastUnheardLog atomic.Int64
 }
@@ -136,6 +140,11 @@ func (s *Server) wire(ctx context.Context) error {
 	if err := s.connectRedis(ctx); err != nil {
 		return err
 	}
+	s.clock = redisclock.New(s.rdb, log)
+	if err := s.clock.Measure(ctx); err != nil {
+		return err
+	}
+	s.metrics.registry.MustRegister(newClockCollector(cfg.Queue, s.clock.Offset))
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
@@ -520,7 +529,8 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	reserver, publisher, err := redisreserve.ForQueue(s.rdb, q, redisreserve.Config{Prefix: s.cfg.KeyPrefix, Shards: shards,
 		Identity: s.identity, Log: s.log, OnReceivers: s.publishedTo, Coalesce: s.cfg.RedisCoalesce, Batch: s.cfg.RedisBatch, Tracer: s.tracing.scriptTracer(),
 		WaitReplicas: s.cfg.WaitReplicas, WaitTimeout: s.cfg.WaitTimeout, ShopperRate: s.cfg.SeckillRate,
-		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody, ReplyAllowance: replyAllowance(s.cfg.RequestTimeout)})
+		PayWindow: s.deadlineWindow(), OrderBody: s.cfg.OrderBody, ReplyAllowance: replyAllowance(s.cfg.RequestTimeout),
+		ClockOffset: s.clock.Offset})
 	if err != nil {
 		return sale{}, err
 	}
