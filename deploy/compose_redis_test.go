@@ -51,14 +51,8 @@ func TestTheComposeRedisRunsHere(t *testing.T) {
 		}
 		local.start(name, append(local.localize(cmd[1:]), "--port", local.port(name), "--bind", "127.0.0.1", "--dir", t.TempDir())...)
 	}
-	conf := p.Configs["sentinel"].Content
 	for _, name := range redisSentinels {
-		s := p.Services[name]
-		if !strings.Contains(strings.Join(s.Command, " "), "redis-server /data/sentinel.conf --sentinel") ||
-			s.Configs[0].Target != "/etc/redis/sentinel.conf" {
-			t.Fatalf("%s: %v with %+v: not the sentinel configuration, copied where it can be rewritten", name, s.Command, s.Configs)
-		}
-		local.start(name, local.sentinelConfig(name, conf), "--sentinel")
+		local.start(name, local.sentinelConfig(name, sentinelConf(t, p, name)), "--sentinel")
 	}
 	local.waitForQuorum(monitoredName(t, p))
 

@@ -34,16 +34,21 @@ var composeSecrets = map[string]string{
 
 // loadCompose loads compose.yaml as `docker compose` would, with env as the
 // shell's environment (deploy/.env, where a deployment keeps its secrets,
-// is not read) and the profiles given: validated against the compose
-// specification's schema, interpolated, the anchors merged.
-func loadCompose(t *testing.T, env map[string]string, profiles ...string) (*types.Project, error) {
+// is not read) and the optional parts given (compose.<part>.yaml: nats,
+// grafana, tracing): validated against the compose specification's schema,
+// interpolated, the anchors merged.
+func loadCompose(t *testing.T, env map[string]string, parts ...string) (*types.Project, error) {
 	t.Helper()
 	var list []string
 	for k, v := range env {
 		list = append(list, k+"="+v)
 	}
-	opts, err := cli.NewProjectOptions([]string{"compose.yaml"}, cli.WithWorkingDirectory("."), cli.WithEnv(list),
-		cli.WithDiscardEnvFile, cli.WithProfiles(profiles), cli.WithInterpolation(true))
+	files := []string{"compose.yaml"}
+	for _, p := range parts {
+		files = append(files, "compose."+p+".yaml")
+	}
+	opts, err := cli.NewProjectOptions(files, cli.WithWorkingDirectory("."), cli.WithEnv(list),
+		cli.WithDiscardEnvFile, cli.WithInterpolation(true), cli.WithName("seckill"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +67,12 @@ func instances(p *types.Project) []types.ServiceConfig {
 }
 
 // TestTheComposeFileDeploysTheServerAsTheDocsSay: compose.yaml loads under
-// the compose specification (schema, interpolation, profiles); it refuses to
+// the compose specification (schema, interpolation, the optional files); it refuses to
 // load without the secrets; it runs Redis with AOF, two replicas and three
 // sentinels, MariaDB, two instances and Prometheus, each with a
 // healthcheck; each instance's environment is one the server starts with,
 // through the sentinels, waiting for a replica; Prometheus scrapes each
-// instance's metrics listener with the alert rules; the nats profile moves
+// instance's metrics listener with the alert rules; compose.nats.yaml moves
 // the instances to NATS.
 func TestTheComposeFileDeploysTheServerAsTheDocsSay(t *testing.T) {
 	checkSecretsTemplate(t)
@@ -103,27 +108,29 @@ func TestTheComposeFileDeploysTheServerAsTheDocsSay(t *testing.T) {
 	}
 	checkPrometheus(t, p, insts)
 
-	withNATS := maps.Clone(composeSecrets)
-	withNATS["SECKILL_QUEUE"] = "nats"
-	p, err = loadCompose(t, withNATS, "nats", "grafana")
+	p, err = loadCompose(t, composeSecrets, "nats", "grafana")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := p.Services["nats"]; !ok {
-		t.Fatal("the nats profile adds no nats service")
+		t.Fatal("compose.nats.yaml adds no nats service")
 	}
 	for _, s := range instances(p) {
 		if c := checkInstance(t, p, s); c.Queue != "nats" || !strings.Contains(c.Value("SECKILL_NATS_URL"), "//seckill:"+composeSecrets["NATS_PASSWORD"]+"@nats:") {
-			t.Errorf("%s with the nats profile: queue %s at %s", s.Name, c.Queue, c.Value("SECKILL_NATS_URL"))
+			t.Errorf("%s with compose.nats.yaml: queue %s at %s", s.Name, c.Queue, c.Value("SECKILL_NATS_URL"))
+		}
+		if d, ok := s.DependsOn["nats"]; !ok || d.Condition != types.ServiceConditionHealthy {
+			t.Errorf("%s with compose.nats.yaml: depends on nats %+v, want it healthy first", s.Name, d)
 		}
 	}
 	checkGrafana(t, p)
 	checkTracing(t)
 }
 
-// checkTracing: without an endpoint the instances trace nothing; the
-// tracing profile with the documented endpoint adds Jaeger, and the
-// instances export to its OTLP http port at the 1 % the guide says.
+// checkTracing: without compose.tracing.yaml the instances trace nothing
+// (no endpoint at all: an empty default reached the server unexpanded
+// under podman-compose 1.0.3); with it, Jaeger runs and the instances
+// export to its OTLP http port at the 1 % the guide says.
 func checkTracing(t *testing.T) {
 	t.Helper()
 	p, err := loadCompose(t, composeSecrets)
@@ -131,38 +138,39 @@ func checkTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range instances(p) {
-		if e := s.Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; e != nil && *e != "" {
-			t.Errorf("%s traces by default, to %q", s.Name, *e)
+		if e, set := s.Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; set {
+			t.Errorf("%s sets an OTLP endpoint by default: %v", s.Name, e)
 		}
 	}
-	traced := maps.Clone(composeSecrets)
-	traced["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://jaeger:4318"
-	if p, err = loadCompose(t, traced, "tracing"); err != nil {
+	if p, err = loadCompose(t, composeSecrets, "tracing"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := p.Services["jaeger"]; !ok {
-		t.Fatal("the tracing profile adds no jaeger service")
+		t.Fatal("compose.tracing.yaml adds no jaeger service")
 	}
 	for _, s := range instances(p) {
 		env := s.Environment
 		if e := env["OTEL_EXPORTER_OTLP_ENDPOINT"]; e == nil || *e != "http://jaeger:4318" ||
 			*env["OTEL_TRACES_SAMPLER"] != "parentbased_traceidratio" || *env["OTEL_TRACES_SAMPLER_ARG"] != "0.01" {
-			t.Errorf("%s with the tracing profile: %v", s.Name, env)
+			t.Errorf("%s with compose.tracing.yaml: %v", s.Name, env)
 		}
 	}
 }
 
 // checkSecretsTemplate: compose.env.example names exactly the variables
-// compose.yaml requires, and the file refuses to load without them.
+// the compose files require, and compose.yaml refuses to load without them.
 func checkSecretsTemplate(t *testing.T) {
 	t.Helper()
-	compose, err := os.ReadFile("compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, _ := filepath.Glob("compose*.yaml")
 	required := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):\?`).FindAllStringSubmatch(string(compose), -1) {
-		required[m[1]] = true
+	for _, f := range files {
+		compose, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):\?`).FindAllStringSubmatch(string(compose), -1) {
+			required[m[1]] = true
+		}
 	}
 	example, err := os.ReadFile("compose.env.example")
 	if err != nil {
@@ -249,7 +257,7 @@ func checkInstance(t *testing.T, p *types.Project, s types.ServiceConfig) server
 // monitoredName is the master name in the sentinels' configuration.
 func monitoredName(t *testing.T, p *types.Project) string {
 	t.Helper()
-	for _, line := range strings.Split(p.Configs["sentinel"].Content, "\n") {
+	for _, line := range strings.Split(sentinelConf(t, p, "sentinel-1"), "\n") {
 		if f := strings.Fields(line); len(f) == 6 && f[0] == "sentinel" && f[1] == "monitor" {
 			if f[3] != "redis" || f[5] != "2" {
 				t.Errorf("sentinels monitor %s with quorum %s; want the redis service, 2 of 3", f[3], f[5])
@@ -278,11 +286,39 @@ func checkRedis(t *testing.T, p *types.Project) {
 		}
 	}
 	for _, name := range []string{"sentinel-1", "sentinel-2", "sentinel-3"} {
-		s := p.Services[name]
-		if len(s.Configs) != 1 || s.Configs[0].Source != "sentinel" {
-			t.Errorf("%s: configs %+v, want the sentinel configuration", name, s.Configs)
-		}
+		sentinelConf(t, p, name)
 	}
+}
+
+// sentinelScript is where a sentinel service mounts redis/sentinel.sh.
+const sentinelScript = "/usr/local/bin/seckill-sentinel.sh"
+
+// sentinelConf is the configuration the sentinel service name writes and
+// runs (redis/sentinel.sh's, with the password of its environment), after
+// checking that it runs the script, mounted read-only from deploy/redis.
+func sentinelConf(t *testing.T, p *types.Project, name string) string {
+	t.Helper()
+	s := p.Services[name]
+	here, _ := filepath.Abs("redis/sentinel.sh")
+	if !slices.Equal(s.Command, []string{"sh", sentinelScript}) || !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return v.Source == here && v.Target == sentinelScript && v.ReadOnly
+	}) {
+		t.Fatalf("%s: runs %v with %+v; want redis/sentinel.sh, mounted read-only", name, s.Command, s.Volumes)
+	}
+	script, err := os.ReadFile("redis/sentinel.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(script), "cat > /data/sentinel.conf <<EOF\n")
+	conf, rest, found := strings.Cut(body, "EOF\n")
+	if !found || !strings.Contains(rest, "exec redis-server /data/sentinel.conf --sentinel") {
+		t.Fatalf("redis/sentinel.sh does not write /data/sentinel.conf and run it:\n%s", script)
+	}
+	pw := s.Environment["REDIS_PASSWORD"]
+	if pw == nil || *pw == "" {
+		t.Fatalf("%s: no REDIS_PASSWORD in its environment for the script", name)
+	}
+	return strings.ReplaceAll(conf, "${REDIS_PASSWORD}", *pw)
 }
 
 // checkPrometheus: Prometheus reads deploy/prometheus (the rules and its
@@ -329,14 +365,14 @@ func checkPrometheus(t *testing.T, p *types.Project, insts []types.ServiceConfig
 	}
 }
 
-// checkGrafana: the grafana profile's Grafana is provisioned from
+// checkGrafana: compose.grafana.yaml's Grafana is provisioned from
 // deploy/grafana: the project's Prometheus as its datasource, the boards'
 // folder as the provider's path.
 func checkGrafana(t *testing.T, p *types.Project) {
 	t.Helper()
 	g, ok := p.Services["grafana"]
 	if !ok {
-		t.Fatal("the grafana profile adds no grafana service")
+		t.Fatal("compose.grafana.yaml adds no grafana service")
 	}
 	mounts := map[string]string{}
 	for _, v := range g.Volumes {
@@ -385,7 +421,6 @@ func readYAML(t *testing.T, path string, into any) {
 // the instances drop every capability and cannot gain privileges.
 func TestTheComposeFileIsLockedDown(t *testing.T) {
 	traced := maps.Clone(composeSecrets)
-	traced["SECKILL_QUEUE"], traced["OTEL_EXPORTER_OTLP_ENDPOINT"] = "nats", "http://jaeger:4318"
 	p, err := loadCompose(t, traced, "nats", "grafana", "tracing")
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +453,7 @@ func TestTheComposeFileIsLockedDown(t *testing.T) {
 			t.Errorf("%s runs %q: want --requirepass and --masterauth with the .env's password", name, cmd)
 		}
 	}
-	conf := p.Configs["sentinel"].Content
+	conf := sentinelConf(t, p, "sentinel-1")
 	for _, line := range []string{"requirepass " + pw, "sentinel auth-pass seckill " + pw, "sentinel sentinel-pass " + pw} {
 		if !strings.Contains(conf, line) {
 			t.Errorf("the sentinels' configuration lacks %q", line)
