@@ -17,13 +17,16 @@ import (
 // transaction that inserted it.
 
 // SaleSnapshot implements recovery.Ledger: the voucher with its stock
-// column, and its persisted orders with their statuses, read in one
-// transaction so the two agree (InnoDB's repeatable read: one snapshot for
-// both reads).
-func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error) {
+// column, its live orders, and the statuses of the orders among also, read
+// in one transaction so they agree (InnoDB's repeatable read: one snapshot
+// for every read). Only the live orders are read, never the voucher's
+// cancelled history: what a rebuild or an audit holds is bounded by the
+// stock, not by the orders the sale ever took.
+func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64, also []int64) (core.Voucher, []core.Order, map[int64]core.OrderStatus, error) {
 	var (
 		v      core.Voucher
 		orders []core.Order
+		known  map[int64]core.OrderStatus
 	)
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var err error
@@ -32,16 +35,18 @@ func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64) (core.Vouche
 		}
 		var rows []orderRow
 		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "create_time").
-			Where("voucher_id = ?", voucherID).Scan(ctx); err != nil {
-			return fmt.Errorf("mysqlstore: orders of voucher %d: %w", voucherID, err)
+			Where("voucher_id = ?", voucherID).Where("status IN (?)", bun.In([]int{orderStatusCreated, orderStatusPaid})).
+			Scan(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: live orders of voucher %d: %w", voucherID, err)
 		}
 		orders = make([]core.Order, len(rows))
 		for i, r := range rows {
 			orders[i] = r.order()
 		}
-		return nil
+		known, err = statusesOf(ctx, tx, also)
+		return err
 	})
-	return v, orders, err
+	return v, orders, known, err
 }
 
 // MaxOrderSequence is the largest per-day sequence (the low 32 bits of
@@ -61,16 +66,24 @@ func (s *Ledger) MaxOrderSequence(ctx context.Context, epoch, since time.Time, l
 
 // OrderStatuses implements recovery.Ledger.
 func (s *Ledger) OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error) {
+	return statusesOf(ctx, s.db, orderIDs)
+}
+
+// statusChunk is the ids one IN list carries.
+const statusChunk = 1000
+
+// statusesOf is the status of each of orderIDs db has.
+func statusesOf(ctx context.Context, db bun.IDB, orderIDs []int64) (map[int64]core.OrderStatus, error) {
 	out := make(map[int64]core.OrderStatus, len(orderIDs))
-	if len(orderIDs) == 0 {
-		return out, nil
-	}
-	var rows []orderRow
-	if err := s.db.NewSelect().Model(&rows).Column("id", "status").Where("id IN (?)", bun.List(orderIDs)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("mysqlstore: order statuses: %w", err)
-	}
-	for _, r := range rows {
-		out[r.ID] = r.order().Status
+	for from := 0; from < len(orderIDs); from += statusChunk {
+		var rows []orderRow
+		if err := db.NewSelect().Model(&rows).Column("id", "status").
+			Where("id IN (?)", bun.List(orderIDs[from:min(from+statusChunk, len(orderIDs))])).Scan(ctx); err != nil {
+			return nil, fmt.Errorf("mysqlstore: order statuses: %w", err)
+		}
+		for _, r := range rows {
+			out[r.ID] = r.order().Status
+		}
 	}
 	return out, nil
 }

@@ -45,7 +45,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, s *mysqlstore.Store)) {
 	}
 }
 
-func newVoucher(t *testing.T, s *mysqlstore.Store, stock int64) core.Voucher {
+func newVoucher(t testing.TB, s *mysqlstore.Store, stock int64) core.Voucher {
 	t.Helper()
 	v := core.Voucher{Title: "v", PayValue: 1, ActualValue: 2, Stock: stock,
 		BeginAt: time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond),

@@ -21,16 +21,16 @@ import (
 // rebuild from a state carried over.
 type stockLedger map[int64]core.Voucher
 
-func (l stockLedger) SaleSnapshot(_ context.Context, id int64) (core.Voucher, []core.Order, error) {
+func (l stockLedger) SaleSnapshot(_ context.Context, id int64, _ []int64) (core.Voucher, []core.Order, map[int64]core.OrderStatus, error) {
 	v, ok := l[id]
 	if !ok {
-		return core.Voucher{}, nil, core.ErrVoucherNotFound
+		return core.Voucher{}, nil, nil, core.ErrVoucherNotFound
 	}
-	return v, nil, nil
+	return v, nil, map[int64]core.OrderStatus{}, nil
 }
 
 func (l stockLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
-	v, _, err := l.SaleSnapshot(ctx, id)
+	v, _, _, err := l.SaleSnapshot(ctx, id, nil)
 	return v, err
 }
 

@@ -17,7 +17,7 @@ func (a *api) auditVoucher(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	if a.recovery == nil {
-		v, orders, err := a.ledger.SaleSnapshot(ctx, id)
+		v, orders, _, err := a.ledger.SaleSnapshot(ctx, id, nil)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func (a *api) reconcileVoucher(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	if a.recovery == nil {
-		if _, _, err := a.ledger.SaleSnapshot(ctx, id); err != nil {
+		if _, _, _, err := a.ledger.SaleSnapshot(ctx, id, nil); err != nil {
 			return err
 		}
 		return c.JSON(fiber.Map{"voucherId": id, "backend": a.backend, "changed": false,

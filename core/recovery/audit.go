@@ -56,7 +56,7 @@ func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 			return a, core.Wrap("audit: held orders", core.CodeUnavailable, err)
 		}
 	}
-	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
+	v, persisted, known, err := r.ledger.SaleSnapshot(ctx, voucherID, orderIDs(held, nil))
 	if err != nil {
 		return a, err
 	}
@@ -65,16 +65,14 @@ func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 	}
 	a.DatabaseStock, a.Held = v.Stock, len(held)
 	want := make(map[int64]int64, len(persisted)+len(held))
-	known := make(map[int64]bool, len(persisted))
 	for _, o := range persisted {
-		known[o.ID] = true
 		if o.Live() {
 			want[o.UserID] = o.ID
 			a.DatabaseOrders++
 		}
 	}
 	for _, o := range held {
-		if _, ok := want[o.UserID]; !ok && !known[o.ID] {
+		if _, persistedAlready := known[o.ID]; !persistedAlready && want[o.UserID] == 0 {
 			want[o.UserID] = o.ID
 			a.HeldUnpersisted++
 		}

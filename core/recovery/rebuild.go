@@ -208,14 +208,14 @@ func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token str
 	if err != nil {
 		return Report{}, err
 	}
-	v, persisted, err := r.ledger.SaleSnapshot(ctx, voucherID)
+	v, persisted, known, err := r.ledger.SaleSnapshot(ctx, voucherID, orderIDs(held, buyerOrders(before)))
 	if errors.Is(err, core.ErrVoucherNotFound) {
 		return Report{}, core.ErrVoucherNotFound // the fence expires on its own: nothing to restore
 	}
 	if err != nil {
 		return Report{}, r.failed(voucherID, core.Wrap("recovery: sale snapshot", core.CodeUnavailable, err))
 	}
-	sale := newBuyers(persisted)
+	sale := newBuyers(persisted, known)
 	var requeued []core.Order
 	if !operator {
 		// An operator's reconcile makes the live store the database's and
@@ -287,15 +287,21 @@ func (r *Guard) heldOrders(ctx context.Context, found core.Voucher, inc string) 
 // each held order's the database lacks.
 type buyers struct {
 	buyers map[int64]int64 // user -> order
-	// ids are every order the database has, live or not: a held order the
-	// database holds as cancelled is no buyer, whatever the queue says.
+	// ids are the orders the database has among those the rebuild looks
+	// at, live or not: a held order the database holds as cancelled is no
+	// buyer, whatever the queue says.
 	ids  map[int64]bool
 	live int // persisted live orders
 }
 
-func newBuyers(persisted []core.Order) *buyers {
-	b := &buyers{buyers: make(map[int64]int64, len(persisted)), ids: make(map[int64]bool, len(persisted))}
-	for _, o := range persisted {
+// newBuyers is the live orders' buyers, with known the statuses the
+// database has of the other orders the rebuild looks at.
+func newBuyers(live []core.Order, known map[int64]core.OrderStatus) *buyers {
+	b := &buyers{buyers: make(map[int64]int64, len(live)), ids: make(map[int64]bool, len(live)+len(known))}
+	for id := range known {
+		b.ids[id] = true
+	}
+	for _, o := range live {
 		b.ids[o.ID] = true
 		if o.Live() {
 			b.buyers[o.UserID] = o.ID
@@ -303,6 +309,25 @@ func newBuyers(persisted []core.Order) *buyers {
 		}
 	}
 	return b
+}
+
+// orderIDs are the ids of orders, then extra.
+func orderIDs(orders []core.Order, extra []int64) []int64 {
+	ids := make([]int64, 0, len(orders)+len(extra))
+	for _, o := range orders {
+		ids = append(ids, o.ID)
+	}
+	return append(ids, extra...)
+}
+
+// buyerOrders are the orders the live store named before the rebuild (its
+// buyers' marks): the requeue asks whether the database has them.
+func buyerOrders(before LiveState) []int64 {
+	ids := make([]int64, 0, len(before.Buyers))
+	for _, id := range before.Buyers {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // addHeld adds the held orders the database lacks and returns how many

@@ -145,10 +145,15 @@ type RestoredSale struct {
 // Ledger is the database's side: what it holds of a sale, read in one
 // consistent snapshot.
 type Ledger interface {
-	// SaleSnapshot returns the voucher (Stock: the stock column, initial
-	// stock minus the live orders) and its persisted orders, each with
-	// its Status: cancelled ones too, which hold no unit.
-	SaleSnapshot(ctx context.Context, voucherID int64) (core.Voucher, []core.Order, error)
+	// SaleSnapshot returns, in one consistent snapshot, the voucher
+	// (Stock: the stock column, initial stock minus the live orders), its
+	// live persisted orders (created or paid: the ones holding a unit),
+	// and the statuses the database has of the orders among also (the
+	// queue's held orders: one it has as cancelled is no buyer). It reads
+	// what is live, never every order the voucher ever took: a soak of
+	// 119,669 orders, mostly cancelled, spiked the heap to 90 MB at each
+	// audit when every row was read.
+	SaleSnapshot(ctx context.Context, voucherID int64, also []int64) (core.Voucher, []core.Order, map[int64]core.OrderStatus, error)
 	// FindVoucher returns ErrVoucherNotFound when there is none.
 	FindVoucher(ctx context.Context, voucherID int64) (core.Voucher, error)
 	// OrderStatuses tells the status of each of these orders the database

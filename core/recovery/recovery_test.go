@@ -135,11 +135,20 @@ type fakeLedger struct {
 	orders  []core.Order
 }
 
-func (f fakeLedger) SaleSnapshot(_ context.Context, id int64) (core.Voucher, []core.Order, error) {
+// SaleSnapshot is the database's: the live orders only, and the statuses
+// of those asked of.
+func (f fakeLedger) SaleSnapshot(ctx context.Context, id int64, also []int64) (core.Voucher, []core.Order, map[int64]core.OrderStatus, error) {
 	if id != f.voucher.ID {
-		return core.Voucher{}, nil, core.ErrVoucherNotFound
+		return core.Voucher{}, nil, nil, core.ErrVoucherNotFound
 	}
-	return f.voucher, f.orders, nil
+	var live []core.Order
+	for _, o := range f.orders {
+		if o.Live() {
+			live = append(live, o)
+		}
+	}
+	known, _ := f.OrderStatuses(ctx, also)
+	return f.voucher, live, known, nil
 }
 func (f fakeLedger) OrderStatuses(_ context.Context, ids []int64) (map[int64]core.OrderStatus, error) {
 	out := map[int64]core.OrderStatus{}
@@ -151,7 +160,7 @@ func (f fakeLedger) OrderStatuses(_ context.Context, ids []int64) (map[int64]cor
 	return out, nil
 }
 func (f fakeLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
-	v, _, err := f.SaleSnapshot(ctx, id)
+	v, _, _, err := f.SaleSnapshot(ctx, id, nil)
 	return v, err
 }
 
@@ -387,17 +396,17 @@ func TestAFailingRebuildBacksOff(t *testing.T) {
 // fakeLedgers is a database of several vouchers.
 type fakeLedgers map[int64]fakeLedger
 
-func (f fakeLedgers) SaleSnapshot(ctx context.Context, id int64) (core.Voucher, []core.Order, error) {
+func (f fakeLedgers) SaleSnapshot(ctx context.Context, id int64, also []int64) (core.Voucher, []core.Order, map[int64]core.OrderStatus, error) {
 	l, ok := f[id]
 	if !ok {
-		return core.Voucher{}, nil, core.ErrVoucherNotFound
+		return core.Voucher{}, nil, nil, core.ErrVoucherNotFound
 	}
-	return l.SaleSnapshot(ctx, id)
+	return l.SaleSnapshot(ctx, id, also)
 }
 func (f fakeLedgers) OrderStatuses(ctx context.Context, ids []int64) (map[int64]core.OrderStatus, error) {
 	return map[int64]core.OrderStatus{}, nil
 }
 func (f fakeLedgers) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
-	v, _, err := f.SaleSnapshot(ctx, id)
+	v, _, _, err := f.SaleSnapshot(ctx, id, nil)
 	return v, err
 }
