@@ -87,21 +87,29 @@ func (r *Rooms) drawOf(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
 	if saved, ok := r.saved.Load(v.ID); ok {
 		return saved.(KeptDraw), true, nil
 	}
-	kept, err := r.draws.LoadDraw(ctx, v.ID)
-	if err != nil {
-		return KeptDraw{}, false, err
-	}
-	if len(kept.Entries) > 0 || kept.Beacon != "" {
+	kept, loadErr := r.draws.LoadDraw(ctx, v.ID)
+	if loadErr == nil && (len(kept.Entries) > 0 || kept.Beacon != "") {
+		r.pending.Delete(v.ID)
 		r.saved.Store(v.ID, kept)
 		return kept, true, nil
 	}
-	made, drawn, err := r.makeDraw(ctx, v)
+	made, drawn, err := r.pendingOr(ctx, v)
 	if err != nil || !drawn {
-		return KeptDraw{}, false, err
+		return KeptDraw{}, false, errors.Join(loadErr, err)
 	}
-	if err := r.draws.SaveDraw(ctx, v.ID, made); err != nil {
-		return KeptDraw{}, false, err
+	saveErr := loadErr
+	if saveErr == nil {
+		saveErr = r.draws.SaveDraw(ctx, v.ID, made)
 	}
+	if saveErr != nil {
+		// Held here until the database takes it (nobody is admitted
+		// meanwhile): the live store may lose the room in between (the
+		// fault run: the database down at the opening, then Redis lost,
+		// and an empty draw was published).
+		r.pending.Store(v.ID, made)
+		return KeptDraw{}, false, saveErr
+	}
+	r.pending.Delete(v.ID)
 	if kept, err = r.draws.LoadDraw(ctx, v.ID); err != nil {
 		return KeptDraw{}, false, err
 	}
@@ -116,6 +124,15 @@ func (r *Rooms) drawOf(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
 	}
 	r.saved.Store(v.ID, kept)
 	return kept, true, nil
+}
+
+// pendingOr is the draw this instance made and could not keep yet, else
+// one made now.
+func (r *Rooms) pendingOr(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
+	if made, ok := r.pending.Load(v.ID); ok {
+		return made.(KeptDraw), true, nil
+	}
+	return r.makeDraw(ctx, v)
 }
 
 // makeDraw closes the room's early set and orders its joiners by their

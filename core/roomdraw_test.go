@@ -29,15 +29,20 @@ func (b *drawBoard) Place(_ context.Context, _ Voucher, d []DrawEntry) error {
 	return nil
 }
 
-// memoryDraws keeps draws as the database does: the first save stays.
+// memoryDraws keeps draws as the database does: the first save stays;
+// down, it answers nothing.
 type memoryDraws struct {
 	mu    sync.Mutex
 	draws map[int64]KeptDraw
+	down  bool
 }
 
 func (m *memoryDraws) SaveDraw(_ context.Context, id int64, d KeptDraw) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.down {
+		return errors.New("database down")
+	}
 	if _, ok := m.draws[id]; !ok {
 		m.draws[id] = d
 	}
@@ -47,6 +52,9 @@ func (m *memoryDraws) SaveDraw(_ context.Context, id int64, d KeptDraw) error {
 func (m *memoryDraws) LoadDraw(_ context.Context, id int64) (KeptDraw, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.down {
+		return KeptDraw{}, errors.New("database down")
+	}
 	return m.draws[id], nil
 }
 
@@ -184,5 +192,31 @@ func TestAnAdmissionIsJudgedOnTheLiveStoresClock(t *testing.T) {
 	local := NewRooms(RoomsConfig{Board: &drawBoard{}, Catalog: c, Passes: passes})
 	if _, err := local.Pass(context.Background(), 3, 8, token); err == nil {
 		t.Fatal("the same admission judged on a clock 30 s ahead passed: the test shows nothing")
+	}
+}
+
+// TestADrawTheDatabaseCouldNotKeepIsHeldUntilItCan: with the database
+// down at the opening, the draw is made and held (none published, nobody
+// placed); the live store then loses the room; once the database is back
+// the held draw is kept and published, never an empty one (the fault run
+// published an empty draw: the early joiners lost their places).
+func TestADrawTheDatabaseCouldNotKeepIsHeldUntilItCan(t *testing.T) {
+	ctx := context.Background()
+	begin := time.Now().Add(-time.Second)
+	v := Voucher{ID: 9, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
+		AdmissionTTL: time.Minute}}
+	live := &drawBoard{users: []int64{3, 1, 4}}
+	draws := &memoryDraws{draws: map[int64]KeptDraw{}, down: true}
+	r := beaconRooms(t, v, live, draws, &stubBeacon{}, time.Now())
+	if _, err := r.Draw(ctx, v.ID); err == nil || len(live.placed) != 0 {
+		t.Fatalf("a draw published with the database down (%v), %d placed", err, len(live.placed))
+	}
+	live.users = nil // the live store lost the room
+	draws.mu.Lock()
+	draws.down = false
+	draws.mu.Unlock()
+	d, err := r.Draw(ctx, v.ID)
+	if err != nil || len(d.Keys) != 3 || len(draws.draws[v.ID].Entries) != 3 || len(live.placed) != 1 || len(live.placed[0]) != 3 {
+		t.Fatalf("once the database is back: %+v (%v), kept %d, placed %d; want the held draw of 3", d, err, len(draws.draws[v.ID].Entries), len(live.placed))
 	}
 }

@@ -28,11 +28,13 @@ type Rooms struct {
 	log      *slog.Logger
 	now      func() time.Time
 	// draws keeps each room's draw once made; saved holds those this
-	// instance has read back, published each as it is published
-	// (roomdraw.go); beacons reads the rooms' beacons.
+	// instance has read back, pending those it made and could not keep
+	// yet, published each as it is published (roomdraw.go); beacons reads
+	// the rooms' beacons.
 	draws     RoomDrawStore
 	beacons   BeaconReader
-	saved     sync.Map // int64 -> []DrawEntry
+	saved     sync.Map // int64 -> KeptDraw
+	pending   sync.Map // int64 -> KeptDraw
 	published sync.Map // int64 -> RoomDraw
 	// passed keeps what this instance's last pass over each room found;
 	// known the rooms a request here has touched (the passes' rooms).
