@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -264,6 +265,11 @@ var _ deadletters.Register = (*DeadLetters)(nil)
 // notAnOrder are the kinds whose letters name no order of ours: a body
 // that did not verify or did not decode.
 var notAnOrder = []string{string(core.DeadLetterUnauthenticated), string(core.DeadLetterPoison)}
+
+// holdsNoUnit are the kinds whose letters hold no unit of the live sale:
+// notAnOrder's, and a refused second order's (its unit went back when it
+// was dead-lettered).
+var holdsNoUnit = append(slices.Clone(notAnOrder), string(core.DeadLetterBuyerHoldsAnother))
 
 // HeldOrder implements core.DeadLettered.
 func (s *DeadLetters) HeldOrder(ctx context.Context, orderID int64) (core.Order, bool, error) {

@@ -95,3 +95,24 @@ func (s *Ledger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error
 }
 
 var _ recovery.Ledger = (*Ledger)(nil)
+
+// LetteredOrders implements recovery.Ledger: the voucher's open dead
+// letters that hold a unit, as their orders (each letter's row carries
+// its order's id and buyer; the body, when it decodes, its time).
+func (s *Ledger) LetteredOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	var rows []deadLetterRow
+	if err := s.db.NewSelect().Model(&rows).Column("order_id", "user_id", "voucher_id", "body", "first_failed").
+		Where("voucher_id = ?", voucherID).Where("resolved_time IS NULL").Where("order_id IS NOT NULL").
+		Where("reason NOT IN (?)", bun.In(holdsNoUnit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("mysqlstore: dead-lettered orders of voucher %d: %w", voucherID, err)
+	}
+	out := make([]core.Order, 0, len(rows))
+	for _, r := range rows {
+		o := core.Order{ID: r.OrderID.Int64, UserID: r.UserID.Int64, VoucherID: voucherID, CreatedAt: r.FirstFailed.UTC()}
+		if body, err := core.DecodeOrder(r.Body); err == nil && body.ID == o.ID {
+			o.CreatedAt = body.CreatedAt.UTC()
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

@@ -34,6 +34,8 @@ func (l stockLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, e
 	return v, err
 }
 
+func (stockLedger) LetteredOrders(context.Context, int64) ([]core.Order, error) { return nil, nil }
+
 func (stockLedger) OrderStatuses(context.Context, []int64) (map[int64]core.OrderStatus, error) {
 	return map[int64]core.OrderStatus{}, nil
 }

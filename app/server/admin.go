@@ -29,7 +29,7 @@ func (a *api) auditVoucher(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	queue := fiber.Map{"knowsHeld": au.QueueHolds, "held": au.Held, "heldUnpersisted": au.HeldUnpersisted}
+	queue := fiber.Map{"knowsHeld": au.QueueHolds, "held": au.Held, "heldUnpersisted": au.HeldUnpersisted, "deadLettered": au.Lettered}
 	if a.queueStats != nil {
 		if st, err := a.queueStats.Stats(ctx); err == nil {
 			// Of the whole queue, every voucher's: -1 where the backend cannot tell.

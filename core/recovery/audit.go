@@ -23,8 +23,12 @@ type Audit struct {
 	// QueueHolds: the queue can tell what it holds (OrderHolder); Held is
 	// then the voucher's orders it holds, HeldUnpersisted those not yet in
 	// the database.
-	QueueHolds            bool
-	Held, HeldUnpersisted int
+	QueueHolds bool
+	Held       int
+	// Lettered are the open dead letters' orders holding a unit
+	// (Ledger.LetteredOrders); HeldUnpersisted counts the queue's and
+	// theirs the database lacks.
+	Lettered, HeldUnpersisted int
 	// ExpectedStock is what the live stock should be: the stock column
 	// minus the held orders not yet persisted.
 	ExpectedStock int64
@@ -56,6 +60,12 @@ func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 			return a, core.Wrap("audit: held orders", core.CodeUnavailable, err)
 		}
 	}
+	lettered, err := r.ledger.LetteredOrders(ctx, voucherID)
+	if err != nil {
+		return a, core.Wrap("audit: dead-lettered orders", core.CodeUnavailable, err)
+	}
+	a.Held, a.Lettered = len(held), len(lettered)
+	held = withLettered(held, lettered)
 	v, persisted, known, err := r.ledger.SaleSnapshot(ctx, voucherID, orderIDs(held, nil))
 	if err != nil {
 		return a, err
@@ -63,7 +73,7 @@ func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 	if a.Live, err = r.live.LiveState(ctx, voucherID); err != nil {
 		return a, core.Wrap("audit: live state", core.CodeUnavailable, err)
 	}
-	a.DatabaseStock, a.Held = v.Stock, len(held)
+	a.DatabaseStock = v.Stock
 	want := make(map[int64]int64, len(persisted)+len(held))
 	for _, o := range persisted {
 		if o.Live() {
@@ -88,7 +98,7 @@ func (r *Guard) Audit(ctx context.Context, voucherID int64) (Audit, error) {
 			a.Differences = append(a.Differences, fmt.Sprintf("verified in incarnation %q, the live store is now %q (it is rebuilt on its next use)", a.Live.VerifiedIn, a.Incarnation))
 		}
 		if a.Live.Stock != a.ExpectedStock {
-			a.Differences = append(a.Differences, fmt.Sprintf("stock: live %d, expected %d (database %d minus %d held, unpersisted)", a.Live.Stock, a.ExpectedStock, v.Stock, a.HeldUnpersisted))
+			a.Differences = append(a.Differences, fmt.Sprintf("stock: live %d, expected %d (database %d minus %d held, unpersisted: queued or dead-lettered)", a.Live.Stock, a.ExpectedStock, v.Stock, a.HeldUnpersisted))
 		}
 		missing, unknown := 0, 0
 		for u := range want {

@@ -255,6 +255,37 @@ func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token str
 // before the database is read, so every order is seen at least once, and
 // the union by id counts it once.
 func (r *Guard) heldOrders(ctx context.Context, found core.Voucher, inc string) ([]core.Order, error) {
+	held, err := r.queueHeld(ctx, found, inc)
+	if err != nil {
+		return nil, err
+	}
+	// And the open dead letters' orders: a rebuild keeps their units and
+	// their buyers' marks the letters' (the fault run's rebuild dealt them
+	// back on sale, and a re-drive then sold them twice).
+	lettered, err := r.ledger.LetteredOrders(ctx, found.ID)
+	if err != nil {
+		return nil, r.failed(found.ID, core.Wrap("recovery: dead-lettered orders", core.CodeUnavailable, err))
+	}
+	return withLettered(held, lettered), nil
+}
+
+// withLettered is held and the lettered orders it does not hold already.
+func withLettered(held, lettered []core.Order) []core.Order {
+	seen := make(map[int64]bool, len(held))
+	for _, o := range held {
+		seen[o.ID] = true
+	}
+	for _, o := range lettered {
+		if !seen[o.ID] {
+			held = append(held, o)
+			seen[o.ID] = true
+		}
+	}
+	return held
+}
+
+// queueHeld is what the queue holds of the voucher.
+func (r *Guard) queueHeld(ctx context.Context, found core.Voucher, inc string) ([]core.Order, error) {
 	if r.queue.Holder != nil {
 		held, err := r.queue.HeldOrdersOf(ctx, found)
 		if err != nil {

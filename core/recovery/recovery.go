@@ -159,6 +159,14 @@ type Ledger interface {
 	// OrderStatuses tells the status of each of these orders the database
 	// has (an order it lacks is not in the map).
 	OrderStatuses(ctx context.Context, orderIDs []int64) (map[int64]core.OrderStatus, error)
+	// LetteredOrders are the voucher's orders its open dead letters hold
+	// a unit for: a consumer gave up on them (stock_anomaly,
+	// max_deliveries, id_collision), the shopper was told 200, and until
+	// an operator re-drives or discards the letter, its unit and its
+	// buyer's mark are the letter's. Not buyer_holds_another (its unit
+	// went back when it was dead-lettered), poison or unauthenticated
+	// (no order of ours).
+	LetteredOrders(ctx context.Context, voucherID int64) ([]core.Order, error)
 }
 
 // Observer is told of every rebuild, for metrics.

@@ -133,6 +133,8 @@ func (l *fakeLive) LiveState(_ context.Context, v int64) (recovery.LiveState, er
 type fakeLedger struct {
 	voucher core.Voucher
 	orders  []core.Order
+	// lettered are the open dead letters' orders holding a unit.
+	lettered []core.Order
 }
 
 // SaleSnapshot is the database's: the live orders only, and the statuses
@@ -159,6 +161,8 @@ func (f fakeLedger) OrderStatuses(_ context.Context, ids []int64) (map[int64]cor
 	}
 	return out, nil
 }
+func (f fakeLedger) LetteredOrders(context.Context, int64) ([]core.Order, error) { return f.lettered, nil }
+
 func (f fakeLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	v, _, _, err := f.SaleSnapshot(ctx, id, nil)
 	return v, err
@@ -286,6 +290,34 @@ func TestARebuildCountsOnlyLiveOrders(t *testing.T) {
 	}
 }
 
+// TestARebuildKeepsTheDeadLettersUnitsAndBuyers: an open dead letter's
+// order holds its unit and its buyer's mark through a rebuild, as a queued
+// order does (the fault run's rebuild dealt them back on sale, the buyers
+// free to buy again, and a re-drive then sold them twice); one the
+// database has meanwhile (re-driven) is the database's, counted once.
+func TestARebuildKeepsTheDeadLettersUnitsAndBuyers(t *testing.T) {
+	live := newFakeLive("run-1")
+	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 9},
+		orders: []core.Order{{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated}},
+		lettered: []core.Order{{ID: 21, UserID: 3, VoucherID: 7}, {ID: 22, UserID: 4, VoucherID: 7}, {ID: 11, UserID: 1, VoucherID: 7}}}
+	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: fakeHolder{}}})
+	report, err := r.Reconcile(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := live.state[7]
+	if s.Stock != 7 || s.Buyers[3] != 21 || s.Buyers[4] != 22 || s.Buyers[1] != 11 || len(s.Buyers) != 3 {
+		t.Fatalf("after the rebuild: stock %d, buyers %v; want 7 (9 less the two letters' units) and the letters' buyers marked", s.Stock, s.Buyers)
+	}
+	if report.HeldOnly != 2 {
+		t.Fatalf("report: %d held only, want the two letters' orders", report.HeldOnly)
+	}
+	au, err := r.Audit(context.Background(), 7)
+	if err != nil || au.Lettered != 3 || au.ExpectedStock != 7 || len(au.Differences) != 0 {
+		t.Fatalf("audit after the rebuild: %+v, %v; want the letters counted, nothing different", au, err)
+	}
+}
+
 // partLive is a live store whose vouchers are in parts (Redis: buckets),
 // each shopper's part intact or not as intact says.
 type partLive struct {
@@ -406,6 +438,10 @@ func (f fakeLedgers) SaleSnapshot(ctx context.Context, id int64, also []int64) (
 func (f fakeLedgers) OrderStatuses(ctx context.Context, ids []int64) (map[int64]core.OrderStatus, error) {
 	return map[int64]core.OrderStatus{}, nil
 }
+func (f fakeLedgers) LetteredOrders(ctx context.Context, id int64) ([]core.Order, error) {
+	return f[id].lettered, nil
+}
+
 func (f fakeLedgers) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	v, _, _, err := f.SaleSnapshot(ctx, id, nil)
 	return v, err
