@@ -161,7 +161,9 @@ func (f fakeLedger) OrderStatuses(_ context.Context, ids []int64) (map[int64]cor
 	}
 	return out, nil
 }
-func (f fakeLedger) LetteredOrders(context.Context, int64) ([]core.Order, error) { return f.lettered, nil }
+func (f fakeLedger) LetteredOrders(context.Context, int64) ([]core.Order, error) {
+	return f.lettered, nil
+}
 
 func (f fakeLedger) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	v, _, _, err := f.SaleSnapshot(ctx, id, nil)
@@ -298,7 +300,7 @@ func TestARebuildCountsOnlyLiveOrders(t *testing.T) {
 func TestARebuildKeepsTheDeadLettersUnitsAndBuyers(t *testing.T) {
 	live := newFakeLive("run-1")
 	ledger := fakeLedger{voucher: core.Voucher{ID: 7, Stock: 9},
-		orders: []core.Order{{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated}},
+		orders:   []core.Order{{ID: 11, UserID: 1, VoucherID: 7, Status: core.StatusCreated}},
 		lettered: []core.Order{{ID: 21, UserID: 3, VoucherID: 7}, {ID: 22, UserID: 4, VoucherID: 7}, {ID: 11, UserID: 1, VoucherID: 7}}}
 	r := recovery.New(recovery.Config{Live: live, Ledger: ledger, Queue: core.Capabilities{Holder: fakeHolder{}}})
 	report, err := r.Reconcile(context.Background(), 7)
