@@ -121,11 +121,27 @@ func checkHistory(t *testing.T, backend string) {
 	}
 	sale.Token = func(u int64) string { return tokens[u] }
 
+	db := a.srv.Store().DB()
+	letters := &history.LetterFault{From: 0.08, To: 0.25, Slip: func(ctx context.Context, v, delta int64) error {
+		_, err := db.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock + ? WHERE voucher_id = ?", delta, v)
+		return err
+	}}
 	ops := history.Run(context.Background(), sale, history.Faults{
 		ReconcileEvery: 50 * time.Millisecond,
 		// Early in the sale, and later.
 		Kill: kill, KillAt: []float64{0.05, 0.33},
+		// Between the kills, one voucher's orders dead-lettered, the
+		// letters rebuilt over and re-driven.
+		Letters: letters,
 	})
+	if open := letters.Redrive(context.Background(), sale, 30*time.Second); open != 0 {
+		t.Errorf("%d dead letters of voucher %d still open after 30 s of re-drives", open, letters.Voucher())
+	}
+	var resolved struct {
+		Items []any `json:"items"`
+	}
+	history.Admin(context.Background(), a.base, cfg.AdminToken, "GET", "/api/admin/deadletters?state=resolved&limit=500&voucher="+strconv.FormatInt(letters.Voucher(), 10), &resolved)
+	t.Logf("the operator's slip on voucher %d dead-lettered %d orders, re-driven", letters.Voucher(), len(resolved.Items))
 	t.Logf("%s: %d operations %v", backend, len(ops), history.Outcomes(ops))
 	model := history.Model(stock)
 	if bucketed {

@@ -210,8 +210,13 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
+	var ledger recovery.Ledger = s.store.Ledger()
+	if sources := sale.caps.DeadLetters; len(sources) > 0 {
+		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
+		ledger = collectingLedger{Ledger: ledger, collector: s.deadLetters}
+	}
 	if sale.live != nil {
-		s.recovery = recovery.New(recovery.Config{Live: sale.live, Buckets: sale.buckets, Ledger: s.store.Ledger(), Queue: sale.caps,
+		s.recovery = recovery.New(recovery.Config{Live: sale.live, Buckets: sale.buckets, Ledger: ledger, Queue: sale.caps,
 			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
 	}
 	s.board = sale.board
@@ -240,10 +245,23 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 				return ids, err
 			}}
 	}
-	if sources := sale.caps.DeadLetters; len(sources) > 0 {
-		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
-	}
 	return seckill
+}
+
+// collectingLedger is the database's ledger whose dead-lettered orders are
+// read once the queue's dead letters are in the register: a rebuild in the
+// second between a letter's dead-lettering and the collector's next run
+// would otherwise deal its unit back on sale and forget its buyer.
+type collectingLedger struct {
+	recovery.Ledger
+	collector *deadletters.Collector
+}
+
+func (l collectingLedger) LetteredOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
+	if err := l.collector.Collect(ctx); err != nil {
+		return nil, err
+	}
+	return l.Ledger.LetteredOrders(ctx, voucherID)
 }
 
 // registerQueueMetrics registers the dead-letter register's collector, and

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -21,6 +23,119 @@ type Faults struct {
 	// operations in KillAt (Redis SIGKILLed and restarted, say).
 	Kill   func()
 	KillAt []float64
+	// Letters, if set, makes the consumers dead-letter a voucher's orders
+	// for a while (Letters.Slip), the letters then rebuilt over and
+	// re-driven.
+	Letters *LetterFault
+}
+
+// LetterFault is an operator's slip on one voucher (the one with the most
+// stock left when it strikes): its stock column lowered far below zero
+// from the run's From to its To (fractions of its operations, between the
+// kills), so that every order of it persisted meanwhile is refused and
+// dead-lettered (stock_anomaly) though its shopper was told 200; then the
+// column put back, the voucher reconciled (a rebuild with the letters
+// open: their units and their buyers' marks must stay theirs) and the
+// letters re-driven until none is open (Redrive, which the test calls
+// again before it settles the sale). No other reconcile touches the
+// voucher while the column is wrong: a rebuild then would deal the wrong
+// stock.
+type LetterFault struct {
+	From, To float64
+	// Slip adds delta to the voucher's stock column (SQL: stock = stock +
+	// delta, so that the consumers' own changes in between are kept).
+	Slip func(ctx context.Context, voucher, delta int64) error
+
+	voucher  atomic.Int64
+	slipping atomic.Bool
+}
+
+// Voucher is the voucher the slip struck (0: none yet).
+func (f *LetterFault) Voucher() int64 { return f.voucher.Load() }
+
+// slipDelta is what the slip takes off the column: more than any voucher's
+// stock, so that every order persisted meanwhile is refused.
+const slipDelta = 1_000_000
+
+// strike makes the slip, the rebuild, and the first re-drives.
+func (f *LetterFault) strike(ctx context.Context, s Sale, rec *Recorder) {
+	until := func(at float64) {
+		for ctx.Err() == nil && float64(rec.Len()) < at*float64(s.Ops) {
+			sleep(ctx, 2*time.Millisecond)
+		}
+	}
+	until(f.From)
+	// Every voucher answering, so none is left to be rebuilt (a rebuild
+	// while the column is wrong would deal the wrong stock: a cluster's
+	// restarted master answers CLUSTERDOWN for a second after a kill);
+	// past To with one still silent, no slip.
+	v, ok := f.choose(ctx, s)
+	for !ok {
+		if ctx.Err() != nil || float64(rec.Len()) >= f.To*float64(s.Ops) {
+			return
+		}
+		sleep(ctx, 20*time.Millisecond)
+		v, ok = f.choose(ctx, s)
+	}
+	f.voucher.Store(v)
+	f.slipping.Store(true)
+	if err := f.Slip(ctx, v, -slipDelta); err != nil {
+		f.slipping.Store(false)
+		return
+	}
+	until(f.To)
+	// Put back whatever happens to the run's context.
+	f.Slip(context.WithoutCancel(ctx), v, slipDelta)
+	f.slipping.Store(false)
+	Admin(ctx, s.URLs[0], s.AdminToken, "POST", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/reconcile", nil)
+	for ctx.Err() == nil {
+		f.Redrive(ctx, s, 0)
+		sleep(ctx, 300*time.Millisecond)
+	}
+}
+
+// choose is the voucher with the most stock left, if every voucher
+// answers.
+func (f *LetterFault) choose(ctx context.Context, s Sale) (int64, bool) {
+	v, most := int64(0), int64(-1)
+	for _, id := range s.Vouchers {
+		var got struct{ Stock int64 }
+		status, err := Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(id, 10), &got)
+		if err != nil || status != 200 {
+			return 0, false
+		}
+		if got.Stock > most {
+			v, most = id, got.Stock
+		}
+	}
+	return v, true
+}
+
+// Redrive re-drives the open dead letters of the voucher the slip struck
+// until none is open, or within has passed (0: once), and says how many
+// are left open.
+func (f *LetterFault) Redrive(ctx context.Context, s Sale, within time.Duration) int {
+	if f.Voucher() == 0 {
+		return 0 // no slip was made
+	}
+	v := strconv.FormatInt(f.Voucher(), 10)
+	deadline := time.Now().Add(within)
+	for {
+		var page struct {
+			Open int `json:"open"`
+		}
+		req, err := http.NewRequestWithContext(ctx, "POST", s.URLs[0]+"/api/admin/deadletters/redrive", strings.NewReader(`{"voucher":"`+v+`"}`))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+			req.Header.Set("Content-Type", "application/json")
+			doJSON(req, nil)
+		}
+		Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/deadletters?voucher="+v, &page)
+		if page.Open == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return page.Open
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
 }
 
 // Run drives the sale while the faults strike, and returns its history.
@@ -28,10 +143,17 @@ func Run(ctx context.Context, s Sale, f Faults) []porcupine.Operation {
 	rec := NewRecorder()
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	if f.Letters != nil {
+		wg.Go(func() { f.Letters.strike(ctx, s, rec) })
+	}
 	if f.ReconcileEvery > 0 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				v := s.Vouchers[rand.IntN(len(s.Vouchers))]
+				if f.Letters != nil && f.Letters.slipping.Load() && v == f.Letters.Voucher() {
+					sleep(ctx, f.ReconcileEvery)
+					continue
+				}
 				base := s.URLs[rand.IntN(len(s.URLs))]
 				Admin(ctx, base, s.AdminToken, "POST", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/reconcile", nil)
 				sleep(ctx, f.ReconcileEvery)
