@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +42,11 @@ type IDWorker struct {
 	blockSize int64
 	now       func() time.Time
 
-	mu sync.Mutex
+	// mu is the worker's lock: a channel, so that a request waiting for
+	// it gives up at its own deadline (with a sync.Mutex, requests behind
+	// a block's fetch from a blackholed Redis were answered 4 s late, past
+	// their 2 s deadline: the fault run).
+	mu chan struct{}
 	// dayStart and dayEnd bound the UTC day of the current block, so the
 	// day is checked by comparing times, not formatting one per id.
 	dayStart, dayEnd time.Time
@@ -118,14 +121,18 @@ func NewIDWorker(rdb redis.UniversalClient, cfg IDWorkerConfig) *IDWorker {
 		cfg.BlockSize = 100
 	}
 	_, clustered := rdb.(*redis.ClusterClient)
-	return &IDWorker{rdb: rdb, clustered: clustered, keys: Keys{Prefix: cfg.Prefix}, blockSize: cfg.BlockSize, now: time.Now,
+	return &IDWorker{rdb: rdb, clustered: clustered, keys: Keys{Prefix: cfg.Prefix}, blockSize: cfg.BlockSize, now: time.Now, mu: make(chan struct{}, 1),
 		identity: cfg.Identity, floor: cfg.Floor, needFloor: cfg.Floor != nil}
 }
 
 // NextID implements core.IDGenerator.
 func (w *IDWorker) NextID(ctx context.Context) (int64, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	select {
+	case w.mu <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("redisreserve: id counter: waiting for the worker: %w", ctx.Err())
+	}
+	defer func() { <-w.mu }()
 	now := w.now().UTC()
 	if w.identity != nil {
 		inc, err := w.identity.Current(ctx)

@@ -2,11 +2,15 @@ package redisreserve
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/faultproxy"
 )
 
 func TestIDWorkerIDsAreUniqueAcrossWorkersAndGoroutines(t *testing.T) {
@@ -86,5 +90,49 @@ func TestIDWorkerLayoutAndDayRollover(t *testing.T) {
 	}
 	if seq := c & (1<<32 - 1); seq != 101 {
 		t.Fatalf("sequence back on the old day = %d, want 101 (its second block)", seq)
+	}
+}
+
+// TestARequestWaitingForTheIDWorkerKeepsItsDeadline: with Redis
+// blackholed, one request holds the worker while its block's fetch hangs
+// to its 2 s deadline; a request behind it with 100 ms left is answered
+// at its own deadline, not after the holder's (the fault run's requests
+// behind the worker's lock were answered 4 s late past 2 s deadlines).
+func TestARequestWaitingForTheIDWorkerKeepsItsDeadline(t *testing.T) {
+	r, ok := testenv.RealRedis(t)
+	if !ok {
+		t.Skip("the blackhole is a proxy to the real Redis")
+	}
+	opts, err := redis.ParseURL(os.Getenv(testenv.RedisURLEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(opts.Addr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Heal)
+	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { client.Close() })
+	w := NewIDWorker(client, IDWorkerConfig{Prefix: r.Prefix, BlockSize: 1})
+	if _, err := w.NextID(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Silence()
+	holder, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	held := make(chan struct{})
+	go func() { close(held); w.NextID(holder) }() // its block of one is used: it fetches, and hangs
+	<-held
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := w.NextID(ctx); err == nil {
+		t.Fatal("an id handed out with Redis blackholed")
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("the request behind the worker was answered after %v, its deadline 100 ms", took)
 	}
 }
