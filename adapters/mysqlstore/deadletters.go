@@ -286,7 +286,7 @@ func (s *DeadLetters) HeldOrderOf(ctx context.Context, userID, voucherID int64) 
 func (s *DeadLetters) held(ctx context.Context, q *bun.SelectQuery) (core.Order, bool, error) {
 	var row deadLetterRow
 	err := q.Model(&row).Where("resolved_time IS NULL").Where("order_id IS NOT NULL").
-		Where("reason NOT IN (?)", bun.In(notAnOrder)).OrderExpr("id DESC").Limit(1).Scan(ctx)
+		Where("reason NOT IN (?)", bun.List(notAnOrder)).OrderExpr("id DESC").Limit(1).Scan(ctx)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return core.Order{}, false, nil

@@ -35,7 +35,7 @@ func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64, also []int64
 		}
 		var rows []orderRow
 		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "create_time").
-			Where("voucher_id = ?", voucherID).Where("status IN (?)", bun.In([]int{orderStatusCreated, orderStatusPaid})).
+			Where("voucher_id = ?", voucherID).Where("status IN (?)", bun.List([]int{orderStatusCreated, orderStatusPaid})).
 			Scan(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: live orders of voucher %d: %w", voucherID, err)
 		}
@@ -103,7 +103,7 @@ func (s *Ledger) LetteredOrders(ctx context.Context, voucherID int64) ([]core.Or
 	var rows []deadLetterRow
 	if err := s.db.NewSelect().Model(&rows).Column("order_id", "user_id", "voucher_id", "body", "first_failed").
 		Where("voucher_id = ?", voucherID).Where("resolved_time IS NULL").Where("order_id IS NOT NULL").
-		Where("reason NOT IN (?)", bun.In(holdsNoUnit)).Scan(ctx); err != nil {
+		Where("reason NOT IN (?)", bun.List(holdsNoUnit)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("mysqlstore: dead-lettered orders of voucher %d: %w", voucherID, err)
 	}
 	out := make([]core.Order, 0, len(rows))
