@@ -186,9 +186,33 @@ func (e *AlreadyPurchasedError) Error() string { return ErrAlreadyPurchased.Mess
 // Unwrap lets CodeOf, MessageOf and errors.Is see ErrAlreadyPurchased.
 func (e *AlreadyPurchasedError) Unwrap() error { return ErrAlreadyPurchased }
 
+// StatusUnreadError is a shopper's order the live store names but whose
+// status cannot be read now (the database is unavailable, and the queue
+// does not hold it: it was persisted, and only the database knows whether
+// it is unpaid, paid or cancelled). The answer is unavailable, but carries
+// OrderID: the fault run's shoppers read a bare 503 for an order Redis
+// named.
+type StatusUnreadError struct {
+	OrderID int64
+	Err     error
+}
+
+func (e *StatusUnreadError) Error() string {
+	return "your order is known, but its status cannot be read now: try again in a moment"
+}
+
+// Unwrap lets CodeOf and MessageOf see it as CodeUnavailable.
+func (e *StatusUnreadError) Unwrap() error {
+	return &Error{Code: CodeUnavailable, Message: e.Error(), Err: e.Err}
+}
+
 // HeldOrderOf is the order id an error carries for the shopper (already
-// purchased, unconfirmed), if any.
+// purchased, unconfirmed, its status unread), if any.
 func HeldOrderOf(err error) (int64, bool) {
+	var unread *StatusUnreadError
+	if errors.As(err, &unread) {
+		return unread.OrderID, true
+	}
 	var ap *AlreadyPurchasedError
 	if errors.As(err, &ap) && ap.OrderID != 0 {
 		return ap.OrderID, true

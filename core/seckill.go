@@ -317,7 +317,7 @@ func (s *Seckill) OrderOf(ctx context.Context, userID, voucherID int64) (int64, 
 	case s.held.queued(ctx, voucherID, id):
 		return id, StatusQueued, nil
 	}
-	return 0, "", Wrap("order status: store", CodeUnavailable, err)
+	return id, "", &StatusUnreadError{OrderID: id, Err: err}
 }
 
 // orderReadWait is how long an order read the database cannot answer

@@ -20,9 +20,12 @@ import (
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 )
 
-func errorCode(body map[string]any) string {
+func errorCode(body map[string]any) string { return errorField(body, "code") }
+
+// errorField is a string field of an error answer's object.
+func errorField(body map[string]any, name string) string {
 	e, _ := body["error"].(map[string]any)
-	c, _ := e["code"].(string)
+	c, _ := e[name].(string)
 	return c
 }
 

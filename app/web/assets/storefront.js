@@ -646,6 +646,9 @@ async function follow(id, orderId) {
     } else if (errorCode(r.data) === "order_not_found" && orderId) {
       answer(id, "Sorry, your reservation (ref " + shortRef(orderId) + ") was lost: it was not kept.", false);
       return;
+    } else if (r.status === 503 && r.data.error && r.data.error.orderId) {
+      // The shop knows the order, not its state right now: say so and go on asking.
+      answer(id, "Your order (ref " + shortRef(r.data.error.orderId) + ") is kept; its state cannot be read right now, retrying…", true);
     }
     await new Promise((done) => setTimeout(done, 500));
   }
