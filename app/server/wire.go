@@ -213,7 +213,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	var ledger recovery.Ledger = s.store.Ledger()
 	if sources := sale.caps.DeadLetters; len(sources) > 0 {
 		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
-		ledger = collectingLedger{Ledger: ledger, collector: s.deadLetters}
+		ledger = collectingLedger{Ledger: ledger, collector: s.deadLetters, log: log}
 	}
 	if sale.live != nil {
 		s.recovery = recovery.New(recovery.Config{Live: sale.live, Buckets: sale.buckets, Ledger: ledger, Queue: sale.caps,
@@ -252,14 +252,27 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 // read once the queue's dead letters are in the register: a rebuild in the
 // second between a letter's dead-lettering and the collector's next run
 // would otherwise deal its unit back on sale and forget its buyer.
+// collectBeforeRebuild bounds the collection a rebuild makes first (a
+// rebuild has a few seconds under its fence; the collector's own run every
+// second takes what this one leaves).
+const collectBeforeRebuild = time.Second
+
 type collectingLedger struct {
 	recovery.Ledger
 	collector *deadletters.Collector
+	log       *slog.Logger
 }
 
+// LetteredOrders collects first, best effort: a source that cannot be
+// read (a cluster's master down holds one shard's dead stream) must not
+// fail the rebuild of a voucher on the masters that answer; a letter it
+// misses is the re-drive's to take back (Redrive.TakeBack).
 func (l collectingLedger) LetteredOrders(ctx context.Context, voucherID int64) ([]core.Order, error) {
-	if err := l.collector.Collect(ctx); err != nil {
-		return nil, err
+	collect, cancel := context.WithTimeout(ctx, collectBeforeRebuild)
+	err := l.collector.Collect(collect)
+	cancel()
+	if err != nil {
+		l.log.Warn("rebuild: the dead letters could not all be collected first; a letter missed is taken back at its re-drive", "voucher", voucherID, "err", err)
 	}
 	return l.Ledger.LetteredOrders(ctx, voucherID)
 }
