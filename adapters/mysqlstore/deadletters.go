@@ -293,12 +293,19 @@ func (s *DeadLetters) held(ctx context.Context, q *bun.SelectQuery) (core.Order,
 	case err != nil:
 		return core.Order{}, false, fmt.Errorf("mysqlstore: held order: %w", err)
 	}
-	o := core.Order{ID: row.OrderID.Int64, UserID: row.UserID.Int64, VoucherID: row.VoucherID.Int64, CreatedAt: row.FirstFailed.UTC(),
-		Status: core.StatusHeld}
+	o := row.order()
+	o.Status = core.StatusHeld
+	return o, true, nil
+}
+
+// order is the order a letter's row names: its id, buyer and voucher, and
+// its time from the body where the body decodes (else the first failure).
+func (row deadLetterRow) order() core.Order {
+	o := core.Order{ID: row.OrderID.Int64, UserID: row.UserID.Int64, VoucherID: row.VoucherID.Int64, CreatedAt: row.FirstFailed.UTC()}
 	if body, err := core.DecodeOrder(row.Body); err == nil && body.ID == o.ID {
 		o.CreatedAt = body.CreatedAt.UTC()
 	}
-	return o, true, nil
+	return o
 }
 
 var _ core.DeadLettered = (*DeadLetters)(nil)

@@ -106,13 +106,9 @@ func (s *Ledger) LetteredOrders(ctx context.Context, voucherID int64) ([]core.Or
 		Where("reason NOT IN (?)", bun.List(holdsNoUnit)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("mysqlstore: dead-lettered orders of voucher %d: %w", voucherID, err)
 	}
-	out := make([]core.Order, 0, len(rows))
-	for _, r := range rows {
-		o := core.Order{ID: r.OrderID.Int64, UserID: r.UserID.Int64, VoucherID: voucherID, CreatedAt: r.FirstFailed.UTC()}
-		if body, err := core.DecodeOrder(r.Body); err == nil && body.ID == o.ID {
-			o.CreatedAt = body.CreatedAt.UTC()
-		}
-		out = append(out, o)
+	out := make([]core.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.order()
 	}
 	return out, nil
 }
