@@ -149,7 +149,7 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 		panic("core: NewCatalog needs Vouchers and a Board")
 	}
 	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, buckets: cfg.Buckets, lister: cfg.Lister, unknown: cfg.Unknown,
-		nudger: cfg.Nudger, recovery: guardOr(cfg.Recovery), now: time.Now}
+		nudger: cfg.Nudger, recovery: GuardOr(cfg.Recovery), now: time.Now}
 }
 
 // Create validates, stores and loads a voucher; v.ID is set on success.

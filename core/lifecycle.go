@@ -146,7 +146,7 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	if cfg.Observer == nil {
 		cfg.Observer = nopLifecycleObserver{}
 	}
-	return &Lifecycle{store: cfg.Store, live: cfg.Live, guard: guardOr(cfg.Guard), memo: cfg.Memo, log: cfg.Log, obs: cfg.Observer, cfg: cfg, now: time.Now}
+	return &Lifecycle{store: cfg.Store, live: cfg.Live, guard: GuardOr(cfg.Guard), memo: cfg.Memo, log: cfg.Log, obs: cfg.Observer, cfg: cfg, now: time.Now}
 }
 
 // databaseLiveState stands in for the live store where the database is the

@@ -51,10 +51,10 @@ func (noRecovery) Recheck(context.Context, int64, Patience) (bool, error) { retu
 func (noRecovery) Lost(context.Context, int64, Patience) error            { return ErrVoucherNotFound }
 func (noRecovery) RepairAfter(context.Context, string, []Order) error     { return nil }
 
-// guardOr is g, or NoRecovery when none was given: a nil interface, or a
+// GuardOr is g, or NoRecovery when none was given: a nil interface, or a
 // nil pointer in one (a wiring that holds a *recovery.Guard only when the
 // sale has a live store to recover passes it as it is).
-func guardOr(g LiveGuard) LiveGuard {
+func GuardOr(g LiveGuard) LiveGuard {
 	if g == nil || isNilPointer(g) {
 		return NoRecovery
 	}

@@ -139,7 +139,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs, recovery: guardOr(cfg.Recovery)}
+	return &Pipeline{queue: q, caps: CapabilitiesOf(q), store: store, cfg: cfg, log: log, obs: obs, recovery: GuardOr(cfg.Recovery)}
 }
 
 // Run starts the consumers and blocks until ctx is cancelled and every

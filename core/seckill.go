@@ -105,7 +105,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Letters = noLetters{}
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: guardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder),
+		recovery: GuardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder),
 		tracing: cfg.Tracing, letters: cfg.Letters, now: time.Now}
 }
 

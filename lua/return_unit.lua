@@ -24,9 +24,18 @@
 --      returned already, or a rebuild read the cancellation from the
 --      database), so a second return changes nothing
 --  -1  later: the voucher's stock is not loaded (a rebuild's fence holds
---      it, or Redis forgot the sale); nothing changed
+--      it, or Redis forgot the sale), or the state is not whole (the
+--      buyers plus the stock left are not the total: Redis evicted the
+--      buyers hash, so no mark can say whether this unit came back);
+--      nothing changed, and the caller has the voucher rebuilt, which
+--      reads the cancellation from the database
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return -1
+end
+local total = redis.call('HGET', KEYS[3], 'total')
+if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
   return -1
 end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then

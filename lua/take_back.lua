@@ -8,6 +8,8 @@
 --
 -- KEYS[1] -> seckill:stock:{shard}:voucherId   string: remaining stock
 -- KEYS[2] -> seckill:order:{shard}:voucherId   hash: user id -> order id
+-- KEYS[3] -> seckill:window:{shard}:voucherId  hash: total, the units on
+--            sale (absent in state written before it was kept)
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the dead-lettered order
@@ -21,9 +23,16 @@
 --   {0, ""}        none left: the unit went back on sale and was sold
 --   {3, other id}  the buyer holds another order of the voucher
 --  {-1, ""}        later: the voucher's stock is not loaded (a rebuild's
---                  fence holds it, or Redis forgot the sale); nothing changed
+--                  fence holds it, or Redis forgot the sale), or the state
+--                  is not whole (an evicted buyers hash: a missing mark
+--                  says nothing); nothing changed
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return {-1, ''}
+end
+local total = redis.call('HGET', KEYS[3], 'total')
+if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
   return {-1, ''}
 end
 local mark = redis.call('HGET', KEYS[2], ARGV[1])
@@ -33,7 +42,7 @@ end
 if mark then
   return {3, mark}
 end
-if tonumber(redis.call('GET', KEYS[1])) <= 0 then
+if tonumber(stock) <= 0 then
   return {0, ''}
 end
 redis.call('DECR', KEYS[1])

@@ -580,7 +580,7 @@ func (r *sale) takeBackAll(ctx context.Context, orders []core.Order, bks []Bucke
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(orders))
 		for i, o := range orders {
-			cmds[i] = takeBackScript.EvalSha(ctx, pipe, []string{bks[i].Stock, bks[i].Orders}, o.UserID, o.ID)
+			cmds[i] = takeBackScript.EvalSha(ctx, pipe, []string{bks[i].Stock, bks[i].Orders, bks[i].Window}, o.UserID, o.ID)
 		}
 		_, err := pipe.Exec(ctx)
 		if err == nil || try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -627,7 +627,7 @@ func (r *sale) takeBackBorrowing(ctx context.Context, o core.Order, bk BucketKey
 		case got.units == 0 && !got.voided:
 			return core.TakeBack{Result: core.UnitGone}, nil
 		}
-		res, err := takeBackScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders}, o.UserID, o.ID).Slice()
+		res, err := takeBackScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders, bk.Window}, o.UserID, o.ID).Slice()
 		if err != nil {
 			return core.TakeBack{}, fmt.Errorf("redisreserve: take a unit back: %w", err)
 		}

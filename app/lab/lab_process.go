@@ -144,6 +144,11 @@ func (p *labProcess) stop() {
 		<-p.waited
 	}
 	p.logs.Close()
+	if os.Getenv("SECKILL_LAB_KEEP_LOGS") == "1" {
+		// For reading what a server did under a fault: kept, and named.
+		fmt.Fprintln(os.Stderr, "lab: server log kept:", p.logs.Name())
+		return
+	}
 	os.Remove(p.logs.Name())
 }
 

@@ -37,6 +37,7 @@ var redisFaults = []string{
 	"Redis full, allkeys-lru",
 	"Redis full, allkeys-random",
 	"Redis full, volatile-lru",
+	"Redis squeezed 5 s, allkeys-lru",
 }
 
 // firstOutageFault is the first column of the second table.
@@ -70,6 +71,9 @@ type saleFaultResult struct {
 	Slowest                 time.Duration
 	// Evicted: keys Redis evicted during the sale (evicted_keys).
 	Evicted int64
+	// Stopped: the longest time after the fault with no order accepted,
+	// up to the last one accepted (a sale that stops and comes back).
+	Stopped time.Duration
 }
 
 const (
@@ -95,6 +99,7 @@ func (f faultLab) runRedisFaults() []saleFaultResult {
 		func(f faultLab, t *labT) saleFaultResult { return f.failover(t, true) },
 		faultLab.redisUnreachable, faultLab.mysqlUnreachable,
 		full("noeviction"), full("allkeys-lru"), full("allkeys-random"), full("volatile-lru"),
+		func(f faultLab, t *labT) saleFaultResult { return f.redisSqueezed(t, "allkeys-lru") },
 	}
 	for i, step := range steps {
 		if f.cfg.Queue == "sync" && i != firstOutageFault && i != firstOutageFault+1 {
@@ -110,9 +115,9 @@ func (f faultLab) runRedisFaults() []saleFaultResult {
 			out[i] = saleFaultResult{Note: note}
 		}
 		if r := out[i]; r.Ran {
-			f.progress("[%s]   accepted %d of %d; lost %d, twice %d, oversold %d, unconfirmed %d (%d persisted anyway); an order accepted %v after the fault; %d × 503, %d unanswered, slowest %v, %d keys evicted",
+			f.progress("[%s]   accepted %d of %d; lost %d, twice %d, oversold %d, unconfirmed %d (%d persisted anyway); an order accepted %v after the fault; %d × 503, %d unanswered, slowest %v, stopped %v, %d keys evicted",
 				f.cfg.Queue, r.Accepted, r.Stock, r.Lost, r.Twice, r.Oversold, r.Unconfirmed, r.UnconfirmedKept, round(r.Correct),
-				r.Unavailable, r.Unanswered, round(r.Slowest), r.Evicted)
+				r.Unavailable, r.Unanswered, round(r.Slowest), round(r.Stopped), r.Evicted)
 		} else {
 			f.progress("[%s]   %s", f.cfg.Queue, r.Note)
 		}
@@ -188,12 +193,25 @@ func (f faultLab) mysqlUnreachable(t *labT) saleFaultResult {
 	})
 }
 
+// redisSqueezed caps the memory of a Redis whose maxmemory-policy is
+// policy as redisFull does, for outageFor, then lifts the cap: what the
+// squeeze costs is how long the sale stops (evictions, rebuilds) and how
+// soon it sells again once memory is back.
+func (f faultLab) redisSqueezed(t *labT, policy string) saleFaultResult {
+	return f.squeeze(t, policy, outageFor)
+}
+
 // redisFull runs the sale on a Redis whose maxmemory-policy is policy (the
 // server started with SECKILL_REDIS_ALLOW_EVICTION=1), and at a quarter of
 // the stock caps its memory just above what it uses: the rest of the sale
 // writes past the cap. noeviction refuses those writes; the others evict
 // keys — the sale's own, for all the keys Redis holds are the sale's.
 func (f faultLab) redisFull(t *labT, policy string) saleFaultResult {
+	return f.squeeze(t, policy, 0)
+}
+
+// squeeze is redisFull with the cap lifted after lasting (0: kept).
+func (f faultLab) squeeze(t *labT, policy string, lasting time.Duration) saleFaultResult {
 	rp := redistopology.StartRedisProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(rp.Port)})
 	t.Cleanup(func() { rdb.Close() })
@@ -213,6 +231,12 @@ func (f faultLab) redisFull(t *labT, policy string) saleFaultResult {
 		s.strikeNow()
 		if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+256<<10, 10)).Err(); err != nil {
 			panic(labAbort{"CONFIG SET maxmemory: " + err.Error()})
+		}
+		if lasting > 0 {
+			time.Sleep(lasting)
+			if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+				panic(labAbort{"CONFIG SET maxmemory 0: " + err.Error()})
+			}
 		}
 	})
 	if before >= 0 {
@@ -273,7 +297,7 @@ func (f faultLab) saleUnderFault(t *labT, redisURL string, env map[string]string
 	}
 
 	r := saleFaultResult{Ran: true, Stock: saleFaultStock, Accepted: int64(len(s.orders)), Unconfirmed: int64(len(s.unconfirmed)),
-		Unavailable: s.unavailable, Unanswered: s.unanswered, Slowest: s.slowest}
+		Unavailable: s.unavailable, Unanswered: s.unanswered, Slowest: s.slowest, Stopped: s.longestStop}
 	if !s.firstAfter.IsZero() {
 		r.Correct = s.firstAfter.Sub(s.struckAt)
 	}
@@ -325,6 +349,8 @@ type faultedSale struct {
 	unavailable int64                    // answered 503
 	unanswered  int64                    // no answer within the client's timeout
 	slowest     time.Duration            // the longest answer
+	lastAccept  time.Time                // the latest new order answered 200 (from the fault on)
+	longestStop time.Duration            // the longest time with none, after the fault
 }
 
 // strikeNow records the moment the fault strikes.
@@ -332,6 +358,7 @@ func (s *faultedSale) strikeNow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.struckAt = time.Now()
+	s.lastAccept = s.struckAt
 }
 
 // waitAccepted blocks until n orders were accepted or the sale ended.
@@ -409,6 +436,10 @@ func (s *faultedSale) attempt(client *http.Client, url string, tokens *server.To
 		}
 		if _, seen := s.orders[id]; !seen {
 			s.accepted.Add(1)
+			if !s.struckAt.IsZero() {
+				s.longestStop = max(s.longestStop, now.Sub(s.lastAccept))
+				s.lastAccept = now
+			}
 		}
 		s.orders[id] = user
 		if s.wins[user] == nil {

@@ -307,7 +307,8 @@ func writeRedisFaults(b *strings.Builder, results []labResult) {
 	fmt.Fprintf(b, "\n## Outages and a full Redis mid-sale\n\n"+
 		"The same sale. *Unreachable*: once a quarter of the stock is accepted, a proxy between the server and Redis (or MySQL) swallows every byte for %v and keeps the connections open — a partition, not a restart — then resets them. "+
 		"*Redis full*: a Redis of the lab's own with that `maxmemory-policy` (the server started with `SECKILL_REDIS_ALLOW_EVICTION=1`; without it the server refuses such a Redis), whose `maxmemory` is set at a quarter of the stock to 256 KiB above what it then uses, so the rest of the sale writes past it; every key in it is the sale's. "+
-		"A cell reads *lost* / *twice* / *oversold* as above, the orders answered 200, the answers 503 (`unavailable`, `busy`), the requests that had no answer within the shoppers' 10 s, the slowest answer, and the keys Redis evicted.\n\n", outageFor)
+		"*Squeezed*: the same cap, lifted after %v. "+
+		"A cell reads *lost* / *twice* / *oversold* as above, the orders answered 200, the answers 503 (`unavailable`, `busy`), the requests that had no answer within the shoppers' 10 s, the slowest answer, the longest time after the fault with no order accepted (up to the last one), and the keys Redis evicted.\n\n", outageFor, outageFor)
 	writeSaleFaultTable(b, results, firstOutageFault, len(redisFaults), true)
 }
 
@@ -337,7 +338,7 @@ func writeSaleFaultTable(b *strings.Builder, results []labResult, from, to int, 
 				cell += fmt.Sprintf("; %d unconfirmed (%d of them persisted)", f.Unconfirmed, f.UnconfirmedKept)
 			}
 			if outages {
-				cell += fmt.Sprintf("; %d × 503, %d unanswered, slowest %v", f.Unavailable, f.Unanswered, round(f.Slowest))
+				cell += fmt.Sprintf("; %d × 503, %d unanswered, slowest %v, stopped %v", f.Unavailable, f.Unanswered, round(f.Slowest), round(f.Stopped))
 				if f.Evicted > 0 {
 					cell += fmt.Sprintf("; %d keys evicted", f.Evicted)
 				}

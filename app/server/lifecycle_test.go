@@ -626,3 +626,60 @@ func TestATapAtOnceReachesTheOrderBeingSaved(t *testing.T) {
 		}
 	})
 }
+
+// TestAnEvictedBuyersHashStrandsNoCancelledUnit: Redis (eviction allowed)
+// drops a voucher's buyers hash while the stock key stays; a buyer's
+// cancellation then finds no mark naming their order. The unit must still
+// come back to the live sale (the stock Redis sells agrees with the
+// database's), and once only.
+func TestAnEvictedBuyersHashStrandsNoCancelledUnit(t *testing.T) {
+	for _, second := range []string{"none", "again"} {
+		t.Run("second purchase "+second, func(t *testing.T) {
+			forEachStack(t, nil, func(t *testing.T, h *harness) {
+				ctx := context.Background()
+				voucher := h.openVoucher(10)
+				status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil)
+				if status != 200 {
+					t.Fatalf("buy: %d %v", status, body)
+				}
+				order := body["orderId"].(string)
+				h.waitForRows(voucher, 1, 10*time.Second)
+				keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+				if err := h.srv.rdb.Del(ctx, keys.Orders(voucher)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if second == "again" {
+					if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status == 200 {
+						t.Fatalf("the buyer's second purchase: %d %v, want refused", status, body)
+					}
+				}
+				if status, body := h.do("POST", "/api/orders/"+order+"/cancel", h.shopper(1), nil); status != 200 {
+					t.Fatalf("cancel: %d %v", status, body)
+				}
+				var live string
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					_, body = h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+					live = h.srv.rdb.Get(ctx, keys.Stock(voucher)).Val()
+					if live == "10" && body["stock"] == float64(10) {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if _, stock := h.rows(voucher); stock != 10 || live != "10" {
+					t.Fatalf("after the cancel: database stock %d, Redis stock %q, want both 10 (the unit back once)", stock, live)
+				}
+				// Ten more shoppers take exactly the ten units.
+				sold := 0
+				for u := int64(2); u <= 12; u++ {
+					if status, _ := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(u), nil); status == 200 {
+						sold++
+					}
+				}
+				if sold != 10 {
+					t.Fatalf("%d sold after the cancel, want 10", sold)
+				}
+			})
+		})
+	}
+}

@@ -375,7 +375,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		ledger:       s.store.Ledger(),
 		deadLetters:  s.store.DeadLetters(),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.ordersStore(),
-			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
+			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.recovery, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
 		backend: cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,

@@ -78,6 +78,11 @@ type DeskConfig struct {
 	// Units makes each order's unit its own in the live sale before it is
 	// persisted (nil: DatabaseUnits, the database is the live state).
 	Units LiveUnits
+	// Guard rebuilds a voucher whose live state cannot say whose a unit
+	// is (not loaded, or not whole: an evicted buyers hash), so that the
+	// re-drive that skipped it for now can go through the next time
+	// (nil: core.NoRecovery).
+	Guard core.LiveGuard
 	// Bodies: a re-drive persists only a body whose signature verifies
 	// (nil: OwnQueue).
 	Bodies Bodies
@@ -118,6 +123,7 @@ func NewDesk(cfg DeskConfig) *Desk {
 	if cfg.Units == nil {
 		cfg.Units = DatabaseUnits{}
 	}
+	cfg.Guard = core.GuardOr(cfg.Guard)
 	if cfg.Bodies == nil {
 		cfg.Bodies = OwnQueue{}
 	}
@@ -290,6 +296,11 @@ func (d *Desk) takeBack(ctx context.Context, orders []core.Order, byOrder map[in
 		if t := taken[i]; t.Persistable() {
 			own = append(own, o)
 			continue
+		}
+		if taken[i].Result == core.TakeBackLater {
+			// Started, not waited for: the skipped letter says to re-drive
+			// it again, and by then the state is whole.
+			_ = d.cfg.Guard.Lost(ctx, o.VoucherID, core.DontWait)
 		}
 		if err := d.failed(ctx, byOrder[o.ID], "re-drive skipped: "+taken[i].Why(), out); err != nil {
 			return nil, err
