@@ -57,9 +57,12 @@ var ErrNotReconcilable = core.E(core.CodeNotReconcilable,
 	"this backend cannot list the orders it holds, and some of this voucher's are reserved and not yet persisted: retry once they are")
 
 func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, operator bool) (Report, error) {
+	// Cached by the live store's adapter: no round trip. An error leaves
+	// it "", which no failure was recorded in.
+	inc, _ := r.live.Incarnation(ctx)
 	r.mu.Lock()
 	b, ok := r.running[voucherID]
-	if f, failing := r.failing[voucherID]; !ok && !operator && failing && time.Now().Before(f.until) {
+	if f, failing := r.failing[voucherID]; !ok && !operator && failing && f.incarnation == inc && time.Now().Before(f.until) {
 		// The last rebuild failed moments ago (a Redis out of memory, say):
 		// this voucher's shoppers are told to retry, without a rebuild
 		// each that would fail the same way; the rest of the sale goes on.
@@ -80,7 +83,7 @@ func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, opera
 			b.report, b.err = r.rebuild(rctx, voucherID, operator)
 			r.mu.Lock()
 			delete(r.running, voucherID)
-			r.backOff(voucherID, b.err)
+			r.backOff(voucherID, inc, b.err)
 			r.mu.Unlock()
 			close(b.done)
 		}()
@@ -127,30 +130,40 @@ func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, opera
 
 // A rebuild that failed holds off the next one of its voucher for
 // rebuildBackoffFirst, doubling with each failure in a row up to
-// rebuildBackoffMax. An LRU squeeze made every request of a voucher start a
-// rebuild that failed ("rebuild failed" 2,134 times in the outside
-// review's run, 681 shoppers gave up): each now costs Redis one attempt
-// per backoff, not one per shopper.
+// rebuildBackoffMax, while the live store is the incarnation it failed in.
+// An LRU squeeze made every request of a voucher start a rebuild that
+// failed ("rebuild failed" 2,134 times in the outside review's run, 681
+// shoppers gave up): each now costs Redis one attempt per backoff, not one
+// per shopper. The cap is what a squeeze's end can wait for the first
+// rebuild after it: at 5 s the sale stayed stopped up to 3.2 s after
+// Redis had memory again (the outside review's second run: 11.5 s
+// stopped, 1,218 gave up); a squeeze that ends with Redis forgetting part
+// of the sale (an evicted stream: another incarnation) rebuilds at once.
 const (
 	rebuildBackoffFirst = 100 * time.Millisecond
-	rebuildBackoffMax   = 5 * time.Second
+	rebuildBackoffMax   = time.Second
 )
 
-// failure is a voucher's failed rebuilds in a row: the next waits until.
+// failure is a voucher's failed rebuilds in a row, in incarnation: the
+// next waits until.
 type failure struct {
-	wait  time.Duration
-	until time.Time
+	wait        time.Duration
+	until       time.Time
+	incarnation string
 }
 
 // backOff records how a rebuild of the voucher ended; r.mu is held. Only
 // a failure of the live store or the database counts: not a voucher that
 // does not exist, another's rebuild under way, or a queue not drained.
-func (r *Guard) backOff(voucherID int64, err error) {
+func (r *Guard) backOff(voucherID int64, inc string, err error) {
 	if err == nil || core.CodeOf(err) != core.CodeUnavailable {
 		delete(r.failing, voucherID)
 		return
 	}
 	f := r.failing[voucherID]
+	if f.incarnation != inc {
+		f = failure{incarnation: inc}
+	}
 	f.wait = min(max(2*f.wait, rebuildBackoffFirst), rebuildBackoffMax)
 	f.until = time.Now().Add(f.wait)
 	r.failing[voucherID] = f

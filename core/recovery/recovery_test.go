@@ -427,6 +427,41 @@ func TestAFailingRebuildBacksOff(t *testing.T) {
 	}
 }
 
+// TestABackedOffRebuildGoesOnOnceRedisChanges: a voucher whose rebuilds
+// failed long enough to back off to the cap is rebuilt within the cap (a
+// second) once the live store takes writes again, and at once when the
+// live store is another incarnation (a squeeze that ended with a stream
+// evicted): a 5 s cap kept the sale stopped 1.4 s after the squeeze
+// ended, in the lab's squeeze.
+func TestABackedOffRebuildGoesOnOnceRedisChanges(t *testing.T) {
+	live := newFakeLive("run-1")
+	r := recovery.New(recovery.Config{Live: live, Ledger: fakeLedgers{7: {voucher: core.Voucher{ID: 7, Stock: 5}}}})
+	live.failRestore.Store(true)
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_ = r.Ensure(context.Background(), 7, core.Wait)
+	}
+	live.failRestore.Store(false)
+	healed := time.Now()
+	for r.Ensure(context.Background(), 7, core.Wait) != nil {
+		if time.Since(healed) > 1500*time.Millisecond {
+			t.Fatalf("not rebuilt %v after the live store took writes again, want within the 1 s cap", time.Since(healed))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	live.failRestore.Store(true)
+	for range 20 { // backing off again, in run-1
+		_ = r.Ensure(context.Background(), 7, core.Wait)
+		time.Sleep(20 * time.Millisecond)
+	}
+	live.failRestore.Store(false)
+	live.mu.Lock()
+	live.incarnation = "run-2"
+	live.mu.Unlock()
+	if err := r.Ensure(context.Background(), 7, core.Wait); err != nil {
+		t.Fatalf("another incarnation: %v, want rebuilt at once (a backoff is its incarnation's)", err)
+	}
+}
+
 // fakeLedgers is a database of several vouchers.
 type fakeLedgers map[int64]fakeLedger
 
