@@ -24,9 +24,10 @@ type Capabilities struct {
 	Forwarder Forwarder
 	// Relay tells the relay of a relayed queue (set by Relayed).
 	Relay RelayReporter
-	// Admission turns shoppers away before anything is reserved while the
-	// queue cannot take orders (a relayed queue whose outbox is full).
-	Admission Admission
+	// Intake turns shoppers away before anything is reserved while the
+	// queue cannot take orders (a relayed queue whose outbox is full; nil:
+	// OpenIntake).
+	Intake Intake
 	// Duties are the queue's background work, run while its consumers run.
 	Duties []Duty
 	// Stats tells depth, pending, lag and dead letters.

@@ -48,6 +48,15 @@ func NewKeyRing(p Purpose, secrets ...[]byte) KeyRing {
 	return r
 }
 
+// hmacSum is HMAC-SHA256 keyed with key over message: a key derived from
+// the server's secret for one use (message names the use), and the
+// signatures made with it.
+func hmacSum(key []byte, message string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(message))
+	return mac.Sum(nil)
+}
+
 // Sign is message's HMAC-SHA256 under the signing key.
 func (r KeyRing) Sign(message string) []byte { return hmacSum(r.sign, message) }
 
@@ -60,12 +69,6 @@ func (r KeyRing) Verify(message string, mac []byte) bool {
 	}
 	return ok
 }
-
-// The purposes of the deployment's secret.
-var (
-	PurposeRoomPass   = Purpose{Label: "seckill room pass v2", Legacy: passDomain}
-	PurposeRoomPuzzle = Purpose{Label: "seckill room puzzle v2", Legacy: puzzleDomain}
-)
 
 // PurposeOrderSignature is the broker messages' signatures of the
 // deployment whose keys start with scope (SECKILL_KEY_PREFIX): two

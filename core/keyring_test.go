@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // TestEachPurposeSignsWithItsOwnHKDFKey: the security review cracked the
@@ -21,7 +22,7 @@ import (
 // under another's or under the raw secret.
 func TestEachPurposeSignsWithItsOwnHKDFKey(t *testing.T) {
 	secret := []byte("8a3f0c1e5b7d9e2f4a6c8e0b2d4f6a8c1e3b5d7f9a2c4e6b8d0f2a4c6e8b0d2f")
-	pass := core.NewPassSigner(secret).Token(core.RoomPass{VoucherID: 1, UserID: 2, Position: 3, Expires: time.UnixMilli(1795941009284)})
+	pass := room.NewPassSigner(secret).Token(room.Pass{VoucherID: 1, UserID: 2, Position: 3, Expires: time.UnixMilli(1795941009284)})
 	cut := strings.LastIndexByte(pass, '.')
 	key, _ := hkdf.Key(sha256.New, secret, nil, "seckill room pass v2", 32)
 	mac := hmac.New(sha256.New, key)
@@ -38,7 +39,7 @@ func TestEachPurposeSignsWithItsOwnHKDFKey(t *testing.T) {
 			t.Errorf("a broker message's signature is the HMAC under %s", name)
 		}
 	}
-	if core.NewPassSigner(secret).Token(core.RoomPass{VoucherID: 1}) == core.NewPassSigner([]byte("another")).Token(core.RoomPass{VoucherID: 1}) {
+	if room.NewPassSigner(secret).Token(room.Pass{VoucherID: 1}) == room.NewPassSigner([]byte("another")).Token(room.Pass{VoucherID: 1}) {
 		t.Fatal("two secrets sign a pass alike")
 	}
 }
@@ -52,22 +53,22 @@ func TestEachPurposeSignsWithItsOwnHKDFKey(t *testing.T) {
 func TestAPreviousSecretStillVerifiesWhatItSigned(t *testing.T) {
 	old, current, other := []byte(strings.Repeat("a1", 32)), []byte(strings.Repeat("b2", 32)), []byte(strings.Repeat("c3", 32))
 	now := time.UnixMilli(1795941009284)
-	p := core.RoomPass{VoucherID: 1, UserID: 2, Position: 3, Expires: now.Add(time.Minute)}
-	rotating := core.NewPassSigner(current, old)
+	p := room.Pass{VoucherID: 1, UserID: 2, Position: 3, Expires: now.Add(time.Minute)}
+	rotating := room.NewPassSigner(current, old)
 	for name, c := range map[string]struct {
 		token string
 		ok    bool
 	}{
-		"the old secret's":  {core.NewPassSigner(old).Token(p), true},
+		"the old secret's":  {room.NewPassSigner(old).Token(p), true},
 		"the new secret's":  {rotating.Token(p), true},
-		"a third secret's":  {core.NewPassSigner(other).Token(p), false},
-		"signed by the new": {core.NewPassSigner(current).Token(p), true},
+		"a third secret's":  {room.NewPassSigner(other).Token(p), false},
+		"signed by the new": {room.NewPassSigner(current).Token(p), true},
 	} {
 		if _, err := rotating.Check(c.token, 1, 2, now); (err == nil) != c.ok {
 			t.Errorf("%s pass: %v, want accepted %v", name, err, c.ok)
 		}
 	}
-	if _, err := core.NewPassSigner(current).Check(core.NewPassSigner(old).Token(p), 1, 2, now); err == nil {
+	if _, err := room.NewPassSigner(current).Check(room.NewPassSigner(old).Token(p), 1, 2, now); err == nil {
 		t.Error("without the previous secret, the old one's pass is accepted")
 	}
 	body := []byte(`{"id":"9"}`)
@@ -81,9 +82,9 @@ func TestAPreviousSecretStillVerifiesWhatItSigned(t *testing.T) {
 	if !core.NewOrderSigner(old, "s:").Valid(body, hex.EncodeToString(v1.Sum(nil))) {
 		t.Error("a message the previous version signed (its HMAC-derived key) does not verify")
 	}
-	puzzle := core.NewJoinPuzzle(old, 1)
+	puzzle := room.NewPuzzle(old, 1)
 	challenge := puzzle.Challenge(1, 2, now)
-	if err := core.NewJoinPuzzle(current, 1, old).Check(challenge, core.Solve(challenge, 1), 1, 2, now); err != nil {
+	if err := room.NewPuzzle(current, 1, old).Check(challenge, room.Solve(challenge, 1), 1, 2, now); err != nil {
 		t.Errorf("a challenge of the old secret, solved: %v", err)
 	}
 }

@@ -43,13 +43,21 @@ type RelayStats struct {
 	Outbox QueueStats
 }
 
-// Admission lets a queue turn shoppers away before anything is reserved
-// (Capabilities.Admission).
-type Admission interface {
-	// Admit returns nil, or why no order can be taken now (an error of
+// Intake lets a queue turn shoppers away before anything is reserved
+// (Capabilities.Intake).
+type Intake interface {
+	// Accept returns nil, or why no order can be taken now (an error of
 	// CodeBusy: the shopper is told to retry).
-	Admit(ctx context.Context) error
+	Accept(ctx context.Context) error
 }
+
+// OpenIntake accepts every order: the intake of a queue that can always
+// take one (every queue but a relayed one).
+var OpenIntake Intake = openIntake{}
+
+type openIntake struct{}
+
+func (openIntake) Accept(context.Context) error { return nil }
 
 // RelayReporter tells a relayed queue's relay (Capabilities.Relay).
 type RelayReporter interface {
@@ -73,10 +81,10 @@ type RelayConfig struct {
 	// answered 503 busy before anything is reserved, so a broker that is
 	// down fills neither Redis nor the shoppers' hopes. 0: no cap.
 	OutboxCap int64
-	// AdmitEvery is how often the outbox's backlog is read again for the
+	// IntakeEvery is how often the outbox's backlog is read again for the
 	// cap (each instance reads it at most this often). Default 500ms.
-	AdmitEvery time.Duration
-	Log        *slog.Logger
+	IntakeEvery time.Duration
+	Log         *slog.Logger
 	// Tracing, if set, records each forward of a batch ("relay orders")
 	// in its orders' traces.
 	Tracing Tracing
@@ -95,8 +103,8 @@ func (c *RelayConfig) setDefaults() {
 	if c.FinishTimeout <= 0 {
 		c.FinishTimeout = 5 * time.Second
 	}
-	if c.AdmitEvery <= 0 {
-		c.AdmitEvery = 500 * time.Millisecond
+	if c.IntakeEvery <= 0 {
+		c.IntakeEvery = 500 * time.Millisecond
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -148,9 +156,9 @@ type relayed struct {
 	// relaying marks each shard whose relay runs in this process.
 	relaying []atomic.Bool
 
-	// admitMu is held by the one caller reading the backlog again;
+	// intakeMu is held by the one caller reading the backlog again;
 	// backlog is the last read (-1 before any) and backlogAt its time.
-	admitMu   sync.Mutex
+	intakeMu  sync.Mutex
 	backlog   atomic.Int64
 	backlogAt atomic.Int64 // unix nanoseconds
 }
@@ -164,7 +172,7 @@ func (r *relayed) Capabilities() Capabilities {
 		Relay:      r,
 	}
 	if r.cfg.OutboxCap > 0 && r.oc.Stats != nil {
-		c.Admission = r
+		c.Intake = r
 	}
 	c.Duties = append(c.Duties, r.oc.Duties...)
 	c.Duties = append(c.Duties, r.bc.Duties...)
@@ -361,19 +369,19 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Admit refuses while the outbox holds OutboxCap orders or more. The
-// backlog is read at most every AdmitEvery, by one caller at a time; the
+// Accept refuses while the outbox holds OutboxCap orders or more. The
+// backlog is read at most every IntakeEvery, by one caller at a time; the
 // others meanwhile use the last reading (a backlog that cannot be read
 // admits: Redis itself answers for the reservation).
-func (r *relayed) Admit(ctx context.Context) error {
-	if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.AdmitEvery && r.admitMu.TryLock() {
-		if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.AdmitEvery {
+func (r *relayed) Accept(ctx context.Context) error {
+	if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.IntakeEvery && r.intakeMu.TryLock() {
+		if time.Since(time.Unix(0, r.backlogAt.Load())) >= r.cfg.IntakeEvery {
 			if st, err := r.oc.Stats.Stats(ctx); err == nil {
 				r.backlog.Store(max(st.Depth, 0) + max(st.Pending, 0))
 			}
 			r.backlogAt.Store(time.Now().UnixNano())
 		}
-		r.admitMu.Unlock()
+		r.intakeMu.Unlock()
 	}
 	if n := r.backlog.Load(); n >= r.cfg.OutboxCap {
 		return E(CodeBusy, fmt.Sprintf("the broker is not taking orders fast enough: %d wait in the outbox (the cap is %d)", n, r.cfg.OutboxCap))

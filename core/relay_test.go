@@ -121,22 +121,22 @@ func TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed(t *testing.T) {
 func TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap(t *testing.T) {
 	box := newFakeQueue()
 	broker := &fakeBroker{got: map[int64]int{}, outbox: box}
-	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{OutboxCap: 3, AdmitEvery: time.Nanosecond})
+	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{OutboxCap: 3, IntakeEvery: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admission := core.CapabilitiesOf(q).Admission
-	if admission == nil || admission.Admit(context.Background()) != nil {
+	intake := core.CapabilitiesOf(q).Intake
+	if intake == nil || intake.Accept(context.Background()) != nil {
 		t.Fatal("an empty outbox refuses")
 	}
 	for id := int64(1); id <= 3; id++ {
 		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7}), 1)
 	}
-	err = admission.Admit(context.Background())
+	err = intake.Accept(context.Background())
 	if e, ok := errors.AsType[*core.Error](err); !ok || e.Code != core.CodeBusy || !strings.Contains(e.Message, "outbox") {
 		t.Fatalf("at the cap: %v, want busy naming the outbox", err)
 	}
-	if q, _ := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{}); core.CapabilitiesOf(q).Admission != nil {
+	if q, _ := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{}); core.CapabilitiesOf(q).Intake != nil {
 		t.Fatal("no cap, yet an admission")
 	}
 }

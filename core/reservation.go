@@ -93,9 +93,9 @@ type Reserver interface {
 // ShopperLimit is the reserver's own limit on a shopper's seckills (the
 // Redis reservation keeps it in its script), checked alone before a
 // request that must look the voucher up first: the limit then holds before
-// any look-up. Admit answers Reserved (admitted) or RateLimited.
+// any look-up. Allow answers Reserved (allowed) or RateLimited.
 type ShopperLimit interface {
-	Admit(ctx context.Context, userID, voucherID int64) (Reservation, error)
+	Allow(ctx context.Context, userID, voucherID int64) (Reservation, error)
 }
 
 // StockBoard holds the sale state the reservation reads: stock and window.

@@ -26,7 +26,7 @@ type Seckill struct {
 	// the live store (one that remembers nothing when none is given).
 	memo *AnswerMemo
 	// admission turns shoppers away while the queue cannot take orders.
-	admission Admission
+	intake Intake
 	// held answers order reads the database cannot (nil: no complete
 	// list of the queue's orders to ask).
 	held *heldReads
@@ -80,9 +80,9 @@ type SeckillConfig struct {
 	// Memo answers remembered refusals and is told when stock comes back
 	// (nil: a memo that remembers nothing).
 	Memo *AnswerMemo
-	// Admission, if set, is asked before each reservation
-	// (Capabilities.Admission).
-	Admission Admission
+	// Intake is asked before each reservation (Capabilities.Intake; nil:
+	// OpenIntake).
+	Intake Intake
 	// Holder is the queue's complete list of the orders it holds
 	// (Capabilities.Holder): while the database cannot be read, an order
 	// status read is answered queued for an order it still holds (nil: 503).
@@ -98,6 +98,9 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 	if cfg.IDs == nil || cfg.Reserver == nil {
 		panic("core: NewSeckill needs IDs and a Reserver")
 	}
+	if cfg.Intake == nil {
+		cfg.Intake = OpenIntake
+	}
 	if cfg.Memo == nil {
 		cfg.Memo = NewAnswerMemo(0, nil)
 	}
@@ -105,7 +108,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 		cfg.Letters = noLetters{}
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
-		recovery: GuardOr(cfg.Recovery), memo: cfg.Memo, admission: cfg.Admission, held: newHeldReads(cfg.Holder),
+		recovery: GuardOr(cfg.Recovery), memo: cfg.Memo, intake: cfg.Intake, held: newHeldReads(cfg.Holder),
 		tracing: cfg.Tracing, letters: cfg.Letters, now: time.Now}
 }
 
@@ -120,10 +123,8 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		return 0, err
 	}
 	generation := s.memo.Generation()
-	if s.admission != nil {
-		if err := s.admission.Admit(ctx); err != nil {
-			return 0, err
-		}
+	if err := s.intake.Accept(ctx); err != nil {
+		return 0, err
 	}
 	counted, err := s.verify(ctx, userID, voucherID)
 	if err != nil {
@@ -185,7 +186,7 @@ func (s *Seckill) verify(ctx context.Context, userID, voucherID int64) (counted 
 		return false, nil
 	}
 	if s.limit != nil {
-		r, err := s.limit.Admit(ctx, userID, voucherID)
+		r, err := s.limit.Allow(ctx, userID, voucherID)
 		if err != nil {
 			return false, Wrap("seckill: admit", CodeUnavailable, err)
 		}

@@ -1,5 +1,5 @@
 // Package drandbeacon reads a public randomness beacon's round over
-// drand's HTTP API (core.BeaconReader): GET <chain base>/public/<round>
+// drand's HTTP API (room.BeaconReader): GET <chain base>/public/<round>
 // answers {"round", "randomness", "signature"}, the randomness being the
 // SHA-256 of the signature.
 //
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // maxAnswer bounds a round's answer (drand's is under 1 KiB).
@@ -48,7 +49,7 @@ type round struct {
 	Signature  string `json:"signature"`
 }
 
-// Randomness implements core.BeaconReader.
+// Randomness implements room.BeaconReader.
 func (r *Reader) Randomness(ctx context.Context, b core.RoomBeacon) ([]byte, error) {
 	url := strings.TrimRight(b.URL, "/") + "/public/" + strconv.FormatUint(b.Round, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -93,4 +94,4 @@ func check(body []byte, want uint64) ([]byte, error) {
 	return randomness, nil
 }
 
-var _ core.BeaconReader = (*Reader)(nil)
+var _ room.BeaconReader = (*Reader)(nil)

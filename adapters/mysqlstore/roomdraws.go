@@ -8,10 +8,10 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
-// RoomDraws keeps the waiting rooms' draws (core.RoomDrawStore).
+// RoomDraws keeps the waiting rooms' draws (room.DrawStore).
 type RoomDraws struct{ db *bun.DB }
 
 // RoomDraws is the store's side of the rooms' draws.
@@ -28,10 +28,10 @@ type roomDrawRow struct {
 // drawChunk is the rows one INSERT carries.
 const drawChunk = 1000
 
-// SaveDraw implements core.RoomDrawStore: one transaction, and a draw
+// SaveDraw implements room.DrawStore: one transaction, and a draw
 // already saved is kept (the first writer's), whoever saves again; its
 // beacon value is written once, beside the room.
-func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw core.KeptDraw) error {
+func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw room.KeptDraw) error {
 	return d.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		n, err := tx.NewSelect().Model((*roomDrawRow)(nil)).Where("voucher_id = ?", voucherID).Limit(1).Count(ctx)
 		if err != nil || n > 0 {
@@ -57,21 +57,21 @@ func (d *RoomDraws) SaveDraw(ctx context.Context, voucherID int64, draw core.Kep
 	})
 }
 
-// LoadDraw implements core.RoomDrawStore.
-func (d *RoomDraws) LoadDraw(ctx context.Context, voucherID int64) (core.KeptDraw, error) {
+// LoadDraw implements room.DrawStore.
+func (d *RoomDraws) LoadDraw(ctx context.Context, voucherID int64) (room.KeptDraw, error) {
 	var rows []roomDrawRow
 	if err := d.db.NewSelect().Model(&rows).Where("voucher_id = ?", voucherID).Order("draw_rank").Scan(ctx); err != nil {
-		return core.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw: %w", err)
+		return room.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw: %w", err)
 	}
 	var beacon sql.NullString
 	err := d.db.NewSelect().Table("tb_voucher_room").Column("beacon_value").Where("voucher_id = ?", voucherID).
 		Scan(ctx, &beacon)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return core.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw's beacon: %w", err)
+		return room.KeptDraw{}, fmt.Errorf("mysqlstore: load room draw's beacon: %w", err)
 	}
-	out := core.KeptDraw{Entries: make([]core.DrawEntry, len(rows))}
+	out := room.KeptDraw{Entries: make([]room.DrawEntry, len(rows))}
 	for i, r := range rows {
-		out.Entries[i] = core.DrawEntry{Key: r.Key, UserID: r.UserID}
+		out.Entries[i] = room.DrawEntry{Key: r.Key, UserID: r.UserID}
 	}
 	out.Beacon = beacon.String
 	return out, nil

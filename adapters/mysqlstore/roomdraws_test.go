@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // TestARoomsDrawIsKeptOnceAsFirstSaved: a draw larger than one INSERT is
@@ -20,21 +21,21 @@ func TestARoomsDrawIsKeptOnceAsFirstSaved(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *mysqlstore.Store) {
 		ctx := context.Background()
 		draws := s.RoomDraws()
-		draw := make([]core.DrawEntry, 2500)
+		draw := make([]room.DrawEntry, 2500)
 		for i := range draw {
-			draw[i] = core.DrawEntry{Key: fmt.Sprintf("%064x", i), UserID: int64(1000 + i)}
+			draw[i] = room.DrawEntry{Key: fmt.Sprintf("%064x", i), UserID: int64(1000 + i)}
 		}
 		v := roomVoucherIn(t, s, core.RoomBeacon{URL: "https://beacon.example/chain", Round: 42})
 		if kept, err := draws.LoadDraw(ctx, v.ID); err != nil || len(kept.Entries) != 0 || kept.Beacon != "" {
 			t.Fatalf("a room never drawn: %+v, %v", kept, err)
 		}
 		beacon := fmt.Sprintf("%064x", 99)
-		if err := draws.SaveDraw(ctx, v.ID, core.KeptDraw{Entries: draw, Beacon: beacon}); err != nil {
+		if err := draws.SaveDraw(ctx, v.ID, room.KeptDraw{Entries: draw, Beacon: beacon}); err != nil {
 			t.Fatal(err)
 		}
 		other := slices.Clone(draw[:10])
 		other[0].UserID = 1
-		if err := draws.SaveDraw(ctx, v.ID, core.KeptDraw{Entries: other, Beacon: core.BeaconMissed}); err != nil {
+		if err := draws.SaveDraw(ctx, v.ID, room.KeptDraw{Entries: other, Beacon: room.BeaconMissed}); err != nil {
 			t.Fatal(err)
 		}
 		kept, err := draws.LoadDraw(ctx, v.ID)

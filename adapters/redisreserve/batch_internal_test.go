@@ -590,7 +590,7 @@ func TestTheBatchReadsALimitStateOnlyWhileOneMayBeLive(t *testing.T) {
 				}
 			}},
 			{"admit.lua", func(u int64) {
-				if _, err := single.Admit(ctx, u, 1); err != nil {
+				if _, err := single.Allow(ctx, u, 1); err != nil {
 					t.Fatal(err)
 				}
 			}},

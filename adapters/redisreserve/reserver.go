@@ -821,9 +821,9 @@ func (r *sale) stockSnapshot(ctx context.Context, all []BucketKeys, read func(co
 
 var admitScript = redis.NewScript(lua.Admit)
 
-// Admit implements core.ShopperLimit: admit.lua, the seckill script's limit
+// Allow implements core.ShopperLimit: admit.lua, the seckill script's limit
 // on the same key.
-func (r *Reserver) Admit(ctx context.Context, userID, voucherID int64) (core.Reservation, error) {
+func (r *Reserver) Allow(ctx context.Context, userID, voucherID int64) (core.Reservation, error) {
 	bk, err := r.buyerBucket(ctx, voucherID, userID)
 	if err != nil {
 		return core.Reservation{}, err

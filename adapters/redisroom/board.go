@@ -1,5 +1,5 @@
 // Package redisroom keeps the vouchers' waiting rooms in Redis
-// (core.RoomBoard): a join, a poll, an admission pass and the draw are
+// (room.Board): a join, a poll, an admission pass and the draw are
 // each one script (lua/room_*.lua) over the room's keys, which carry the
 // voucher's shard tag, so a room lies in one cluster slot and any number
 // of instances share it.
@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 	"github.com/seckill-lab/seckill/lua"
 )
 
@@ -63,7 +64,7 @@ func (b *Board) keys(voucherID int64) (state, early, late, admitted, used string
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// Join implements core.RoomBoard.
+// Join implements room.Board.
 func (b *Board) Join(ctx context.Context, v core.Voucher, userID, drawSize int64) error {
 	state, early, late, admitted, used := b.keys(v.ID)
 	r := v.Room
@@ -82,14 +83,14 @@ func (b *Board) Join(ctx context.Context, v core.Voucher, userID, drawSize int64
 	return nil
 }
 
-// Seat implements core.RoomBoard.
-func (b *Board) Seat(ctx context.Context, v core.Voucher, userID int64) (core.RoomSeat, error) {
+// Seat implements room.Board.
+func (b *Board) Seat(ctx context.Context, v core.Voucher, userID int64) (room.Seat, error) {
 	state, early, late, admitted, used := b.keys(v.ID)
 	res, err := b.seat.Run(ctx, b.rdb, []string{state, early, late, admitted, used}, userID).Int64Slice()
 	if err != nil {
-		return core.RoomSeat{}, fmt.Errorf("redisroom: seat: %w", err)
+		return room.Seat{}, fmt.Errorf("redisroom: seat: %w", err)
 	}
-	seat := core.RoomSeat{Joined: res[0] == 1, Position: res[1], Frontier: res[2], Used: res[4] == 1,
+	seat := room.Seat{Joined: res[0] == 1, Position: res[1], Frontier: res[2], Used: res[4] == 1,
 		SoldOut: res[5] == 1, Now: time.UnixMilli(res[6])}
 	if res[3] > 0 {
 		seat.AdmittedAt = time.UnixMilli(res[3])
@@ -97,17 +98,17 @@ func (b *Board) Seat(ctx context.Context, v core.Voucher, userID int64) (core.Ro
 	return seat, nil
 }
 
-// Admit implements core.RoomBoard.
-func (b *Board) Admit(ctx context.Context, v core.Voucher, stockLeft, drawSize int64) (core.RoomProgress, error) {
+// Advance implements room.Board.
+func (b *Board) Advance(ctx context.Context, v core.Voucher, stockLeft, drawSize int64) (room.Progress, error) {
 	state, early, places, admitted, used := b.keys(v.ID)
 	r := v.Room
 	res, err := b.admit.Run(ctx, b.rdb, []string{state, early, admitted, used, places},
 		r.AdmitPerSecond, r.AdmissionTTL.Milliseconds(), ms(v.BeginAt), stockLeft, ms(v.EndAt.Add(keep)),
 		settlePerPass, drawSize).Int64Slice()
 	if err != nil {
-		return core.RoomProgress{}, fmt.Errorf("redisroom: admit: %w", err)
+		return room.Progress{}, fmt.Errorf("redisroom: admit: %w", err)
 	}
-	p := core.RoomProgress{Admitted: res[0], Frontier: res[1], Joined: res[2], NoShows: res[3], SoldOut: res[4] == 1,
+	p := room.Progress{Admitted: res[0], Frontier: res[1], Joined: res[2], NoShows: res[3], SoldOut: res[4] == 1,
 		Unplaced: res[6], Drawn: res[7]}
 	if res[5] > 0 {
 		p.SoldOutAt = time.UnixMilli(res[5])
@@ -115,7 +116,7 @@ func (b *Board) Admit(ctx context.Context, v core.Voucher, stockLeft, drawSize i
 	return p, nil
 }
 
-// Use implements core.RoomBoard.
+// Use implements room.Board.
 func (b *Board) Use(ctx context.Context, v core.Voucher, position int64) error {
 	_, _, _, _, used := b.keys(v.ID)
 	if err := b.rdb.ZAdd(ctx, used, redis.Z{Score: float64(position), Member: position}).Err(); err != nil {
@@ -124,7 +125,7 @@ func (b *Board) Use(ctx context.Context, v core.Voucher, position int64) error {
 	return nil
 }
 
-// Close implements core.RoomBoard.
+// Close implements room.Board.
 func (b *Board) Close(ctx context.Context, v core.Voucher) ([]int64, bool, error) {
 	state, early, _, _, _ := b.keys(v.ID)
 	res, err := b.close.Run(ctx, b.rdb, []string{state, early}, ms(v.BeginAt), ms(v.EndAt.Add(keep))).Slice()
@@ -150,8 +151,8 @@ func (b *Board) Close(ctx context.Context, v core.Voucher) ([]int64, bool, error
 // of Redis).
 const placeChunk = 1000
 
-// Place implements core.RoomBoard.
-func (b *Board) Place(ctx context.Context, v core.Voucher, draw []core.DrawEntry) error {
+// Place implements room.Board.
+func (b *Board) Place(ctx context.Context, v core.Voucher, draw []room.DrawEntry) error {
 	state, early, places, _, _ := b.keys(v.ID)
 	for from := 0; from < len(draw) || from == 0; from += placeChunk {
 		args := []any{len(draw), ms(v.EndAt.Add(keep))}
@@ -165,4 +166,4 @@ func (b *Board) Place(ctx context.Context, v core.Voucher, draw []core.DrawEntry
 	return nil
 }
 
-var _ core.RoomBoard = (*Board)(nil)
+var _ room.Board = (*Board)(nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // roomVoucher is a room voucher whose sale begins after lead: the early
@@ -59,16 +60,16 @@ func passes(t *testing.T, b *Board, voucherID int64) [][3]int64 {
 
 func waitUntil(t time.Time) { time.Sleep(time.Until(t) + 20*time.Millisecond) }
 
-// drawAndPlace makes v's draw as the server does (core.Rooms): the early
+// drawAndPlace makes v's draw as the server does (room.Rooms): the early
 // set closed once the sale has begun, its joiners ordered by their keys,
 // the positions written.
-func drawAndPlace(t *testing.T, b *Board, v core.Voucher) []core.DrawEntry {
+func drawAndPlace(t *testing.T, b *Board, v core.Voucher) []room.DrawEntry {
 	t.Helper()
 	users, closed, err := b.Close(context.Background(), v)
 	if err != nil || !closed {
 		t.Fatalf("close: closed %v, %v", closed, err)
 	}
-	draw := v.Room.Order(v.Room.Seed, users)
+	draw := room.Order(*v.Room, v.Room.Seed, users)
 	if err := b.Place(context.Background(), v, draw); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 				t.Fatal(err)
 			}
 		}
-		if p, err := b.Admit(ctx, v, 100, -1); err != nil || p.Admitted != 0 || p.Unplaced != early || p.Drawn != early {
+		if p, err := b.Advance(ctx, v, 100, -1); err != nil || p.Admitted != 0 || p.Unplaced != early || p.Drawn != early {
 			t.Fatalf("a pass before the draw's positions are written: %+v, %v; want none admitted, %d unplaced", p, err, early)
 		}
 		draw := drawAndPlace(t, b, v)
@@ -122,7 +123,7 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		}
 		want := make([]string, 0, early)
 		for u := int64(1); u <= early; u++ {
-			want = append(want, v.Room.DrawKey(u))
+			want = append(want, room.DrawKey(*v.Room, u))
 		}
 		slices.Sort(want)
 		if !slices.Equal(keys, want) {
@@ -131,7 +132,7 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 		// Round 1 re-joins everyone first; round 2 after an admission pass.
 		for round := range 3 {
 			if round == 2 {
-				if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
+				if p, err := b.Advance(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
 					t.Fatalf("the pass once the positions are written: %+v, %v", p, err)
 				}
 			}
@@ -145,7 +146,7 @@ func TestTheDrawOrdersEarlyJoinersByTheirKeysAndLaterOnesByArrival(t *testing.T)
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantPos := int64(slices.Index(keys, v.Room.DrawKey(u)) + 1)
+				wantPos := int64(slices.Index(keys, room.DrawKey(*v.Room, u)) + 1)
 				if u > early {
 					wantPos = u
 				}
@@ -186,7 +187,7 @@ func TestTwoAdmittersNeverAdmitPastTheRateOrTwice(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) {
-					if _, err := b.Admit(ctx, v, 100, 400); err != nil {
+					if _, err := b.Advance(ctx, v, 100, 400); err != nil {
 						t.Error(err)
 						return
 					}
@@ -226,7 +227,7 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 		}
 		waitUntil(v.BeginAt.Add(time.Second))
 		drawAndPlace(t, b, v)
-		p, err := b.Admit(ctx, v, 100, 30)
+		p, err := b.Advance(ctx, v, 100, 30)
 		if err != nil || p.Admitted != 2 {
 			t.Fatalf("the first pass a second in: %+v, %v; want 2 admitted (the burst)", p, err)
 		}
@@ -235,7 +236,7 @@ func TestALapsedAdmissionAdmitsOneMore(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(400 * time.Millisecond) // past the lifetime: one lapsed unused
-		p, err = b.Admit(ctx, v, 100, 30)
+		p, err = b.Advance(ctx, v, 100, 30)
 		if err != nil || p.NoShows != 1 {
 			t.Fatalf("after the lifetime: %+v, %v; want one no-show", p, err)
 		}
@@ -273,13 +274,13 @@ func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
 		}
 		waitUntil(v.BeginAt.Add(200 * time.Millisecond))
 		drawAndPlace(t, b, v)
-		first, err := b.Admit(ctx, v, 100, 200)
+		first, err := b.Advance(ctx, v, 100, 200)
 		if err != nil || first.Admitted == 0 {
 			t.Fatalf("first pass: %+v, %v", first, err)
 		}
 		time.Sleep(300 * time.Millisecond)
 		soldOutAt := time.Now()
-		out, err := b.Admit(ctx, v, 0, 200)
+		out, err := b.Advance(ctx, v, 0, 200)
 		if err != nil || !out.SoldOut || out.Admitted != 0 || out.SoldOutAt.IsZero() {
 			t.Fatalf("a pass with no unit left: %+v, %v; want sold out, none admitted", out, err)
 		}
@@ -288,12 +289,12 @@ func TestSoldOutStopsAdmissionAndReturnedUnitsResumeIt(t *testing.T) {
 			t.Fatalf("a waiting shopper's seat after sold out: %+v, %v", seat, err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		back, err := b.Admit(ctx, v, 1, 200)
+		back, err := b.Advance(ctx, v, 1, 200)
 		if err != nil || back.SoldOut {
 			t.Fatalf("a unit came back: %+v, %v", back, err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		again, err := b.Admit(ctx, v, 1, 200)
+		again, err := b.Advance(ctx, v, 1, 200)
 		if err != nil || again.Frontier <= out.Frontier {
 			t.Fatalf("after a unit came back: frontier %d, was %d (%v): the room does not admit again", again.Frontier, out.Frontier, err)
 		}
@@ -362,7 +363,7 @@ func TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission(t *testing.T) {
 		if err != nil || !closed || int64(len(users)) != n {
 			t.Fatalf("close: %d joiners, closed %v, %v", len(users), closed, err)
 		}
-		draw := v.Room.Order(v.Room.Seed, users)
+		draw := room.Order(*v.Room, v.Room.Seed, users)
 		// A placer that died after its first call.
 		state, _, _, _, _ := b.keys(v.ID)
 		args := []any{n, time.Now().Add(time.Hour).UnixMilli()}
@@ -372,7 +373,7 @@ func TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission(t *testing.T) {
 		if err := b.place.Run(ctx, b.rdb, []string{state, early, places}, args...).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := b.Admit(ctx, v, 100, n); err != nil || p.Admitted != 0 || p.Unplaced != n-placeChunk {
+		if p, err := b.Advance(ctx, v, 100, n); err != nil || p.Admitted != 0 || p.Unplaced != n-placeChunk {
 			t.Fatalf("a pass with the draw part written: %+v, %v; want none admitted, %d unplaced", p, err, n-placeChunk)
 		}
 		if err := b.Place(ctx, v, draw); err != nil {
@@ -390,7 +391,7 @@ func TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission(t *testing.T) {
 		if got["1"] != strconv.FormatInt(n+1, 10) {
 			t.Fatalf("the place given at the back was overwritten: %s", got["1"])
 		}
-		if p, err := b.Admit(ctx, v, 100, n); err != nil || p.Unplaced != 0 || p.Admitted == 0 {
+		if p, err := b.Advance(ctx, v, 100, n); err != nil || p.Unplaced != 0 || p.Admitted == 0 {
 			t.Fatalf("the pass once the draw is written (a second after the begin: the rate's burst): %+v, %v", p, err)
 		}
 	})
@@ -414,7 +415,7 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 		}
 		waitUntil(v.BeginAt)
 		draw := drawAndPlace(t, b, v)
-		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
+		if p, err := b.Advance(ctx, v, 100, early); err != nil || p.Unplaced != 0 {
 			t.Fatalf("the first pass: %+v, %v", p, err)
 		}
 		state, earlyK, places, admitted, used := b.keys(v.ID)
@@ -424,7 +425,7 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 		if err := b.Join(ctx, v, 99_999, early); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Admitted != 0 || p.Unplaced != early {
+		if p, err := b.Advance(ctx, v, 100, early); err != nil || p.Admitted != 0 || p.Unplaced != early {
 			t.Fatalf("a pass after the loss, before the restore: %+v, %v; want none admitted, all unplaced", p, err)
 		}
 		if err := b.Place(ctx, v, draw); err != nil {
@@ -441,7 +442,7 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 		if seat, _ := b.Seat(ctx, v, 99_999); seat.Position != early+1 {
 			t.Fatalf("the joiner after the loss is at %d, want %d", seat.Position, early+1)
 		}
-		if p, err := b.Admit(ctx, v, 100, early); err != nil || p.Drawn != early || p.Joined != early+1 || p.Unplaced != 0 {
+		if p, err := b.Advance(ctx, v, 100, early); err != nil || p.Drawn != early || p.Joined != early+1 || p.Unplaced != 0 {
 			t.Fatalf("after the restore the pass reads %+v, %v", p, err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // The admitter process's settings: it rebuilds the test's room from them.
@@ -54,7 +55,7 @@ func runAdmitter() int {
 	shards, _ := core.NewShards("s0", "s1", "s2")
 	b := New(redis.NewClient(opts), f[1], shards)
 	for i := 0; ; i++ {
-		if _, err := b.Admit(context.Background(), v, 100, -1); err != nil {
+		if _, err := b.Advance(context.Background(), v, 100, -1); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -106,7 +107,7 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 			// of the admitter's passes the test does not choose.
 			until := time.Now().Add(time.Duration(20+rand.IntN(150)) * time.Millisecond)
 			for time.Now().Before(until) {
-				if _, err := b.Admit(ctx, v, 100, shoppers); err != nil {
+				if _, err := b.Advance(ctx, v, 100, shoppers); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -116,10 +117,10 @@ func TestAKilledAdmitterLosesNoPlace(t *testing.T) {
 			cmd.Wait()
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		var p core.RoomProgress
+		var p room.Progress
 		for p.Frontier < shoppers && time.Now().Before(deadline) {
 			var err error
-			if p, err = b.Admit(ctx, v, 100, shoppers); err != nil {
+			if p, err = b.Advance(ctx, v, 100, shoppers); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(10 * time.Millisecond)

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/redisroom"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 	"github.com/seckill-lab/seckill/lua"
 )
 
@@ -95,14 +96,14 @@ func (b *bench) roomCosts() ([]benchTarget, error) {
 }
 
 // puzzleRate is what the join's proof of work (SECKILL_ROOM_POW_BITS)
-// costs a native solver on one core of this machine: core.Solve, plain Go
+// costs a native solver on one core of this machine: room.Solve, plain Go
 // SHA-256, on twenty 20-bit challenges of the server's length.
 func puzzleRate() benchTarget {
 	progressf("bench: the join's proof of work, a native solver…")
-	puzzle := core.NewJoinPuzzle([]byte("bench"), 20)
+	puzzle := room.NewPuzzle([]byte("bench"), 20)
 	tries, start := 0, time.Now()
 	for i := range 20 {
-		n, _ := strconv.Atoi(core.Solve(puzzle.Challenge(int64(i+1), 123456789, start), 20))
+		n, _ := strconv.Atoi(room.Solve(puzzle.Challenge(int64(i+1), 123456789, start), 20))
 		tries += n + 1
 	}
 	rate := float64(tries) / time.Since(start).Seconds()
@@ -168,15 +169,15 @@ func (r *roomBench) fill(v core.Voucher, n int) error {
 	return nil
 }
 
-// draw makes v's draw as the server does (core.Rooms): the early set
+// draw makes v's draw as the server does (room.Rooms): the early set
 // closed, its joiners ordered by their keys, the positions written.
-func (r *roomBench) draw(v core.Voucher) ([]core.DrawEntry, error) {
+func (r *roomBench) draw(v core.Voucher) ([]room.DrawEntry, error) {
 	ctx := context.Background()
 	users, closed, err := r.board.Close(ctx, v)
 	if err != nil || !closed {
 		return nil, fmt.Errorf("close the early set: closed %v, %v", closed, err)
 	}
-	draw := v.Room.Order(v.Room.Seed, users)
+	draw := room.Order(*v.Room, v.Room.Seed, users)
 	return draw, r.board.Place(ctx, v, draw)
 }
 
@@ -199,7 +200,7 @@ func (r *roomBench) pollCost() ([]benchTarget, error) {
 		if _, err := r.draw(v); err != nil {
 			return nil, err
 		}
-		if p, err := r.board.Admit(ctx, v, 1, int64(n)); err != nil || p.Joined != int64(n) || p.Unplaced != 0 {
+		if p, err := r.board.Advance(ctx, v, 1, int64(n)); err != nil || p.Joined != int64(n) || p.Unplaced != 0 {
 			return nil, fmt.Errorf("the admission pass after the draw: %+v, %v", p, err)
 		}
 		rooms[i] = v
@@ -286,7 +287,7 @@ func (r *roomBench) drawFairness(n int) ([]benchTarget, error) {
 	}
 	places := make([]int, n) // places[arrival-1]
 	for u := 1; u <= n; u++ {
-		places[u-1] = rank[v.Room.DrawKey(int64(u))]
+		places[u-1] = rank[room.DrawKey(*v.Room, int64(u))]
 		if u%(n/20) == 0 {
 			if seat, err := r.board.Seat(ctx, v, int64(u)); err != nil || seat.Position != int64(places[u-1]) {
 				return nil, fmt.Errorf("shopper %d: the poll says %d, the published draw %d (%v)", u, seat.Position, places[u-1], err)

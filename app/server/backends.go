@@ -3,8 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redis/go-redis/v9"
 

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
-	"github.com/uptrace/bun"
 )
 
 // harness is one running server, on the embedded stand-ins or on the real

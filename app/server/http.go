@@ -28,6 +28,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
+	"github.com/seckill-lab/seckill/core/room"
 	"github.com/seckill-lab/seckill/docs"
 )
 
@@ -61,7 +62,10 @@ type api struct {
 	catalog *core.Catalog
 	// rooms are the vouchers' waiting rooms; draws each room's published
 	// draw, encoded (int64 -> []byte).
-	rooms *core.Rooms
+	rooms *room.Rooms
+	// gate is a purchase's one way in: the room's pass checked where the
+	// voucher has one.
+	gate  *room.Gate
 	draws sync.Map
 	users core.UserRepository
 	// userAdmin reports what the admin decides on.
@@ -605,14 +609,9 @@ func (a *api) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	pass, err := a.checkAdmission(c, id)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
-	orderID, err := a.seckill.Buy(c.UserContext(), shopperID(c), id)
+	orderID, err := a.gate.Buy(c.UserContext(), shopperID(c), id, c.Get(admissionHeader))
 	a.metrics.reserveSeconds.Observe(time.Since(start).Seconds())
-	a.admissionUsed(c, pass, err)
 	if err != nil {
 		if r, ok := refusals[err]; ok {
 			// The sold-out phase is most of a sale: its answers skip the

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/redisroom"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // admissionHeader carries a room voucher's admission on a seckill.
@@ -23,13 +23,13 @@ const admissionHeader = "X-Seckill-Admission"
 // has one (under sync, for the codes and limits), so every backend sells
 // through rooms; their keys go under the shards' tags (one shard under
 // sync).
-func (s *Server) newRooms() *core.Rooms {
+func (s *Server) newRooms() *room.Rooms {
 	shards := s.shards
 	if shards.Count() == 0 {
 		shards = redisreserve.SpreadShards(1)
 	}
-	return core.NewRooms(core.RoomsConfig{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
-		Passes: core.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: core.NewJoinPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(),
+	return room.New(room.Config{Board: redisroom.New(s.rdb, s.cfg.KeyPrefix, shards), Catalog: s.catalog,
+		Passes: room.NewPassSigner(s.cfg.JWTSecret, s.cfg.JWTSecretPrevious), Puzzle: room.NewPuzzle(s.cfg.JWTSecret, s.cfg.RoomPowBits, s.cfg.JWTSecretPrevious), Draws: s.store.RoomDraws(),
 		Beacons: drandbeacon.New(5 * time.Second), Now: s.clock.Now, Observer: newRoomMetrics(s.metrics.registry, s.cfg.Queue), Log: s.log})
 }
 
@@ -101,11 +101,11 @@ func showRoom(out *voucherJSON, v core.Voucher) {
 // roomStatusJSON is a shopper's place as the contract shows it: null
 // where a field means nothing yet.
 type roomStatusJSON struct {
-	State      core.RoomState `json:"state"`
-	Position   *int64         `json:"position"`
-	Ahead      *int64         `json:"ahead"`
-	EtaSeconds *int64         `json:"etaSeconds"`
-	Admission  *string        `json:"admission"`
+	State      room.State `json:"state"`
+	Position   *int64     `json:"position"`
+	Ahead      *int64     `json:"ahead"`
+	EtaSeconds *int64     `json:"etaSeconds"`
+	Admission  *string    `json:"admission"`
 	// AdmissionExpiresAt is when the admission lapses (only with one).
 	AdmissionExpiresAt *time.Time `json:"admissionExpiresAt,omitempty"`
 	// Pow is the proof of work a join must carry (SECKILL_ROOM_POW_BITS;
@@ -125,7 +125,7 @@ type powJSON struct {
 	Nonce     string `json:"nonce,omitempty"`
 }
 
-func toRoomStatusJSON(s core.RoomStatus) roomStatusJSON {
+func toRoomStatusJSON(s room.Status) roomStatusJSON {
 	out := roomStatusJSON{State: s.State}
 	if s.Position > 0 {
 		out.Position = &s.Position
@@ -162,9 +162,9 @@ func (a *api) joinRoom(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	var proof core.RoomProof
+	var proof room.Proof
 	if req.Pow != nil {
-		proof = core.RoomProof{Challenge: req.Pow.Challenge, Nonce: req.Pow.Nonce}
+		proof = room.Proof{Challenge: req.Pow.Challenge, Nonce: req.Pow.Nonce}
 	}
 	s, err := a.rooms.Join(c.UserContext(), shopperID(c), id, proof)
 	if err != nil {
@@ -214,25 +214,6 @@ func (a *api) roomDraw(c *fiber.Ctx) error {
 	return c.Send(body.([]byte))
 }
 
-// checkAdmission is the seckill's first step: a room voucher's shopper
-// needs their admission (before the time window: a room voucher answers
-// not_admitted, not not_started). The pass is zero for a plain voucher.
-func (a *api) checkAdmission(c *fiber.Ctx, voucherID int64) (core.RoomPass, error) {
-	pass, err := a.rooms.Pass(c.UserContext(), shopperID(c), voucherID, c.Get(admissionHeader))
-	if err != nil {
-		a.metrics.seckillResults.WithLabelValues(string(core.CodeOf(err))).Inc()
-	}
-	return pass, err
-}
-
-// admissionUsed tells the room a pass bought, or found the shopper's
-// order: its admission is not a no-show.
-func (a *api) admissionUsed(c *fiber.Ctx, pass core.RoomPass, err error) {
-	if pass.Position > 0 && (err == nil || errors.Is(err, core.ErrAlreadyPurchased)) {
-		a.rooms.Used(c.UserContext(), pass)
-	}
-}
-
 // roomMetrics are the rooms' series, per room voucher (few: a room is
 // for a sale's big openings).
 type roomMetrics struct {
@@ -258,8 +239,8 @@ func newRoomMetrics(r *prometheus.Registry, queue string) *roomMetrics {
 	return m
 }
 
-// RoomPassed implements core.RoomObserver.
-func (m *roomMetrics) RoomPassed(voucherID int64, p core.RoomProgress) {
+// RoomPassed implements room.Observer.
+func (m *roomMetrics) RoomPassed(voucherID int64, p room.Progress) {
 	v := strconv.FormatInt(voucherID, 10)
 	m.admitted.WithLabelValues(v).Add(float64(p.Admitted))
 	m.waiting.WithLabelValues(v).Set(float64(p.Waiting()))

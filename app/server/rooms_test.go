@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // roomVoucher creates a voucher sold through a room that opened a minute
@@ -505,7 +505,7 @@ func TestARoomsPuzzleGuardsTheJoin(t *testing.T) {
 		t.Fatalf("the room's answer to a shopper not in it: %v; want a challenge of 12 bits", place)
 	}
 	challenge := pow["challenge"].(string)
-	nonce := core.Solve(challenge, 12)
+	nonce := room.Solve(challenge, 12)
 	if status, body := h.do("POST", path, h.shopper(2), map[string]any{"pow": map[string]any{"challenge": challenge, "nonce": nonce}}); status != 403 {
 		t.Fatalf("shopper 1's solution used by shopper 2: %d %v; want 403", status, body)
 	}

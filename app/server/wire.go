@@ -25,6 +25,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // Server is one wired instance: dependencies, queue, pipeline, HTTP.
@@ -32,9 +33,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	// admission is the queue's (nil: it always takes orders).
-	admission core.Admission
-	mini      *miniredis.Miniredis // nil unless Redis is embedded
-	rdb       redis.UniversalClient
+	intake core.Intake
+	mini   *miniredis.Miniredis // nil unless Redis is embedded
+	rdb    redis.UniversalClient
 	// clustered: rdb is a Redis Cluster client.
 	clustered bool
 	// identity follows Redis's incarnation (run_id) for recovery.
@@ -71,7 +72,7 @@ type Server struct {
 	catalog    *core.Catalog
 	// rooms are the vouchers' waiting rooms; their admission passes run
 	// in every instance.
-	rooms    *core.Rooms
+	rooms    *room.Rooms
 	pipeline *core.Pipeline
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
@@ -223,12 +224,11 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Buckets: sale.buckets, Lister: s.store,
 		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
 	s.rooms = s.newRooms()
-	var admission core.Admission
-	if s.queue != nil {
-		admission = core.CapabilitiesOf(s.queue).Admission
+	s.intake = core.OpenIntake
+	if s.queue != nil && core.CapabilitiesOf(s.queue).Intake != nil {
+		s.intake = core.CapabilitiesOf(s.queue).Intake
 	}
-	s.admission = admission
-	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Admission: admission,
+	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Intake: s.intake,
 		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Tracing: s.coreTracing(), Letters: s.store.DeadLetters()})
 	s.registerQueueMetrics()
 	s.pipeline = s.newPipeline(sale)
@@ -353,6 +353,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		shoppers:     s.store.Users(),
 		catalog:      s.catalog,
 		rooms:        s.rooms,
+		gate:         room.NewGate(s.rooms, seckill),
 		users:        s.store.Users(),
 		userAdmin:    s.store.Users(),
 		voucherAdmin: s.store,
@@ -748,11 +749,8 @@ func (s *Server) ready(ctx context.Context) error {
 	if err := errors.Join(s.rdb.Ping(ctx).Err(), s.store.Ping(ctx)); err != nil {
 		return err
 	}
-	if s.admission != nil {
-		// An outbox at its cap: every seckill is answered busy.
-		return s.admission.Admit(ctx)
-	}
-	return nil
+	// An outbox at its cap: every seckill is answered busy.
+	return s.intake.Accept(ctx)
 }
 
 // ServeMetrics serves /metrics on ln (SECKILL_METRICS_ADDR's listener,

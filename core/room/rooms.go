@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // Rooms runs the vouchers' waiting rooms: a shopper joins and polls their
@@ -17,21 +19,21 @@ import (
 // passes (Service) admit each open room at its rate. Its state is the
 // RoomBoard's, so any number of instances serve one room.
 type Rooms struct {
-	board   RoomBoard
-	catalog *Catalog
+	board   Board
+	catalog *core.Catalog
 	passes  *PassSigner
 	// puzzle, when on, makes a join cost a proof of work.
-	puzzle *JoinPuzzle
+	puzzle *Puzzle
 	// interval is the time between admission passes.
 	interval time.Duration
-	observer RoomObserver
+	observer Observer
 	log      *slog.Logger
 	now      func() time.Time
 	// draws keeps each room's draw once made; saved holds those this
 	// instance has read back, pending those it made and could not keep
 	// yet, published each as it is published (roomdraw.go); beacons reads
 	// the rooms' beacons.
-	draws     RoomDrawStore
+	draws     DrawStore
 	beacons   BeaconReader
 	saved     sync.Map // int64 -> KeptDraw
 	pending   sync.Map // int64 -> KeptDraw
@@ -43,31 +45,31 @@ type Rooms struct {
 }
 
 // RoomReport is a room as this instance's last admission pass found it.
-type RoomReport struct {
-	Voucher Voucher
-	RoomProgress
+type Report struct {
+	Voucher core.Voucher
+	Progress
 	// At is when the pass was made.
 	At time.Time
 }
 
 // RoomObserver is told what each admission pass did (the metrics).
-type RoomObserver interface {
-	RoomPassed(voucherID int64, p RoomProgress)
+type Observer interface {
+	RoomPassed(voucherID int64, p Progress)
 }
 
 // RoomsConfig is what the rooms are made of.
-type RoomsConfig struct {
+type Config struct {
 	// Board, Catalog and Passes are required.
-	Board   RoomBoard
-	Catalog *Catalog
+	Board   Board
+	Catalog *core.Catalog
 	Passes  *PassSigner
 	// Puzzle, if on (Bits > 0), asks a proof of work of each join (nil:
 	// none).
-	Puzzle *JoinPuzzle
+	Puzzle *Puzzle
 	// Draws keeps each room's draw once made, so the published draw never
 	// changes and a live store that lost a room gets it back (nil: the
 	// live store's only).
-	Draws RoomDrawStore
+	Draws DrawStore
 	// Beacons reads the beacons rooms name (nil: none is read, and a
 	// room naming one draws without it once BeaconWait has passed).
 	Beacons BeaconReader
@@ -75,7 +77,7 @@ type RoomsConfig struct {
 	// sold out is told within a second, and an admission comes within a
 	// fifth of one of its turn).
 	Interval time.Duration
-	Observer RoomObserver
+	Observer Observer
 	Log      *slog.Logger
 	// Now is the live store's clock, as this instance estimates it: an
 	// admission's expiry is the live store's time, and judged on it (an
@@ -85,11 +87,11 @@ type RoomsConfig struct {
 }
 
 // DefaultRoomInterval is RoomsConfig.Interval's default.
-const DefaultRoomInterval = 200 * time.Millisecond
+const DefaultInterval = 200 * time.Millisecond
 
 // NewRooms builds the rooms, whole: it panics without a Board, a Catalog
 // or Passes (a wiring mistake, found at start).
-func NewRooms(cfg RoomsConfig) *Rooms {
+func New(cfg Config) *Rooms {
 	if cfg.Board == nil || cfg.Catalog == nil || cfg.Passes == nil {
 		panic("core: NewRooms needs a Board, a Catalog and Passes")
 	}
@@ -103,7 +105,7 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 		cfg.Now = time.Now
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultRoomInterval
+		cfg.Interval = DefaultInterval
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -114,8 +116,8 @@ func NewRooms(cfg RoomsConfig) *Rooms {
 }
 
 // RoomStatus is a shopper's place in a room, as the shopper is told it.
-type RoomStatus struct {
-	State RoomState
+type Status struct {
+	State State
 	// Position is 0 until the draw (and for a shopper without a place).
 	Position int64
 	// Ahead is the places before Position still waiting; Wait the
@@ -137,11 +139,11 @@ type RoomStatus struct {
 }
 
 // RoomProof is a join's solution of the puzzle (empty: none sent).
-type RoomProof struct{ Challenge, Nonce string }
+type Proof struct{ Challenge, Nonce string }
 
 // RoomDraw is a room's published draw: the seed and its commitment, and
 // the early joiners' keys in ascending order (their places).
-type RoomDraw struct {
+type Draw struct {
 	Seed, Commitment string
 	// KeyedWith says what each key is the HMAC of (Room.KeyedWith).
 	KeyedWith string
@@ -152,16 +154,16 @@ type RoomDraw struct {
 }
 
 // ErrNoRoom answers a room request on a voucher sold without one.
-var ErrNoRoom = E(CodeBadRequest, "this voucher has no waiting room: buy it directly")
+var ErrNoRoom = core.E(core.CodeBadRequest, "this voucher has no waiting room: buy it directly")
 
 // roomOf is the voucher with its room, or ErrNoRoom.
-func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (Voucher, error) {
+func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (core.Voucher, error) {
 	v, err := r.catalog.Details(ctx, voucherID)
 	if err != nil {
-		return Voucher{}, err
+		return core.Voucher{}, err
 	}
 	if v.Room == nil {
-		return Voucher{}, ErrNoRoom
+		return core.Voucher{}, ErrNoRoom
 	}
 	r.known.Store(v.ID, v)
 	return v, nil
@@ -170,17 +172,17 @@ func (r *Rooms) roomOf(ctx context.Context, voucherID int64) (Voucher, error) {
 // Join gives the shopper a place in the voucher's room (or answers the one
 // they hold), and their status. With the puzzle on, a shopper without a
 // place needs a solution.
-func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof RoomProof) (RoomStatus, error) {
+func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof Proof) (Status, error) {
 	v, err := r.roomOf(ctx, voucherID)
 	if err != nil {
-		return RoomStatus{}, err
+		return Status{}, err
 	}
 	if r.puzzle.On() {
 		if err := r.puzzle.Check(proof.Challenge, proof.Nonce, voucherID, userID, r.now()); err != nil {
-			if s, serr := r.statusOf(ctx, v, userID); serr == nil && s.State != RoomNotJoined {
+			if s, serr := r.statusOf(ctx, v, userID); serr == nil && s.State != NotJoined {
 				return s, nil // their place: a re-join needs no new work
 			}
-			return RoomStatus{}, err
+			return Status{}, err
 		}
 	}
 	drawSize := int64(-1)
@@ -188,100 +190,97 @@ func (r *Rooms) Join(ctx context.Context, userID, voucherID int64, proof RoomPro
 		drawSize = int64(len(saved.(KeptDraw).Entries))
 	}
 	if err := r.board.Join(ctx, v, userID, drawSize); err != nil {
-		if CodeOf(err) == CodeNotStarted {
-			return RoomStatus{}, E(CodeNotStarted, "the waiting room opens at "+v.Room.OpensAt.UTC().Format(time.RFC3339))
+		if core.CodeOf(err) == core.CodeNotStarted {
+			return Status{}, core.E(core.CodeNotStarted, "the waiting room opens at "+v.Room.OpensAt.UTC().Format(time.RFC3339))
 		}
-		return RoomStatus{}, Wrap("join room", CodeUnavailable, err)
+		return Status{}, core.Wrap("join room", core.CodeUnavailable, err)
 	}
 	return r.statusOf(ctx, v, userID)
 }
 
 // Status is the shopper's place in the voucher's room.
-func (r *Rooms) Status(ctx context.Context, userID, voucherID int64) (RoomStatus, error) {
+func (r *Rooms) Status(ctx context.Context, userID, voucherID int64) (Status, error) {
 	v, err := r.roomOf(ctx, voucherID)
 	if err != nil {
-		return RoomStatus{}, err
+		return Status{}, err
 	}
 	return r.statusOf(ctx, v, userID)
 }
 
-func (r *Rooms) statusOf(ctx context.Context, v Voucher, userID int64) (RoomStatus, error) {
+func (r *Rooms) statusOf(ctx context.Context, v core.Voucher, userID int64) (Status, error) {
 	seat, err := r.board.Seat(ctx, v, userID)
 	if err != nil {
-		return RoomStatus{}, Wrap("room seat", CodeUnavailable, err)
+		return Status{}, core.Wrap("room seat", core.CodeUnavailable, err)
 	}
 	s := r.status(v, userID, seat)
-	if s.State == RoomNotJoined && r.puzzle.On() {
+	if s.State == NotJoined && r.puzzle.On() {
 		s.Puzzle, s.PuzzleBits = r.puzzle.Challenge(v.ID, userID, r.now()), r.puzzle.Bits
 	}
 	return s, nil
 }
 
 // status reads a seat as the shopper's status.
-func (r *Rooms) status(v Voucher, userID int64, seat RoomSeat) RoomStatus {
-	out := RoomStatus{State: RoomNotJoined, Position: seat.Position, Ahead: -1, Wait: -1, Salt: v.Room.Salt(userID)}
+func (r *Rooms) status(v core.Voucher, userID int64, seat Seat) Status {
+	out := Status{State: NotJoined, Position: seat.Position, Ahead: -1, Wait: -1, Salt: Salt(*v.Room, userID)}
 	switch {
 	case !seat.Joined:
 		out.Position = 0
 	case seat.Position == 0:
-		out.State, out.Wait = RoomWaiting, max(v.BeginAt.Sub(seat.Now), 0)
+		out.State, out.Wait = Waiting, max(v.BeginAt.Sub(seat.Now), 0)
 	case seat.Position <= seat.Frontier:
 		// To the millisecond, as the token carries it.
 		expires := time.UnixMilli(seat.AdmittedAt.Add(v.Room.AdmissionTTL).UnixMilli())
 		switch {
 		case seat.Now.Before(expires):
-			out.State, out.PassExpires = RoomAdmitted, expires
-			out.Pass = r.passes.Token(RoomPass{VoucherID: v.ID, UserID: userID, Position: seat.Position, Expires: expires})
+			out.State, out.PassExpires = Admitted, expires
+			out.Pass = r.passes.Token(Pass{VoucherID: v.ID, UserID: userID, Position: seat.Position, Expires: expires})
 		case seat.Used:
-			out.State = RoomAdmitted
+			out.State = Admitted
 		default:
 			// Lapsed unused: the place is given up (a join queues again).
 			out.Position = 0
 		}
 	case seat.SoldOut:
-		out.State = RoomSoldOut
+		out.State = SoldOut
 	default:
 		ahead := seat.Position - 1 - seat.Frontier
-		out.State, out.Ahead = RoomWaiting, ahead
+		out.State, out.Ahead = Waiting, ahead
 		out.Wait = time.Duration(math.Ceil(float64(ahead+1)/float64(v.Room.AdmitPerSecond)*1000)) * time.Millisecond
 	}
 	return out
 }
 
-// Pass checks a seckill's admission: (zero, nil) for a voucher without a
-// room (what a plain voucher pays: a map read once the voucher is known),
-// the shopper's pass for a room voucher, ErrNotAdmitted without a valid
-// one.
-func (r *Rooms) Pass(ctx context.Context, userID, voucherID int64, token string) (RoomPass, error) {
+// pass checks a seckill's admission: the voucher and the shopper's pass
+// for a room voucher (ErrNotAdmitted without a valid one), a zero pass for
+// a voucher without a room (what a plain voucher pays: a map read once the
+// voucher is known).
+func (r *Rooms) pass(ctx context.Context, userID, voucherID int64, token string) (core.Voucher, Pass, error) {
 	v, found, err := r.catalog.Peek(ctx, voucherID)
 	switch {
 	case err != nil:
 		// Not known to be a plain voucher: never let a room's seckill
 		// through unchecked because the database did not answer.
-		return RoomPass{}, err
+		return core.Voucher{}, Pass{}, err
 	case !found || v.Room == nil:
-		return RoomPass{}, nil // a plain voucher, or an id the seckill answers
+		return core.Voucher{}, Pass{}, nil // a plain voucher, or an id the seckill answers
 	}
 	r.known.Store(v.ID, v)
-	return r.passes.Check(token, voucherID, userID, r.now())
+	p, err := r.passes.Check(token, voucherID, userID, r.now())
+	return v, p, err
 }
 
-// Used records that a pass bought (or found the shopper's order): its
+// used records that a pass bought (or found the shopper's order): its
 // admission is not a no-show. Best effort: a record lost admits one more
 // shopper when the admission lapses.
-func (r *Rooms) Used(ctx context.Context, p RoomPass) {
-	v, err := r.catalog.Details(ctx, p.VoucherID)
-	if err == nil && v.Room != nil {
-		err = r.board.Use(ctx, v, p.Position)
-	}
-	if err != nil {
+func (r *Rooms) used(ctx context.Context, v core.Voucher, p Pass) {
+	if err := r.board.Use(ctx, v, p.Position); err != nil {
 		r.log.Warn("room: admission use not recorded", "voucher", p.VoucherID, "position", p.Position, "err", err)
 	}
 }
 
 // Service runs the admission passes from Start to Stop.
-func (r *Rooms) Service() Service {
-	return NewService("room admission", func(ctx context.Context) error {
+func (r *Rooms) Service() core.Service {
+	return core.NewService("room admission", func(ctx context.Context) error {
 		t := time.NewTicker(r.interval)
 		defer t.Stop()
 		for {
@@ -303,7 +302,7 @@ func (r *Rooms) Service() Service {
 func (r *Rooms) AdmitOpen(ctx context.Context) {
 	now := r.now()
 	r.known.Range(func(key, value any) bool {
-		v := value.(Voucher)
+		v := value.(core.Voucher)
 		switch {
 		case !now.Before(v.EndAt.Add(time.Second)):
 			r.known.Delete(key) // the sale is over
@@ -317,7 +316,7 @@ func (r *Rooms) AdmitOpen(ctx context.Context) {
 	})
 }
 
-func (r *Rooms) admit(ctx context.Context, v Voucher) error {
+func (r *Rooms) admit(ctx context.Context, v core.Voucher) error {
 	live, err := r.catalog.Get(ctx, v.ID)
 	if err != nil {
 		return fmt.Errorf("stock: %w", err)
@@ -330,7 +329,7 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 	if drawn {
 		drawSize = int64(len(draw.Entries))
 	}
-	p, err := r.board.Admit(ctx, v, live.Stock, drawSize)
+	p, err := r.board.Advance(ctx, v, live.Stock, drawSize)
 	if err != nil {
 		return err
 	}
@@ -341,11 +340,11 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 		if err := r.board.Place(ctx, v, draw.Entries); err != nil {
 			return err
 		}
-		if p, err = r.board.Admit(ctx, v, live.Stock, drawSize); err != nil {
+		if p, err = r.board.Advance(ctx, v, live.Stock, drawSize); err != nil {
 			return err
 		}
 	}
-	r.passed.Store(v.ID, RoomReport{Voucher: v, RoomProgress: p, At: r.now()})
+	r.passed.Store(v.ID, Report{Voucher: v, Progress: p, At: r.now()})
 	if r.observer != nil {
 		r.observer.RoomPassed(v.ID, p)
 	}
@@ -354,17 +353,17 @@ func (r *Rooms) admit(ctx context.Context, v Voucher) error {
 
 // Reports are the rooms this instance passed in the last minute, by
 // voucher id (the dashboard's).
-func (r *Rooms) Reports() []RoomReport {
-	var out []RoomReport
+func (r *Rooms) Reports() []Report {
+	var out []Report
 	now := r.now()
 	r.passed.Range(func(key, value any) bool {
-		if rep := value.(RoomReport); now.Sub(rep.At) < time.Minute {
+		if rep := value.(Report); now.Sub(rep.At) < time.Minute {
 			out = append(out, rep)
 		} else {
 			r.passed.Delete(key)
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b RoomReport) int { return cmp.Compare(a.Voucher.ID, b.Voucher.ID) })
+	slices.SortFunc(out, func(a, b Report) int { return cmp.Compare(a.Voucher.ID, b.Voucher.ID) })
 	return out
 }

@@ -1,10 +1,12 @@
-package core
+package room
 
 import (
 	"crypto/sha256"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // TestAPassIsItsShoppersOnItsVoucherUntilItLapses: a pass checks only for
@@ -13,7 +15,7 @@ import (
 func TestAPassIsItsShoppersOnItsVoucherUntilItLapses(t *testing.T) {
 	s := NewPassSigner([]byte("secret-0123456789"))
 	now := time.Now()
-	p := RoomPass{VoucherID: 7, UserID: 42, Position: 3, Expires: now.Add(time.Minute).Truncate(time.Millisecond)}
+	p := Pass{VoucherID: 7, UserID: 42, Position: 3, Expires: now.Add(time.Minute).Truncate(time.Millisecond)}
 	tok := s.Token(p)
 	if got, err := s.Check(tok, 7, 42, now); err != nil || got != p {
 		t.Fatalf("Check = %+v, %v; want %+v", got, err, p)
@@ -30,7 +32,7 @@ func TestAPassIsItsShoppersOnItsVoucherUntilItLapses(t *testing.T) {
 		"a login-style JWT": func() error { _, err := s.Check("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiI0MiJ9.sig", 7, 42, now); return err },
 	}
 	for name, check := range refused {
-		if err := check(); CodeOf(err) != CodeNotAdmitted {
+		if err := check(); core.CodeOf(err) != core.CodeNotAdmitted {
 			t.Errorf("%s: %v, want not_admitted", name, err)
 		}
 	}
@@ -41,14 +43,14 @@ func TestAPassIsItsShoppersOnItsVoucherUntilItLapses(t *testing.T) {
 //
 //	printf 42 | openssl dgst -sha256 -mac HMAC -macopt hexkey:<seed>
 func TestADrawKeyIsTheHMACOfTheUserIDAndTheCommitmentTheSeedsHash(t *testing.T) {
-	var r Room
+	var r core.Room
 	for i := range r.Seed {
 		r.Seed[i] = byte(i)
 	}
 	if got, want := r.Commitment(), "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd"; got != want {
 		t.Errorf("Commitment = %s, want %s", got, want)
 	}
-	if got, want := r.DrawKey(42), "7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703"; got != want {
+	if got, want := DrawKey(r, 42), "7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703"; got != want {
 		t.Errorf("DrawKey(42) = %s, want %s", got, want)
 	}
 }
@@ -58,7 +60,7 @@ func TestADrawKeyIsTheHMACOfTheUserIDAndTheCommitmentTheSeedsHash(t *testing.T) 
 // lapsed challenge, one of fewer bits, a forged one, or a wrong nonce is
 // refused.
 func TestAPuzzleSolutionIsItsShoppersAndAsHardAsAsked(t *testing.T) {
-	p := NewJoinPuzzle([]byte("secret-0123456789"), 12)
+	p := NewPuzzle([]byte("secret-0123456789"), 12)
 	now := time.Now()
 	ch := p.Challenge(7, 42, now)
 	nonce := Solve(ch, 12)
@@ -69,7 +71,7 @@ func TestAPuzzleSolutionIsItsShoppersAndAsHardAsAsked(t *testing.T) {
 	for LeadingZeroBits(sha256Sum(ch+":"+wrong)) >= 12 {
 		wrong += "0"
 	}
-	easier := NewJoinPuzzle([]byte("secret-0123456789"), 4)
+	easier := NewPuzzle([]byte("secret-0123456789"), 4)
 	easy := easier.Challenge(7, 42, now)
 	refused := map[string]error{
 		"another shopper":      p.Check(ch, nonce, 7, 43, now),
@@ -78,11 +80,11 @@ func TestAPuzzleSolutionIsItsShoppersAndAsHardAsAsked(t *testing.T) {
 		"a wrong nonce":        p.Check(ch, wrong, 7, 42, now),
 		"no nonce":             p.Check(ch, "", 7, 42, now),
 		"fewer bits":           p.Check(easy, Solve(easy, 4), 7, 42, now),
-		"another server's key": NewJoinPuzzle([]byte("other"), 12).Check(ch, nonce, 7, 42, now),
+		"another server's key": NewPuzzle([]byte("other"), 12).Check(ch, nonce, 7, 42, now),
 		"bits edited":          p.Check(strings.Replace(ch, ".12.", ".1.", 1), nonce, 7, 42, now),
 	}
 	for name, err := range refused {
-		if CodeOf(err) != CodePuzzleRequired {
+		if core.CodeOf(err) != core.CodePuzzleRequired {
 			t.Errorf("%s: %v, want pow_required", name, err)
 		}
 	}

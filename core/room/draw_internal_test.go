@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	"context"
@@ -9,20 +9,24 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // drawBoard is a live store of one closed early set: it lists joiners and
 // records the draws placed.
 type drawBoard struct {
-	RoomBoard
+	Board
 	users  []int64
 	mu     sync.Mutex
 	placed [][]DrawEntry
 }
 
-func (b *drawBoard) Close(context.Context, Voucher) ([]int64, bool, error) { return b.users, true, nil }
+func (b *drawBoard) Close(context.Context, core.Voucher) ([]int64, bool, error) {
+	return b.users, true, nil
+}
 
-func (b *drawBoard) Place(_ context.Context, _ Voucher, d []DrawEntry) error {
+func (b *drawBoard) Place(_ context.Context, _ core.Voucher, d []DrawEntry) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.placed = append(b.placed, d)
@@ -65,7 +69,7 @@ type stubBeacon struct {
 	reads      int
 }
 
-func (s *stubBeacon) Randomness(context.Context, RoomBeacon) ([]byte, error) {
+func (s *stubBeacon) Randomness(context.Context, core.RoomBeacon) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
@@ -77,21 +81,21 @@ func (s *stubBeacon) Randomness(context.Context, RoomBeacon) ([]byte, error) {
 
 // voucherRepo has one voucher.
 type voucherRepo struct {
-	VoucherRepository
-	v Voucher
+	core.VoucherRepository
+	v core.Voucher
 }
 
-func (r voucherRepo) FindVoucher(_ context.Context, id int64) (Voucher, error) {
+func (r voucherRepo) FindVoucher(_ context.Context, id int64) (core.Voucher, error) {
 	if id != r.v.ID {
-		return Voucher{}, ErrVoucherNotFound
+		return core.Voucher{}, core.ErrVoucherNotFound
 	}
 	return r.v, nil
 }
 
-func beaconRooms(t *testing.T, v Voucher, b RoomBoard, draws RoomDrawStore, beacon BeaconReader, now time.Time) *Rooms {
+func beaconRooms(t *testing.T, v core.Voucher, b Board, draws DrawStore, beacon BeaconReader, now time.Time) *Rooms {
 	t.Helper()
-	c := NewCatalog(CatalogConfig{Vouchers: voucherRepo{v: v}, Board: board{}})
-	r := NewRooms(RoomsConfig{Board: b, Catalog: c, Passes: NewPassSigner([]byte("k")), Draws: draws, Beacons: beacon})
+	c := core.NewCatalog(core.CatalogConfig{Vouchers: voucherRepo{v: v}, Board: stockBoard{}})
+	r := New(Config{Board: b, Catalog: c, Passes: NewPassSigner([]byte("k")), Draws: draws, Beacons: beacon})
 	r.now = func() time.Time { return now }
 	return r
 }
@@ -104,14 +108,14 @@ func beaconRooms(t *testing.T, v Voucher, b RoomBoard, draws RoomDrawStore, beac
 func TestABeaconsRoundIsMixedIntoTheDraw(t *testing.T) {
 	ctx := context.Background()
 	begin := time.Now().Add(-time.Second)
-	v := Voucher{ID: 5, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
-		AdmissionTTL: time.Minute, SaltKey: make([]byte, 32), Beacon: RoomBeacon{URL: "https://beacon.example", Round: 9}}}
+	v := core.Voucher{ID: 5, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &core.Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
+		AdmissionTTL: time.Minute, SaltKey: make([]byte, 32), Beacon: core.RoomBeacon{URL: "https://beacon.example", Round: 9}}}
 	v.Room.Seed[0] = 1
 	live := &drawBoard{users: []int64{3, 1, 4, 15, 9, 2, 6}}
 	draws := &memoryDraws{draws: map[int64]KeptDraw{}}
 	beacon := &stubBeacon{}
 	r := beaconRooms(t, v, live, draws, beacon, begin.Add(time.Second))
-	if _, err := r.Draw(ctx, v.ID); CodeOf(err) != CodeNotStarted || len(live.placed) != 0 {
+	if _, err := r.Draw(ctx, v.ID); core.CodeOf(err) != core.CodeNotStarted || len(live.placed) != 0 {
 		t.Fatalf("the draw while the beacon is awaited: %v, %d placed; want not started, nothing placed", err, len(live.placed))
 	}
 	beacon.randomness = make([]byte, 32)
@@ -127,8 +131,8 @@ func TestABeaconsRoundIsMixedIntoTheDraw(t *testing.T) {
 	}
 	var want []string
 	for _, u := range live.users {
-		want = append(want, v.Room.KeyIn(sum, u))
-		if slices.Contains(d.Keys, v.Room.DrawKey(u)) {
+		want = append(want, KeyIn(*v.Room, sum, u))
+		if slices.Contains(d.Keys, DrawKey(*v.Room, u)) {
 			t.Fatalf("shopper %d's key is the seed's alone: the beacon was not mixed in", u)
 		}
 	}
@@ -147,30 +151,16 @@ func TestABeaconsRoundIsMixedIntoTheDraw(t *testing.T) {
 // the draw is keyed with the seed alone and says the beacon was missed.
 func TestABeaconNeverReadIsSaidMissed(t *testing.T) {
 	begin := time.Now().Add(-time.Minute)
-	v := Voucher{ID: 6, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
-		AdmissionTTL: time.Minute, Beacon: RoomBeacon{URL: "https://beacon.example", Round: 9}}}
+	v := core.Voucher{ID: 6, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &core.Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
+		AdmissionTTL: time.Minute, Beacon: core.RoomBeacon{URL: "https://beacon.example", Round: 9}}}
 	live := &drawBoard{users: []int64{8, 4}}
 	r := beaconRooms(t, v, live, &memoryDraws{draws: map[int64]KeptDraw{}}, &stubBeacon{}, begin.Add(BeaconWait+time.Second))
 	d, err := r.Draw(context.Background(), v.ID)
 	if err != nil || !d.Beacon.Missed || d.Beacon.Randomness != "" || d.KeyedWith != "HMAC-SHA256(seed, userId)" {
 		t.Fatalf("a missed beacon's draw: %+v, %v", d, err)
 	}
-	if want := []string{v.Room.DrawKey(8), v.Room.DrawKey(4)}; !slices.Equal(d.Keys, slices.Sorted(slices.Values(want))) {
+	if want := []string{DrawKey(*v.Room, 8), DrawKey(*v.Room, 4)}; !slices.Equal(d.Keys, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("keys %v, want the seed's %v", d.Keys, want)
-	}
-}
-
-// TestABeaconIsValidatedAtCreation: a beacon's URL and round are checked
-// when the room is created.
-func TestABeaconIsValidatedAtCreation(t *testing.T) {
-	for _, b := range []RoomBeacon{{URL: "ftp://x/y", Round: 1}, {URL: "https://x", Round: 0}, {URL: "https://u:p@x", Round: 1},
-		{URL: "https://x/?q=1", Round: 1}, {Round: 3}, {URL: "https://", Round: 1}} {
-		if CodeOf(b.validate()) != CodeBadRequest {
-			t.Errorf("the beacon %+v was accepted", b)
-		}
-	}
-	if err := (RoomBeacon{URL: "https://api.drand.sh/52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971", Round: 1000}).validate(); err != nil {
-		t.Errorf("drand's quicknet refused: %v", err)
 	}
 }
 
@@ -180,17 +170,17 @@ func TestABeaconIsValidatedAtCreation(t *testing.T) {
 // store's, as Rooms is given it.
 func TestAnAdmissionIsJudgedOnTheLiveStoresClock(t *testing.T) {
 	redisNow := time.Now().Add(-30 * time.Second) // this instance is 30 s ahead
-	v := Voucher{ID: 8, BeginAt: redisNow.Add(-time.Minute), EndAt: redisNow.Add(time.Hour), Room: &Room{OpensAt: redisNow.Add(-time.Hour),
+	v := core.Voucher{ID: 8, BeginAt: redisNow.Add(-time.Minute), EndAt: redisNow.Add(time.Hour), Room: &core.Room{OpensAt: redisNow.Add(-time.Hour),
 		AdmitPerSecond: 5, AdmissionTTL: 10 * time.Second}}
-	c := NewCatalog(CatalogConfig{Vouchers: voucherRepo{v: v}, Board: board{}})
+	c := core.NewCatalog(core.CatalogConfig{Vouchers: voucherRepo{v: v}, Board: stockBoard{}})
 	passes := NewPassSigner([]byte("k"))
-	token := passes.Token(RoomPass{VoucherID: 8, UserID: 3, Position: 1, Expires: redisNow.Add(10 * time.Second)})
-	r := NewRooms(RoomsConfig{Board: &drawBoard{}, Catalog: c, Passes: passes, Now: func() time.Time { return redisNow }})
-	if _, err := r.Pass(context.Background(), 3, 8, token); err != nil {
+	token := passes.Token(Pass{VoucherID: 8, UserID: 3, Position: 1, Expires: redisNow.Add(10 * time.Second)})
+	r := New(Config{Board: &drawBoard{}, Catalog: c, Passes: passes, Now: func() time.Time { return redisNow }})
+	if _, _, err := r.pass(context.Background(), 3, 8, token); err != nil {
 		t.Fatalf("an admission valid on the live store's clock was refused: %v", err)
 	}
-	local := NewRooms(RoomsConfig{Board: &drawBoard{}, Catalog: c, Passes: passes})
-	if _, err := local.Pass(context.Background(), 3, 8, token); err == nil {
+	local := New(Config{Board: &drawBoard{}, Catalog: c, Passes: passes})
+	if _, _, err := local.pass(context.Background(), 3, 8, token); err == nil {
 		t.Fatal("the same admission judged on a clock 30 s ahead passed: the test shows nothing")
 	}
 }
@@ -203,7 +193,7 @@ func TestAnAdmissionIsJudgedOnTheLiveStoresClock(t *testing.T) {
 func TestADrawTheDatabaseCouldNotKeepIsHeldUntilItCan(t *testing.T) {
 	ctx := context.Background()
 	begin := time.Now().Add(-time.Second)
-	v := Voucher{ID: 9, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
+	v := core.Voucher{ID: 9, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &core.Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
 		AdmissionTTL: time.Minute}}
 	live := &drawBoard{users: []int64{3, 1, 4}}
 	draws := &memoryDraws{draws: map[int64]KeptDraw{}, down: true}
@@ -219,4 +209,16 @@ func TestADrawTheDatabaseCouldNotKeepIsHeldUntilItCan(t *testing.T) {
 	if err != nil || len(d.Keys) != 3 || len(draws.draws[v.ID].Entries) != 3 || len(live.placed) != 1 || len(live.placed[0]) != 3 {
 		t.Fatalf("once the database is back: %+v (%v), kept %d, placed %d; want the held draw of 3", d, err, len(draws.draws[v.ID].Entries), len(live.placed))
 	}
+}
+
+// stockBoard is live stock by voucher (core.StockBoard).
+type stockBoard map[int64]int64
+
+func (b stockBoard) LoadVoucher(context.Context, core.Voucher) error { return nil }
+func (b stockBoard) RemainingStock(_ context.Context, id int64) (int64, error) {
+	s, ok := b[id]
+	if !ok {
+		return 0, core.ErrVoucherNotFound
+	}
+	return s, nil
 }

@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	"crypto/sha256"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // JoinPuzzle is the room's optional proof of work on joining
@@ -16,13 +18,16 @@ import (
 // one machine cannot hold thousands of places; it does nothing for a
 // shopper with one account. The challenge is signed, so any instance
 // checks a solution without a look-up.
-type JoinPuzzle struct {
+type Puzzle struct {
 	Bits int
-	keys KeyRing
+	keys core.KeyRing
 }
 
+// PurposePuzzle is the puzzle keys' use of the deployment's secret.
+var PurposePuzzle = core.Purpose{Label: "seckill room puzzle v2", Legacy: puzzleDomain}
+
 // puzzleDomain derived the puzzle's key before HKDF
-// (PurposeRoomPuzzle.Legacy).
+// (PurposePuzzle.Legacy).
 const puzzleDomain = "seckill room puzzle v1"
 
 // puzzleLifetime is how long a challenge may be solved and used.
@@ -34,31 +39,31 @@ const MaxPuzzleBits = 32
 // NewJoinPuzzle is a puzzle of bits (0: off) with keys derived from
 // secret (SECKILL_JWT_SECRET) and previous (SECKILL_JWT_SECRET_PREVIOUS,
 // while a secret rotates).
-func NewJoinPuzzle(secret []byte, bits int, previous ...[]byte) *JoinPuzzle {
-	return &JoinPuzzle{Bits: bits, keys: NewKeyRing(PurposeRoomPuzzle, append([][]byte{secret}, previous...)...)}
+func NewPuzzle(secret []byte, bits int, previous ...[]byte) *Puzzle {
+	return &Puzzle{Bits: bits, keys: core.NewKeyRing(PurposePuzzle, append([][]byte{secret}, previous...)...)}
 }
 
 // On reports whether joins need a solution.
-func (p *JoinPuzzle) On() bool { return p != nil && p.Bits > 0 }
+func (p *Puzzle) On() bool { return p != nil && p.Bits > 0 }
 
-func (p *JoinPuzzle) sign(payload string) string {
+func (p *Puzzle) sign(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(p.keys.Sign(payload))
 }
 
 // Challenge is a challenge for userID on voucherID, good until
 // puzzleLifetime from now.
-func (p *JoinPuzzle) Challenge(voucherID, userID int64, now time.Time) string {
+func (p *Puzzle) Challenge(voucherID, userID int64, now time.Time) string {
 	payload := strconv.FormatInt(voucherID, 10) + "." + strconv.FormatInt(userID, 10) + "." +
 		strconv.FormatInt(now.Add(puzzleLifetime).UnixMilli(), 10) + "." + strconv.Itoa(p.Bits)
 	return payload + "." + p.sign(payload)
 }
 
 // ErrPuzzleRequired refuses a join without a valid solution.
-var ErrPuzzleRequired = E(CodePuzzleRequired, "this room asks a proof of work to join: solve the challenge GET /api/vouchers/{id}/room gives and send it with the join")
+var ErrPuzzleRequired = core.E(core.CodePuzzleRequired, "this room asks a proof of work to join: solve the challenge GET /api/vouchers/{id}/room gives and send it with the join")
 
 // Check accepts a solution: challenge signed here for this shopper and
 // voucher, unexpired, of at least the puzzle's bits, and nonce solving it.
-func (p *JoinPuzzle) Check(challenge, nonce string, voucherID, userID int64, now time.Time) error {
+func (p *Puzzle) Check(challenge, nonce string, voucherID, userID int64, now time.Time) error {
 	cut := strings.LastIndexByte(challenge, '.')
 	if cut < 0 || len(challenge) > 200 || len(nonce) == 0 || len(nonce) > 32 {
 		return ErrPuzzleRequired

@@ -1,35 +1,37 @@
-package core
+package room
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // TestASeatReadsAsTheShopperIsTold: how each place the live store holds
 // is told to its shopper.
 func TestASeatReadsAsTheShopperIsTold(t *testing.T) {
 	now := time.Now()
-	v := Voucher{ID: 7, BeginAt: now.Add(10 * time.Second), Room: &Room{AdmitPerSecond: 4, AdmissionTTL: time.Minute}}
+	v := core.Voucher{ID: 7, BeginAt: now.Add(10 * time.Second), Room: &core.Room{AdmitPerSecond: 4, AdmissionTTL: time.Minute}}
 	r := &Rooms{passes: NewPassSigner([]byte("k"))}
 	cases := []struct {
 		name  string
-		seat  RoomSeat
-		state RoomState
+		seat  Seat
+		state State
 		pos   int64
 		ahead int64
 		wait  time.Duration
 		pass  bool
 	}{
-		{"never joined", RoomSeat{Now: now}, RoomNotJoined, 0, -1, -1, false},
-		{"early, before the draw", RoomSeat{Joined: true, Now: now}, RoomWaiting, 0, -1, 10 * time.Second, false},
-		{"waiting", RoomSeat{Joined: true, Position: 30, Frontier: 10, Now: now}, RoomWaiting, 30, 19, 5 * time.Second, false},
-		{"admitted", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-time.Second), Now: now}, RoomAdmitted, 9, -1, -1, true},
-		{"admitted, sold out: keeps the admission", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now, SoldOut: true, Now: now}, RoomAdmitted, 9, -1, -1, true},
-		{"lapsed unused: the place is given up", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Now: now}, RoomNotJoined, 0, -1, -1, false},
-		{"lapsed after buying", RoomSeat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Used: true, Now: now}, RoomAdmitted, 9, -1, -1, false},
-		{"waiting, sold out", RoomSeat{Joined: true, Position: 30, Frontier: 10, SoldOut: true, Now: now}, RoomSoldOut, 30, -1, -1, false},
+		{"never joined", Seat{Now: now}, NotJoined, 0, -1, -1, false},
+		{"early, before the draw", Seat{Joined: true, Now: now}, Waiting, 0, -1, 10 * time.Second, false},
+		{"waiting", Seat{Joined: true, Position: 30, Frontier: 10, Now: now}, Waiting, 30, 19, 5 * time.Second, false},
+		{"admitted", Seat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-time.Second), Now: now}, Admitted, 9, -1, -1, true},
+		{"admitted, sold out: keeps the admission", Seat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now, SoldOut: true, Now: now}, Admitted, 9, -1, -1, true},
+		{"lapsed unused: the place is given up", Seat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Now: now}, NotJoined, 0, -1, -1, false},
+		{"lapsed after buying", Seat{Joined: true, Position: 9, Frontier: 10, AdmittedAt: now.Add(-2 * time.Minute), Used: true, Now: now}, Admitted, 9, -1, -1, false},
+		{"waiting, sold out", Seat{Joined: true, Position: 30, Frontier: 10, SoldOut: true, Now: now}, SoldOut, 30, -1, -1, false},
 	}
 	for _, c := range cases {
 		got := r.status(v, 42, c.seat)
@@ -45,10 +47,10 @@ func TestASeatReadsAsTheShopperIsTold(t *testing.T) {
 }
 
 // failingRepo answers every look-up with a database failure.
-type failingRepo struct{ VoucherRepository }
+type failingRepo struct{ core.VoucherRepository }
 
-func (failingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
-	return Voucher{}, errors.New("database down")
+func (failingRepo) FindVoucher(context.Context, int64) (core.Voucher, error) {
+	return core.Voucher{}, errors.New("database down")
 }
 
 // TestASeckillIsNotLetThroughWhenTheVoucherCannotBeLookedUp: a voucher
@@ -56,25 +58,25 @@ func (failingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
 // voucher: the pass check fails rather than letting the seckill through
 // unchecked.
 func TestASeckillIsNotLetThroughWhenTheVoucherCannotBeLookedUp(t *testing.T) {
-	c := NewCatalog(CatalogConfig{Vouchers: failingRepo{}, Board: board{}})
-	r := NewRooms(RoomsConfig{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
-	if _, err := r.Pass(context.Background(), 42, 7, ""); err == nil {
+	c := core.NewCatalog(core.CatalogConfig{Vouchers: failingRepo{}, Board: stockBoard{}})
+	r := New(Config{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
+	if _, _, err := r.pass(context.Background(), 42, 7, ""); err == nil {
 		t.Fatal("the pass check let a seckill through on a voucher it could not look up")
 	}
 }
 
 // unusedRoomBoard is a room board the test never reaches.
-type unusedRoomBoard struct{ RoomBoard }
+type unusedRoomBoard struct{ Board }
 
 // countingRepo counts its look-ups and has no voucher.
 type countingRepo struct {
-	VoucherRepository
+	core.VoucherRepository
 	calls int
 }
 
-func (r *countingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
+func (r *countingRepo) FindVoucher(context.Context, int64) (core.Voucher, error) {
 	r.calls++
-	return Voucher{}, ErrVoucherNotFound
+	return core.Voucher{}, core.ErrVoucherNotFound
 }
 
 // TestThePassCheckCostsNoLookUpForIDsAboveTheHighest: random voucher ids
@@ -84,18 +86,18 @@ func (r *countingRepo) FindVoucher(context.Context, int64) (Voucher, error) {
 func TestThePassCheckCostsNoLookUpForIDsAboveTheHighest(t *testing.T) {
 	repo := &countingRepo{}
 	highest := 0
-	unknown := NewUnknownVouchers(time.Minute, func(context.Context) (int64, error) { highest++; return 100, nil })
-	c := NewCatalog(CatalogConfig{Vouchers: repo, Board: board{}, Unknown: unknown})
-	r := NewRooms(RoomsConfig{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
+	unknown := core.NewUnknownVouchers(time.Minute, func(context.Context) (int64, error) { highest++; return 100, nil })
+	c := core.NewCatalog(core.CatalogConfig{Vouchers: repo, Board: stockBoard{}, Unknown: unknown})
+	r := New(Config{Board: unusedRoomBoard{}, Catalog: c, Passes: NewPassSigner([]byte("k"))})
 	for id := int64(101); id <= 200; id++ {
-		if _, err := r.Pass(context.Background(), 42, id, ""); err != nil {
+		if _, _, err := r.pass(context.Background(), 42, id, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if repo.calls != 0 || highest != 1 {
 		t.Fatalf("100 ids above the highest cost %d look-ups and %d reads of the highest, want 0 and 1", repo.calls, highest)
 	}
-	if _, err := r.Pass(context.Background(), 42, 50, ""); err != nil || repo.calls != 1 {
+	if _, _, err := r.pass(context.Background(), 42, 50, ""); err != nil || repo.calls != 1 {
 		t.Fatalf("an id below the highest: %v, %d look-ups", err, repo.calls)
 	}
 	if unknown.Unknown(50) {

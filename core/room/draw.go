@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
 // A room's draw is made by the first admission pass after the begin
@@ -39,51 +41,51 @@ type DrawBeacon struct {
 
 // Draw is the voucher's published draw; not_started before the sale
 // begins (and while its beacon is awaited).
-func (r *Rooms) Draw(ctx context.Context, voucherID int64) (RoomDraw, error) {
+func (r *Rooms) Draw(ctx context.Context, voucherID int64) (Draw, error) {
 	if d, ok := r.published.Load(voucherID); ok {
-		return d.(RoomDraw), nil
+		return d.(Draw), nil
 	}
 	v, err := r.roomOf(ctx, voucherID)
 	if err != nil {
-		return RoomDraw{}, err
+		return Draw{}, err
 	}
 	draw, drawn, err := r.drawOf(ctx, v)
 	if err != nil {
-		return RoomDraw{}, Wrap("room draw", CodeUnavailable, err)
+		return Draw{}, core.Wrap("room draw", core.CodeUnavailable, err)
 	}
 	if !drawn {
-		return RoomDraw{}, E(CodeNotStarted, "the draw is published when the sale begins, at "+v.BeginAt.UTC().Format(time.RFC3339))
+		return Draw{}, core.E(core.CodeNotStarted, "the draw is published when the sale begins, at "+v.BeginAt.UTC().Format(time.RFC3339))
 	}
 	keys := make([]string, len(draw.Entries))
 	for i, e := range draw.Entries {
 		keys[i] = e.Key
 	}
-	d := RoomDraw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
+	d := Draw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
 	d.Beacon, d.KeyedWith = publishedBeacon(v.Room, draw.Beacon)
 	r.published.Store(voucherID, d)
 	return d, nil
 }
 
 // publishedBeacon is what a draw keyed with beacon says of it.
-func publishedBeacon(room *Room, beacon string) (DrawBeacon, string) {
+func publishedBeacon(room *core.Room, beacon string) (DrawBeacon, string) {
 	if !room.Beacon.On() {
-		return DrawBeacon{}, room.KeyedWith(false)
+		return DrawBeacon{}, KeyedWith(*room, false)
 	}
 	out := DrawBeacon{URL: room.Beacon.URL, Round: room.Beacon.Round, Missed: beacon == BeaconMissed}
 	if out.Missed {
-		return out, room.KeyedWith(false)
+		return out, KeyedWith(*room, false)
 	}
 	randomness, _ := hex.DecodeString(beacon)
-	mixed := room.MixedSeed(randomness)
+	mixed := MixedSeed(*room, randomness)
 	out.Randomness, out.MixedSeed = beacon, hex.EncodeToString(mixed[:])
-	return out, room.KeyedWith(true)
+	return out, KeyedWith(*room, true)
 }
 
 // drawOf is the room's draw: the one kept, else one made now from the
 // live store's closed early set (then kept, and read back: if another
 // instance kept one first, that one). drawn is false before the begin by
 // the live store's clock, and while the room's beacon is awaited.
-func (r *Rooms) drawOf(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
+func (r *Rooms) drawOf(ctx context.Context, v core.Voucher) (KeptDraw, bool, error) {
 	if saved, ok := r.saved.Load(v.ID); ok {
 		return saved.(KeptDraw), true, nil
 	}
@@ -128,7 +130,7 @@ func (r *Rooms) drawOf(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
 
 // pendingOr is the draw this instance made and could not keep yet, else
 // one made now.
-func (r *Rooms) pendingOr(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
+func (r *Rooms) pendingOr(ctx context.Context, v core.Voucher) (KeptDraw, bool, error) {
 	if made, ok := r.pending.Load(v.ID); ok {
 		return made.(KeptDraw), true, nil
 	}
@@ -137,7 +139,7 @@ func (r *Rooms) pendingOr(ctx context.Context, v Voucher) (KeptDraw, bool, error
 
 // makeDraw closes the room's early set and orders its joiners by their
 // keys (the same joiners and seed make the same draw on any instance).
-func (r *Rooms) makeDraw(ctx context.Context, v Voucher) (KeptDraw, bool, error) {
+func (r *Rooms) makeDraw(ctx context.Context, v core.Voucher) (KeptDraw, bool, error) {
 	users, closed, err := r.board.Close(ctx, v)
 	if err != nil || !closed {
 		return KeptDraw{}, false, err
@@ -149,17 +151,17 @@ func (r *Rooms) makeDraw(ctx context.Context, v Voucher) (KeptDraw, bool, error)
 	seed := v.Room.Seed
 	if beacon != "" && beacon != BeaconMissed {
 		randomness, _ := hex.DecodeString(beacon)
-		seed = v.Room.MixedSeed(randomness)
+		seed = MixedSeed(*v.Room, randomness)
 	}
-	return KeptDraw{Entries: v.Room.Order(seed, users), Beacon: beacon}, true, nil
+	return KeptDraw{Entries: Order(*v.Room, seed, users), Beacon: beacon}, true, nil
 }
 
 // Order is the draw of users keyed with seed: each with their key
 // (KeyIn), in ascending order of the keys.
-func (r Room) Order(seed [32]byte, users []int64) []DrawEntry {
+func Order(r core.Room, seed [32]byte, users []int64) []DrawEntry {
 	entries := make([]DrawEntry, len(users))
 	for i, u := range users {
-		entries[i] = DrawEntry{Key: r.KeyIn(seed, u), UserID: u}
+		entries[i] = DrawEntry{Key: KeyIn(r, seed, u), UserID: u}
 	}
 	slices.SortFunc(entries, func(a, b DrawEntry) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.UserID, b.UserID))
@@ -170,7 +172,7 @@ func (r Room) Order(seed [32]byte, users []int64) []DrawEntry {
 // beaconOf is the room's beacon value for its draw: "" (none named), the
 // round's randomness in hex, or BeaconMissed once BeaconWait has passed
 // without it; ready is false while it is still awaited.
-func (r *Rooms) beaconOf(ctx context.Context, v Voucher) (string, bool) {
+func (r *Rooms) beaconOf(ctx context.Context, v core.Voucher) (string, bool) {
 	if !v.Room.Beacon.On() {
 		return "", true
 	}
@@ -200,6 +202,6 @@ func (noDrawStore) LoadDraw(context.Context, int64) (KeptDraw, error) { return K
 // noBeacons reads no beacon.
 type noBeacons struct{}
 
-func (noBeacons) Randomness(context.Context, RoomBeacon) ([]byte, error) {
+func (noBeacons) Randomness(context.Context, core.RoomBeacon) ([]byte, error) {
 	return nil, errors.New("this server reads no beacon")
 }
