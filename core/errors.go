@@ -103,6 +103,11 @@ func (e *Error) Is(target error) bool {
 // E builds an *Error of the given code with a client-facing message.
 func E(code Code, message string) *Error { return &Error{Code: code, Message: message} }
 
+// OpDecodeJSON is the Op of an Error whose Err is a JSON body's decoding
+// error: the HTTP layer says what is wrong with the body in the client's
+// terms (core knows no HTTP, nor how a body is worded to a client).
+const OpDecodeJSON = "decode JSON"
+
 // Wrap marks err as a failure of op, keeping err's code if it has one and
 // otherwise classing it as code.
 func Wrap(op string, code Code, err error) error {

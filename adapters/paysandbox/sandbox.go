@@ -71,7 +71,7 @@ func (s *Sandbox) Verify(_ context.Context, body []byte, header func(string) str
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&n); err != nil {
-		return core.PaymentNotice{}, core.BadJSON("the notification is not the sandbox's JSON", err)
+		return core.PaymentNotice{}, &core.Error{Code: core.CodeBadRequest, Op: core.OpDecodeJSON, Message: "the notification is not the sandbox's JSON", Err: err}
 	}
 	order, err := strconv.ParseInt(string(bytes.Trim(n.OrderID, `"`)), 10, 64)
 	switch {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -333,7 +332,7 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": string(code), "message": core.MessageOf(err),
 			"orderId": strconv.FormatInt(orderID, 10)}})
 	}
-	return writeError(c, status, string(code), core.MessageOf(err))
+	return writeError(c, status, string(code), clientMessage(err))
 }
 
 func writeError(c *fiber.Ctx, status int, code, message string) error {
@@ -342,20 +341,6 @@ func writeError(c *fiber.Ctx, status int, code, message string) error {
 
 func badRequest(format string, args ...any) error {
 	return core.E(core.CodeBadRequest, fmt.Sprintf(format, args...))
-}
-
-// decodeStrict parses a JSON body into dst: unknown fields, wrong types
-// and trailing data are 400s.
-func decodeStrict(c *fiber.Ctx, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return core.BadJSON("invalid JSON body", err)
-	}
-	if dec.More() {
-		return badRequest("invalid JSON body: trailing data")
-	}
-	return nil
 }
 
 // pathID parses a positive int64 path parameter.

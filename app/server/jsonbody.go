@@ -1,6 +1,7 @@
-package core
+package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,16 +9,39 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill-lab/seckill/core"
 )
 
-// BadJSON is the client's error for a JSON body that does not decode into
-// what is expected: what names the body ("invalid JSON body", "the
-// notification is not the sandbox's JSON"), and the rest says what is
-// wrong in the client's terms — the field, and the kind of value it wants —
-// never encoding/json's text, which names Go types and struct fields
-// ("Go struct field Notice.amount of type int64").
-func BadJSON(what string, err error) error {
-	return &Error{Code: CodeBadRequest, Op: "decode JSON", Message: what + ": " + jsonProblem(err), Err: err}
+// decodeStrict parses a JSON body into dst: unknown fields, wrong types
+// and trailing data are 400s.
+func decodeStrict(c *fiber.Ctx, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return &core.Error{Code: core.CodeBadRequest, Op: core.OpDecodeJSON, Message: "invalid JSON body", Err: err}
+	}
+	if dec.More() {
+		return badRequest("invalid JSON body: trailing data")
+	}
+	return nil
+}
+
+// clientMessage is err's message for the client. A JSON body that did not
+// decode (core.OpDecodeJSON: this API's, or a payment provider's notice)
+// is said in the client's terms — the field, and the kind of value it
+// wants — never encoding/json's text, which names Go types and struct
+// fields ("Go struct field Notice.amount of type int64").
+func clientMessage(err error) string {
+	msg := core.MessageOf(err)
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if ce, ok := e.(*core.Error); ok && ce.Op == core.OpDecodeJSON && ce.Err != nil {
+			return msg + ": " + jsonProblem(ce.Err)
+		}
+	}
+	return msg
 }
 
 func jsonProblem(err error) string {

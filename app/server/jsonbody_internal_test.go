@@ -1,4 +1,4 @@
-package core_test
+package server
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// TestBadJSONSaysWhatIsWrongInTheClientsTerms: the message names the
+// TestABadBodySaysWhatIsWrongInTheClientsTerms: the message names the
 // field and the kind of value it wants, never a Go type or struct.
-func TestBadJSONSaysWhatIsWrongInTheClientsTerms(t *testing.T) {
+func TestABadBodySaysWhatIsWrongInTheClientsTerms(t *testing.T) {
 	type notice struct {
 		Amount int64     `json:"amount"`
 		Status string    `json:"status"`
@@ -34,8 +34,8 @@ func TestBadJSONSaysWhatIsWrongInTheClientsTerms(t *testing.T) {
 		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 		dec.DisallowUnknownFields()
 		var n notice
-		err := core.BadJSON("invalid JSON body", dec.Decode(&n))
-		msg := core.MessageOf(err)
+		err := &core.Error{Code: core.CodeBadRequest, Op: core.OpDecodeJSON, Message: "invalid JSON body", Err: dec.Decode(&n)}
+		msg := clientMessage(core.Wrap("an outer step", core.CodeUnavailable, err))
 		if core.CodeOf(err) != core.CodeBadRequest || !strings.Contains(msg, want) {
 			t.Errorf("%s: %q (%s), want bad_request saying %q", body, msg, core.CodeOf(err), want)
 		}
