@@ -353,8 +353,6 @@ func statusOf(o Order) OrderStatus {
 	return o.Status
 }
 
-// Order returns a persisted order if userID owns it. Another user's order is
-// reported as not found, so ids cannot be probed.
 // HoldsOrder reports whether the live store holds orderID as the user's
 // reservation of one of vouchers: an order reserved and not yet persisted
 // (queued). Redis alone is asked (ReservedOrder), never the database.
@@ -371,6 +369,8 @@ func (s *Seckill) HoldsOrder(ctx context.Context, userID, orderID int64, voucher
 	return false, nil
 }
 
+// Order returns a persisted order if userID owns it. Another user's order is
+// reported as not found, so ids cannot be probed.
 func (s *Seckill) Order(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := s.orders.FindOrder(ctx, orderID)
 	if errors.Is(err, ErrOrderNotFound) {

@@ -162,7 +162,7 @@ if payBy > 0 then
   -- Due for payment: the expiry claims it then, queued or persisted.
   -- A list, not a sorted set scored by payBy: the deadlines arrive in
   -- nearly their own order, and RPUSH costs Redis a fraction of a ZADD
-  -- into a large sorted set (~1.5 µs of ~20 per order, issue 26).
+  -- into a large sorted set (~1.5 µs of ~20 per order, measured).
   redis.call('RPUSH', KEYS[6], ARGV[6] .. ':' .. ARGV[2] .. ':' .. ARGV[1] .. ':' .. ARGV[7])
 end
 

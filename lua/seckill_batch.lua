@@ -14,7 +14,7 @@
 --     nothing else sees the state between. The buyer marks are written as
 --     each member reserves, so the same shopper twice in a call is
 --     answered as two calls would be: gathering them too saved little more
---     on one hot voucher and cost more on many (issue 26's measurements).
+--     on one hot voucher and cost more on many (as measured).
 --   - A member that passes every rule but one per user (most of a sale's)
 --     checks and marks its buyer in one HSETNX; only one refused, or found
 --     marked, reads the mark (HGET) to answer in seckill.lua's order.
@@ -25,7 +25,7 @@
 --     voucher's may be live (the window's limitsUntil, seckill.lua's
 --     header): in a sale of new shoppers, none is.
 --   - The Lua around the commands is written for what Redis's Lua charges
---     (issue 26's instruction counts, docs/performance.md): every value a
+--     (the instruction counts in docs/performance.md): every value a
 --     command returns is a string made and hashed in Lua, so the window's
 --     total is read only where it is checked; a call to a C function
 --     (tonumber, type) costs more than the arithmetic that converts a
@@ -233,7 +233,7 @@ end
 
 -- One flat array, three values a member: Redis converts each table of a
 -- reply looking for its special fields (err, ok, double, map, …), which
--- cost more per member than the values (issue 26's measurements).
+-- cost more per member than the values (as measured).
 local out = {}
 for i = 0, n - 1 do
   local ok, code, id, value = pcall(reserve, i)
