@@ -59,14 +59,16 @@ type BucketOrderHolder interface {
 	HeldBucketOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error)
 }
 
-// heldBucketsFunc is a held-orders lister by bucket count, as both
+// HeldBucketsFunc is a held-orders lister by bucket count, as both
 // OrderHolder (one bucket) and BucketOrderHolder.
-type heldBucketsFunc func(ctx context.Context, voucherID int64, buckets int) ([]Order, error)
+type HeldBucketsFunc func(ctx context.Context, voucherID int64, buckets int) ([]Order, error)
 
-func (f heldBucketsFunc) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
+// HeldOrders calls f for one bucket.
+func (f HeldBucketsFunc) HeldOrders(ctx context.Context, voucherID int64) ([]Order, error) {
 	return f(ctx, voucherID, 1)
 }
 
-func (f heldBucketsFunc) HeldBucketOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error) {
+// HeldBucketOrders calls f.
+func (f HeldBucketsFunc) HeldBucketOrders(ctx context.Context, voucherID int64, buckets int) ([]Order, error) {
 	return f(ctx, voucherID, buckets)
 }

@@ -19,10 +19,10 @@ type Capabilities struct {
 	Handoff   *Handoff
 	Publisher Publisher
 	// Forwarder: an outside broker, fed by a relay from an outbox the
-	// reservation writes (Relayed joins the two). A broker declares it and
+	// reservation writes (relay.New joins the two). A broker declares it and
 	// neither of the above.
 	Forwarder Forwarder
-	// Relay tells the relay of a relayed queue (set by Relayed).
+	// Relay tells the relay of a relayed queue (set by relay.New).
 	Relay RelayReporter
 	// Intake turns shoppers away before anything is reserved while the
 	// queue cannot take orders (a relayed queue whose outbox is full; nil:

@@ -3,85 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
 )
-
-// fakeQueue is an in-memory acknowledged queue: fetched deliveries stay
-// pending until acked or dead-lettered.
-type fakeQueue struct {
-	mu      sync.Mutex
-	ready   []core.Delivery
-	pending map[string]core.Delivery
-	acked   []string
-	dead    map[string]string // delivery id -> reason
-	seq     int
-}
-
-func newFakeQueue() *fakeQueue {
-	return &fakeQueue{pending: map[string]core.Delivery{}, dead: map[string]string{}}
-}
-
-func (q *fakeQueue) push(body []byte, attempt int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.seq++
-	q.ready = append(q.ready, core.Delivery{ID: fmt.Sprint(q.seq), Body: body, Attempt: attempt})
-}
-
-func (q *fakeQueue) Capabilities() core.Capabilities {
-	return core.Capabilities{Name: "fake", Guarantees: core.Guarantees{Acknowledged: true}}
-}
-func (q *fakeQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
-func (q *fakeQueue) Close() error                                         { return nil }
-
-func (q *fakeQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
-	q.mu.Lock()
-	n := min(max, len(q.ready))
-	ds := append([]core.Delivery(nil), q.ready[:n]...)
-	q.ready = q.ready[n:]
-	for _, d := range ds {
-		q.pending[d.ID] = d
-	}
-	q.mu.Unlock()
-	if n == 0 {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return ds, nil
-}
-
-func (q *fakeQueue) Ack(_ context.Context, ds []core.Delivery) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, d := range ds {
-		delete(q.pending, d.ID)
-		q.acked = append(q.acked, d.ID)
-	}
-	return nil
-}
-
-func (q *fakeQueue) DeadLetter(_ context.Context, d core.Delivery, reason string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.pending, d.ID)
-	q.dead[d.ID] = reason
-	return nil
-}
-
-func (q *fakeQueue) state() (ready, pending, acked, dead int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.ready), len(q.pending), len(q.acked), len(q.dead)
-}
 
 // fakeStore persists into a map, failing the first failures calls and
 // rejecting orders of voucher rejectVoucher.
@@ -135,20 +64,20 @@ func fastConfig() core.PipelineConfig {
 		RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond}
 }
 
-func handle(p *core.Pipeline, q *fakeQueue) {
+func handle(p *core.Pipeline, q *queuetest.Acked) {
 	ds, _ := q.Fetch(context.Background(), 100)
 	p.Handle(context.Background(), q, ds)
 }
 
 func TestPoisonMessageIsDeadLetteredAndTheBatchMovesOn(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{}
-	q.push(body(1, 1), 1)
-	q.push([]byte(`{"not":"an order"}`), 1)
-	q.push([]byte(`garbage`), 1)
-	q.push(body(2, 1), 1)
+	q, s := queuetest.NewAcked(), &fakeStore{}
+	q.Push(body(1, 1), 1)
+	q.Push([]byte(`{"not":"an order"}`), 1)
+	q.Push([]byte(`garbage`), 1)
+	q.Push(body(2, 1), 1)
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
 
-	ready, pending, acked, dead := q.state()
+	ready, pending, acked, dead := q.State()
 	if s.count() != 2 || acked != 2 || dead != 2 || pending != 0 || ready != 0 {
 		t.Fatalf("persisted=%d acked=%d dead=%d pending=%d: want the 2 orders persisted and acked, the 2 poison messages dead-lettered",
 			s.count(), acked, dead, pending)
@@ -159,17 +88,17 @@ func TestPoisonMessageIsDeadLetteredAndTheBatchMovesOn(t *testing.T) {
 // orders in the JSON (version 1) and the compact body (version 2); a
 // consumer persists both, the same orders.
 func TestBothOrderBodiesArePersisted(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{}
+	q, s := queuetest.NewAcked(), &fakeStore{}
 	created := time.UnixMilli(1795941009284).UTC()
 	for id := int64(1); id <= 4; id++ {
 		f := core.OrderBodyJSON
 		if id%2 == 0 {
 			f = core.OrderBodyCompact
 		}
-		q.push(f.Encode(core.Order{ID: id, UserID: 10 + id, VoucherID: 7, CreatedAt: created}), 1)
+		q.Push(f.Encode(core.Order{ID: id, UserID: 10 + id, VoucherID: 7, CreatedAt: created}), 1)
 	}
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
-	if _, _, acked, dead := q.state(); acked != 4 || dead != 0 {
+	if _, _, acked, dead := q.State(); acked != 4 || dead != 0 {
 		t.Fatalf("acked %d, dead %d: want all 4 acked", acked, dead)
 	}
 	for id := int64(1); id <= 4; id++ {
@@ -180,9 +109,9 @@ func TestBothOrderBodiesArePersisted(t *testing.T) {
 }
 
 func TestMessageDeliveredTooOftenIsDeadLetteredUnprocessed(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{}
-	q.push(body(1, 1), 4) // MaxDeliveries is 3
-	q.push(body(2, 1), 3)
+	q, s := queuetest.NewAcked(), &fakeStore{}
+	q.Push(body(1, 1), 4) // MaxDeliveries is 3
+	q.Push(body(2, 1), 3)
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
 	if _, ok := s.rows[1]; ok {
 		t.Fatal("the message past MaxDeliveries was persisted")
@@ -190,27 +119,27 @@ func TestMessageDeliveredTooOftenIsDeadLetteredUnprocessed(t *testing.T) {
 	if _, ok := s.rows[2]; !ok {
 		t.Fatal("the message at MaxDeliveries was not persisted")
 	}
-	if _, _, _, dead := q.state(); dead != 1 {
+	if _, _, _, dead := q.State(); dead != 1 {
 		t.Fatalf("dead = %d, want 1", dead)
 	}
 }
 
 func TestStoreFailuresAreRetriedAndNothingIsAckedBeforeTheCommit(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{failures: 3}
-	q.push(body(1, 1), 1)
-	q.push(body(2, 1), 1)
+	q, s := queuetest.NewAcked(), &fakeStore{failures: 3}
+	q.Push(body(1, 1), 1)
+	q.Push(body(2, 1), 1)
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
 	if s.calls != 4 || s.count() != 2 {
 		t.Fatalf("store calls=%d rows=%d, want 4 calls (3 failures) and 2 rows", s.calls, s.count())
 	}
-	if _, pending, acked, _ := q.state(); acked != 2 || pending != 0 {
+	if _, pending, acked, _ := q.State(); acked != 2 || pending != 0 {
 		t.Fatalf("acked=%d pending=%d, want 2 acked", acked, pending)
 	}
 }
 
 func TestShutdownWhileTheStoreFailsLeavesTheBatchUnacked(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{failures: 1 << 30}
-	q.push(body(1, 1), 1)
+	q, s := queuetest.NewAcked(), &fakeStore{failures: 1 << 30}
+	q.Push(body(1, 1), 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := core.NewPipeline(q, s, fastConfig(), nil, nil)
 	done := make(chan struct{})
@@ -231,21 +160,21 @@ func TestShutdownWhileTheStoreFailsLeavesTheBatchUnacked(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel while the store was failing")
 	}
-	if _, pending, acked, dead := q.state(); pending != 1 || acked != 0 || dead != 0 {
+	if _, pending, acked, dead := q.State(); pending != 1 || acked != 0 || dead != 0 {
 		t.Fatalf("pending=%d acked=%d dead=%d, want the message left pending for redelivery", pending, acked, dead)
 	}
 }
 
 func TestStockAnomalyIsDeadLetteredNotAcked(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{rejectVoucher: 9}
-	q.push(body(1, 1), 1)
-	q.push(body(2, 9), 1)
+	q, s := queuetest.NewAcked(), &fakeStore{rejectVoucher: 9}
+	q.Push(body(1, 1), 1)
+	q.Push(body(2, 9), 1)
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
-	_, _, acked, dead := q.state()
+	_, _, acked, dead := q.State()
 	if acked != 1 || dead != 1 {
 		t.Fatalf("acked=%d dead=%d, want the good order acked and the anomaly dead-lettered", acked, dead)
 	}
-	for _, reason := range q.dead {
+	for _, reason := range q.DeadReasons() {
 		if reason == "" || reason[:len(core.DeadLetterStockAnomaly)] != string(core.DeadLetterStockAnomaly) {
 			t.Fatalf("dead-letter reason %q does not name the stock anomaly", reason)
 		}
@@ -256,13 +185,13 @@ func TestStockAnomalyIsDeadLetteredNotAcked(t *testing.T) {
 // holding another order are dead-lettered under their own reasons.
 func TestEachAnomalyIsDeadLetteredUnderItsKind(t *testing.T) {
 	for _, kind := range []core.DeadLetterReason{core.DeadLetterIDCollision, core.DeadLetterBuyerHoldsAnother} {
-		q, s := newFakeQueue(), &fakeStore{rejectVoucher: 9, rejectKind: kind}
-		q.push(body(2, 9), 1)
+		q, s := queuetest.NewAcked(), &fakeStore{rejectVoucher: 9, rejectKind: kind}
+		q.Push(body(2, 9), 1)
 		handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
-		if len(q.dead) != 1 {
-			t.Fatalf("%s: %d dead letters, want 1", kind, len(q.dead))
+		if len(q.DeadReasons()) != 1 {
+			t.Fatalf("%s: %d dead letters, want 1", kind, len(q.DeadReasons()))
 		}
-		for _, reason := range q.dead {
+		for _, reason := range q.DeadReasons() {
 			if !strings.HasPrefix(reason, string(kind)+": ") {
 				t.Fatalf("dead-letter reason %q, want it to name %s", reason, kind)
 			}
@@ -271,19 +200,19 @@ func TestEachAnomalyIsDeadLetteredUnderItsKind(t *testing.T) {
 }
 
 func TestRedeliveredCopiesInOneBatchArePersistedOnceAndAllAcked(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{}
-	q.push(body(1, 1), 1)
-	q.push(body(1, 1), 2) // the same order delivered twice (list/stream backends can)
+	q, s := queuetest.NewAcked(), &fakeStore{}
+	q.Push(body(1, 1), 1)
+	q.Push(body(1, 1), 2) // the same order delivered twice (list/stream backends can)
 	handle(core.NewPipeline(q, s, fastConfig(), nil, nil), q)
-	if _, _, acked, _ := q.state(); acked != 2 || s.count() != 1 {
+	if _, _, acked, _ := q.State(); acked != 2 || s.count() != 1 {
 		t.Fatalf("acked=%d rows=%d, want both deliveries acked and one row", acked, s.count())
 	}
 }
 
 func TestRunDrainsEverythingWithSeveralConsumers(t *testing.T) {
-	q, s := newFakeQueue(), &fakeStore{}
+	q, s := queuetest.NewAcked(), &fakeStore{}
 	for i := range 1000 {
-		q.push(body(int64(i+1), 1), 1)
+		q.Push(body(int64(i+1), 1), 1)
 	}
 	cfg := fastConfig()
 	cfg.Consumers = 4
@@ -297,14 +226,14 @@ func TestRunDrainsEverythingWithSeveralConsumers(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if _, pending, acked, _ := q.state(); s.count() != 1000 || acked != 1000 || pending != 0 {
+	if _, pending, acked, _ := q.State(); s.count() != 1000 || acked != 1000 || pending != 0 {
 		t.Fatalf("rows=%d acked=%d pending=%d, want 1000, 1000, 0", s.count(), acked, pending)
 	}
 }
 
 // timedQueue records when each fetch that returned something happened.
 type timedQueue struct {
-	*fakeQueue
+	*queuetest.Acked
 	mu    sync.Mutex
 	times []time.Time
 	sizes []int
@@ -312,7 +241,7 @@ type timedQueue struct {
 
 func (q *timedQueue) Consumer(context.Context, int) (core.Consumer, error) { return q, nil }
 func (q *timedQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
-	ds, err := q.fakeQueue.Fetch(ctx, max)
+	ds, err := q.Acked.Fetch(ctx, max)
 	if len(ds) > 0 {
 		q.mu.Lock()
 		q.times, q.sizes = append(q.times, time.Now()), append(q.sizes, len(ds))
@@ -326,9 +255,9 @@ func (q *timedQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error
 // batch gathers what arrived meanwhile); after a full batch, it does not.
 func TestLingerWaitsAfterASmallBatchOnly(t *testing.T) {
 	const linger = 150 * time.Millisecond
-	q, s := &timedQueue{fakeQueue: newFakeQueue()}, &fakeStore{}
+	q, s := &timedQueue{Acked: queuetest.NewAcked()}, &fakeStore{}
 	for i := range 25 {
-		q.push(body(int64(i+1), 1), 1)
+		q.Push(body(int64(i+1), 1), 1)
 	}
 	cfg := fastConfig()
 	cfg.Linger = linger // batch size 10: 10, 10, then 5 (small)
@@ -338,8 +267,8 @@ func TestLingerWaitsAfterASmallBatchOnly(t *testing.T) {
 	for s.count() < 25 {
 		time.Sleep(time.Millisecond)
 	}
-	q.push(body(26, 1), 1) // arrives during the linger after the small batch
-	q.push(body(27, 1), 1)
+	q.Push(body(26, 1), 1) // arrives during the linger after the small batch
+	q.Push(body(27, 1), 1)
 	for s.count() < 27 {
 		time.Sleep(time.Millisecond)
 	}

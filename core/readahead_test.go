@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
 )
 
-// recordingQueue wraps fakeQueue: it declares the guarantees it is given,
+// recordingQueue wraps queuetest.Acked: it declares the guarantees it is given,
 // logs the calls on its consumer in order, and fails the test if two of
 // them ever overlap.
 type recordingQueue struct {
-	*fakeQueue
+	*queuetest.Acked
 	guarantees core.Guarantees
 	t          *testing.T
 	busy       atomic.Int32
@@ -46,12 +47,12 @@ func (q *recordingQueue) log(event string) {
 
 func (q *recordingQueue) Fetch(ctx context.Context, max int) ([]core.Delivery, error) {
 	defer q.enter("fetch")()
-	return q.fakeQueue.Fetch(ctx, max)
+	return q.Acked.Fetch(ctx, max)
 }
 
 func (q *recordingQueue) Ack(ctx context.Context, ds []core.Delivery) error {
 	defer q.enter("ack " + ds[0].ID)()
-	return q.fakeQueue.Ack(ctx, ds)
+	return q.Acked.Ack(ctx, ds)
 }
 
 // gatedStore holds each SaveOrders until the test lets it go, and fails
@@ -77,9 +78,9 @@ func (s *gatedStore) SaveOrders(ctx context.Context, orders []core.Order) (core.
 // runGated runs a one-consumer pipeline over 4 full batches of 10 and 5
 // more orders, releasing one save at a time once the pipeline is idle.
 func runGated(t *testing.T, g core.Guarantees) *recordingQueue {
-	q := &recordingQueue{fakeQueue: newFakeQueue(), guarantees: g, t: t}
+	q := &recordingQueue{Acked: queuetest.NewAcked(), guarantees: g, t: t}
 	for id := int64(1); id <= 45; id++ {
-		q.push(body(id, 1), 1)
+		q.Push(body(id, 1), 1)
 	}
 	s := &gatedStore{q: q, gate: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,7 +99,7 @@ func runGated(t *testing.T, g core.Guarantees) *recordingQueue {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, pending, acked, _ := q.state(); pending == 0 && acked == 45 {
+		if _, pending, acked, _ := q.State(); pending == 0 && acked == 45 {
 			break
 		}
 		if time.Now().After(deadline) {

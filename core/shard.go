@@ -114,10 +114,10 @@ func (s *sharded) Capabilities() Capabilities {
 		stats, lists = stats && sc.Stats != nil, lists && sc.Lister != nil
 	}
 	if stats {
-		c.Stats = statsFunc(s.stats)
+		c.Stats = StatsFunc(s.stats)
 	}
 	if lists {
-		c.Lister, c.BucketLister = heldBucketsFunc(s.heldOrders), heldBucketsFunc(s.heldOrders)
+		c.Lister, c.BucketLister = HeldBucketsFunc(s.heldOrders), HeldBucketsFunc(s.heldOrders)
 	}
 	return c
 }
@@ -145,23 +145,26 @@ func (s *sharded) stats(ctx context.Context) (QueueStats, error) {
 		if err != nil {
 			return UnknownStats, err
 		}
-		total.Depth = addKnown(total.Depth, st.Depth)
-		total.Pending = addKnown(total.Pending, st.Pending)
-		total.DeadLetters = addKnown(total.DeadLetters, st.DeadLetters)
-		total.Lag = maxKnown(total.Lag, st.Lag)
-		total.OldestPending = maxKnown(total.OldestPending, st.OldestPending)
+		total.Depth = AddKnown(total.Depth, st.Depth)
+		total.Pending = AddKnown(total.Pending, st.Pending)
+		total.DeadLetters = AddKnown(total.DeadLetters, st.DeadLetters)
+		total.Lag = MaxKnown(total.Lag, st.Lag)
+		total.OldestPending = MaxKnown(total.OldestPending, st.OldestPending)
 	}
 	return total, nil
 }
 
-func addKnown[T ~int64](a, b T) T {
+// AddKnown is a + b, or -1 (unknown) where either is: how counts of
+// queues made of others add up.
+func AddKnown[T ~int64](a, b T) T {
 	if a < 0 || b < 0 {
 		return -1
 	}
 	return a + b
 }
 
-func maxKnown[T ~int64](a, b T) T {
+// MaxKnown is max(a, b), or -1 (unknown) where either is.
+func MaxKnown[T ~int64](a, b T) T {
 	if a < 0 || b < 0 {
 		return -1
 	}
@@ -188,10 +191,10 @@ func (s *sharded) heldOrders(ctx context.Context, voucherID int64, buckets int) 
 	return all, nil
 }
 
-// The join's capabilities are its own methods, as the interfaces
-// Capabilities holds (http.HandlerFunc's way).
-type (
-	statsFunc func(ctx context.Context) (QueueStats, error)
-)
+// StatsFunc is a function as a QueueStatter (http.HandlerFunc's way): a
+// queue made of others (the shards' join, the relay's) reports its stats
+// with a method of its own.
+type StatsFunc func(ctx context.Context) (QueueStats, error)
 
-func (f statsFunc) Stats(ctx context.Context) (QueueStats, error) { return f(ctx) }
+// Stats calls f.
+func (f StatsFunc) Stats(ctx context.Context) (QueueStats, error) { return f(ctx) }

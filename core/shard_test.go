@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
 )
 
-// shardFake is one shard's queue: a fakeQueue fed by the reservation under
+// shardFake is one shard's queue: a queuetest.Acked fed by the reservation under
 // its own key, that remembers which consumer indexes it handed out.
 type shardFake struct {
-	*fakeQueue
+	*queuetest.Acked
 	key     string
 	stats   core.QueueStats
 	held    map[int64][]core.Order
@@ -24,7 +25,7 @@ type shardFake struct {
 }
 
 func newShardFake(key string) *shardFake {
-	return &shardFake{fakeQueue: newFakeQueue(), key: key, held: map[int64][]core.Order{}}
+	return &shardFake{Acked: queuetest.NewAcked(), key: key, held: map[int64][]core.Order{}}
 }
 
 func (q *shardFake) handoff() *core.Handoff {
@@ -34,7 +35,7 @@ func (q *shardFake) handoff() *core.Handoff {
 
 // Capabilities are every one a fed queue can have.
 func (q *shardFake) Capabilities() core.Capabilities {
-	c := q.fakeQueue.Capabilities()
+	c := q.Acked.Capabilities()
 	c.Handoff, c.Stats, c.Lister = q.handoff(), q, q
 	c.DeadLetters = []core.DeadLetterSource{{Name: "dead " + q.key, Reader: q}}
 	c.Duties = []core.Duty{{Name: "tick " + q.key, Every: time.Hour, Do: func(context.Context) error { return nil }}}
@@ -45,7 +46,7 @@ func (q *shardFake) Consumer(ctx context.Context, index int) (core.Consumer, err
 	q.mu.Lock()
 	q.indexes = append(q.indexes, index)
 	q.mu.Unlock()
-	return q.fakeQueue, nil
+	return q.Acked, nil
 }
 
 func (q *shardFake) Stats(context.Context) (core.QueueStats, error) { return q.stats, nil }
@@ -172,7 +173,7 @@ func TestShardedQueueDeclaresOnlyWhatEveryShardDoes(t *testing.T) {
 	if caps.Stats == nil || caps.Shards != 2 {
 		t.Errorf("stats %v, shards %d: want what both shards have, and 2", caps.Stats, caps.Shards)
 	}
-	if _, err := core.ShardQueues(shards, []core.Queue{a, newFakeQueue()}); err == nil {
+	if _, err := core.ShardQueues(shards, []core.Queue{a, queuetest.NewAcked()}); err == nil {
 		t.Error("a queue the reservation does not feed was sharded")
 	}
 	if _, err := core.ShardQueues(shards, []core.Queue{a}); err == nil {
@@ -188,7 +189,7 @@ func TestShardedQueueDeclaresOnlyWhatEveryShardDoes(t *testing.T) {
 type fedOnly struct{ q *shardFake }
 
 func (f fedOnly) Capabilities() core.Capabilities {
-	c := f.q.fakeQueue.Capabilities()
+	c := f.q.Acked.Capabilities()
 	c.Handoff, c.Stats = f.q.handoff(), f.q
 	return c
 }
@@ -204,7 +205,7 @@ func TestPipelineReadsEveryShard(t *testing.T) {
 	for i, f := range fakes {
 		for n := range 50 {
 			id := int64(i*100 + n + 1)
-			f.push(body(id, int64(i+1)), 1)
+			f.Push(body(id, int64(i+1)), 1)
 		}
 	}
 	cfg := fastConfig()

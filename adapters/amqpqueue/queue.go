@@ -1,6 +1,6 @@
 // Package amqpqueue is the RabbitMQ backend (SECKILL_QUEUE=rabbitmq): an
 // outside broker, fed by the relay from the reservation's outbox
-// (core.Relayed). The relay publishes each order, persistent and
+// (relay.New). The relay publishes each order, persistent and
 // mandatory, to a quorum queue on a channel in confirm mode and waits for
 // the broker's confirms; consumers take deliveries with manual acks and
 // ack after the database commit. A message delivered too often (the

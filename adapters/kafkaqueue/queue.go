@@ -1,6 +1,6 @@
 // Package kafkaqueue is the Kafka backend (SECKILL_QUEUE=kafka): an
 // outside broker, fed by the relay from the reservation's outbox
-// (core.Relayed), with franz-go. The relay produces each order, keyed by
+// (relay.New), with franz-go. The relay produces each order, keyed by
 // its voucher (so a voucher's orders share a partition), with acks=all and
 // the idempotent producer, and waits for the acks; consumers are members
 // of one consumer group and commit a partition's offset only past orders

@@ -1,6 +1,6 @@
 // Package natsqueue is the NATS JetStream backend (SECKILL_QUEUE=nats): an
 // outside broker, fed by the relay from the reservation's outbox
-// (core.Relayed). The relay publishes each order to the subject
+// (relay.New). The relay publishes each order to the subject
 // <stream>.<voucher id> with its order id as Nats-Msg-Id (JetStream drops a
 // repeat inside the stream's duplicate window) and waits for the publish
 // ack; consumers pull from one durable consumer, ack after the database

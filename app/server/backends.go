@@ -39,7 +39,7 @@ type Backend struct {
 	// broker in its atomic step, so the server gives it an outbox the
 	// script does write (a Redis stream per shard, read by the relays'
 	// consumer group) and relays in every process that runs consumers
-	// (core.Relayed).
+	// (relay.New).
 	Broker func(ctx context.Context, d Deps) (core.Queue, error)
 	// Variables are the backend's own settings, rows of the one variables
 	// table (README.md, `seckill serve -h`, the env template): each read at

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/relay"
 )
 
 // The key layout is the number of shards the sale's keys are spread over
@@ -240,7 +241,7 @@ func (s *Server) openRelayed(ctx context.Context, b Backend, base Deps, count in
 		box.Close()
 		return nil, err
 	}
-	q, err := core.Relayed(box, broker, core.RelayConfig{Log: s.log, OutboxCap: s.cfg.OutboxCap, Tracing: s.coreTracing()})
+	q, err := relay.New(box, broker, relay.Config{Log: s.log, OutboxCap: s.cfg.OutboxCap, Tracing: s.coreTracing()})
 	if err != nil {
 		box.Close()
 		broker.Close()

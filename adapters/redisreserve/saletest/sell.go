@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/streamgroup"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/relay"
 )
 
 // Sell sells orders to a queue through the sale's real path on r:
@@ -62,7 +63,7 @@ func QueueKey(r testenv.Redis, ns string) string {
 
 // Relayed joins broker, an outside broker's queue, to an outbox on r in
 // namespace ns (a streamgroup stream on QueueKey(r, ns), read by the
-// relays' group) as the server does (core.Relayed), so Sell feeds the
+// relays' group) as the server does (relay.New), so Sell feeds the
 // broker through the real path: the reservation, the outbox, the relay.
 // claimAfter is how long a dead relay's entries wait to be claimed.
 func Relayed(t testing.TB, r testenv.Redis, ns string, broker core.Queue, claimAfter time.Duration) core.Queue {
@@ -74,7 +75,7 @@ func Relayed(t testing.TB, r testenv.Redis, ns string, broker core.Queue, claimA
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := core.Relayed(outbox, broker, core.RelayConfig{RetryInitial: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+	q, err := relay.New(outbox, broker, relay.Config{RetryInitial: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		Log: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)

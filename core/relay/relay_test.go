@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/queuetest"
+	"github.com/seckill-lab/seckill/core/relay"
 )
 
-// fakeOutbox is fakeQueue as the reservation's outbox: fed by a hand-off,
+// fakeOutbox is queuetest.Acked as the reservation's outbox: fed by a hand-off,
 // keeping what a relay read until acked, with stats.
-type fakeOutbox struct{ *fakeQueue }
+type fakeOutbox struct{ *queuetest.Acked }
 
 func (o fakeOutbox) Capabilities() core.Capabilities {
 	h := core.Handoff{Command: []string{"XADD", core.HandoffKey, "*", "order", core.HandoffBody},
@@ -23,7 +25,7 @@ func (o fakeOutbox) Capabilities() core.Capabilities {
 }
 
 func (o fakeOutbox) Stats(context.Context) (core.QueueStats, error) {
-	ready, pending, _, _ := o.state()
+	ready, pending, _, _ := o.State()
 	s := core.UnknownStats
 	s.Depth, s.Pending = int64(ready), int64(pending)
 	return s, nil
@@ -37,7 +39,7 @@ type fakeBroker struct {
 	refusals int
 	calls    int
 	got      map[int64]int
-	outbox   *fakeQueue
+	outbox   *queuetest.Acked
 	early    int // forwards that found some of their batch already acked
 }
 
@@ -50,7 +52,7 @@ func (b *fakeBroker) Consumer(context.Context, int) (core.Consumer, error) {
 func (b *fakeBroker) Close() error { return nil }
 
 func (b *fakeBroker) Forward(_ context.Context, orders []core.Order) error {
-	_, _, acked, _ := b.outbox.state()
+	_, _, acked, _ := b.outbox.State()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.calls++
@@ -72,13 +74,13 @@ func (b *fakeBroker) Forward(_ context.Context, orders []core.Order) error {
 // that does not decode is dead-lettered on the outbox, and the failures
 // are counted.
 func TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed(t *testing.T) {
-	box := newFakeQueue()
+	box := queuetest.NewAcked()
 	for id := int64(1); id <= 10; id++ {
-		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
+		box.Push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
 	}
-	box.push([]byte("not an order"), 1)
+	box.Push([]byte("not an order"), 1)
 	broker := &fakeBroker{refusals: 3, got: map[int64]int{}, outbox: box}
-	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{Batch: 100, RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	q, err := relay.New(fakeOutbox{box}, broker, relay.Config{Batch: 100, RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed(t *testing.T) {
 	go func() { core.RunQueueDuties(ctx, q, nil); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, pending, acked, dead := box.state()
+		_, pending, acked, dead := box.State()
 		if acked == 10 && dead == 1 && pending == 0 {
 			break
 		}
@@ -111,17 +113,17 @@ func TestTheRelayAcksTheOutboxOnlyAfterTheBrokerConfirmed(t *testing.T) {
 	if err != nil || st.Forwarded != 10 || st.Failures != 3 || st.LastError != "" {
 		t.Fatalf("relay stats %+v, %v: want 10 forwarded, 3 failures, no error since", st, err)
 	}
-	if box.dead["11"] != string(core.DeadLetterPoison) {
-		t.Fatalf("the undecodable entry: %v", box.dead)
+	if box.DeadReasons()["11"] != string(core.DeadLetterPoison) {
+		t.Fatalf("the undecodable entry: %v", box.DeadReasons())
 	}
 }
 
 // TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap: Admit refuses with
 // busy, naming the outbox, once the backlog reaches the cap.
 func TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap(t *testing.T) {
-	box := newFakeQueue()
+	box := queuetest.NewAcked()
 	broker := &fakeBroker{got: map[int64]int{}, outbox: box}
-	q, err := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{OutboxCap: 3, IntakeEvery: time.Nanosecond})
+	q, err := relay.New(fakeOutbox{box}, broker, relay.Config{OutboxCap: 3, IntakeEvery: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +132,13 @@ func TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap(t *testing.T) {
 		t.Fatal("an empty outbox refuses")
 	}
 	for id := int64(1); id <= 3; id++ {
-		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7}), 1)
+		box.Push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7}), 1)
 	}
 	err = intake.Accept(context.Background())
 	if e, ok := errors.AsType[*core.Error](err); !ok || e.Code != core.CodeBusy || !strings.Contains(e.Message, "outbox") {
 		t.Fatalf("at the cap: %v, want busy naming the outbox", err)
 	}
-	if q, _ := core.Relayed(fakeOutbox{box}, broker, core.RelayConfig{}); core.CapabilitiesOf(q).Intake != nil {
+	if q, _ := relay.New(fakeOutbox{box}, broker, relay.Config{}); core.CapabilitiesOf(q).Intake != nil {
 		t.Fatal("no cap, yet an admission")
 	}
 }
@@ -144,11 +146,11 @@ func TestARelayedQueueTurnsShoppersAwayAtTheOutboxCap(t *testing.T) {
 // TestRelayedRefusesWhatCannotBeRelayed: an outbox the reservation does
 // not feed, or a "broker" with no Forwarder, is a wiring error.
 func TestRelayedRefusesWhatCannotBeRelayed(t *testing.T) {
-	box := newFakeQueue()
-	if _, err := core.Relayed(box, &fakeBroker{outbox: box}, core.RelayConfig{}); err == nil {
+	box := queuetest.NewAcked()
+	if _, err := relay.New(box, &fakeBroker{outbox: box}, relay.Config{}); err == nil {
 		t.Error("an outbox without a hand-off was accepted")
 	}
-	if _, err := core.Relayed(fakeOutbox{box}, box, core.RelayConfig{}); err == nil {
+	if _, err := relay.New(fakeOutbox{box}, box, relay.Config{}); err == nil {
 		t.Error("a broker without a Forwarder was accepted")
 	}
 }
@@ -171,16 +173,16 @@ func (b *hangingBroker) Forward(ctx context.Context, _ []core.Order) error {
 // outbox (for a restart or another relay), so the process still stops in
 // time.
 func TestAStoppedRelayGivesUpAfterItsGrace(t *testing.T) {
-	box := newFakeQueue()
-	box.push(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 7, CreatedAt: time.Now()}), 1)
-	q, err := core.Relayed(fakeOutbox{box}, &hangingBroker{}, core.RelayConfig{FinishTimeout: 200 * time.Millisecond})
+	box := queuetest.NewAcked()
+	box.Push(core.EncodeOrder(core.Order{ID: 1, UserID: 1, VoucherID: 7, CreatedAt: time.Now()}), 1)
+	q, err := relay.New(fakeOutbox{box}, &hangingBroker{}, relay.Config{FinishTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { core.RunQueueDuties(ctx, q, nil); close(done) }()
-	for _, pending, _, _ := box.state(); pending == 0; _, pending, _, _ = box.state() {
+	for _, pending, _, _ := box.State(); pending == 0; _, pending, _, _ = box.State() {
 		time.Sleep(time.Millisecond)
 	}
 	stopped := time.Now()
@@ -193,7 +195,7 @@ func TestAStoppedRelayGivesUpAfterItsGrace(t *testing.T) {
 	if took := time.Since(stopped); took < 150*time.Millisecond || took > 2*time.Second {
 		t.Errorf("stopped %v after the signal, want about the grace of 200ms", took)
 	}
-	if _, pending, acked, _ := box.state(); pending != 1 || acked != 0 {
+	if _, pending, acked, _ := box.State(); pending != 1 || acked != 0 {
 		t.Errorf("outbox after the stop: %d pending, %d acked; want the batch left pending", pending, acked)
 	}
 }
@@ -210,11 +212,11 @@ func (o *countingOutbox) Consumer(context.Context, int) (core.Consumer, error) {
 	defer o.mu.Unlock()
 	o.open++
 	o.most = max(o.most, o.open)
-	return countedConsumer{o.fakeQueue, o}, nil
+	return countedConsumer{o.Acked, o}, nil
 }
 
 type countedConsumer struct {
-	*fakeQueue
+	*queuetest.Acked
 	o *countingOutbox
 }
 
@@ -230,12 +232,12 @@ func (c countedConsumer) Close() error {
 // of the shard: two would read its outbox under one consumer name and
 // forward its pending entries twice.
 func TestOneRelayPerShardHoweverOftenTheDutiesRun(t *testing.T) {
-	box := &countingOutbox{fakeOutbox: fakeOutbox{newFakeQueue()}}
+	box := &countingOutbox{fakeOutbox: fakeOutbox{queuetest.NewAcked()}}
 	for id := int64(1); id <= 10; id++ {
-		box.push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
+		box.Push(core.EncodeOrder(core.Order{ID: id, UserID: id, VoucherID: 7, CreatedAt: time.Now()}), 1)
 	}
-	broker := &fakeBroker{got: map[int64]int{}, outbox: box.fakeQueue}
-	q, err := core.Relayed(box, broker, core.RelayConfig{})
+	broker := &fakeBroker{got: map[int64]int{}, outbox: box.Acked}
+	q, err := relay.New(box, broker, relay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func TestOneRelayPerShardHoweverOftenTheDutiesRun(t *testing.T) {
 	wg.Go(func() { core.RunQueueDuties(ctx, q, nil) })
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, _, acked, _ := box.state(); acked == 10 || time.Now().After(deadline) {
+		if _, _, acked, _ := box.State(); acked == 10 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
