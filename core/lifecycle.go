@@ -115,9 +115,6 @@ type LifecycleConfig struct {
 	SweepBatch int
 	Log        *slog.Logger
 	Observer   LifecycleObserver
-	// Tracing, if set, records a cancellation's return of its unit in
-	// the order's trace.
-	Tracing Tracing
 }
 
 // NewLifecycle builds the lifecycle, whole: it panics without a Store.
@@ -126,7 +123,7 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 		panic("core: NewLifecycle needs a Store")
 	}
 	if cfg.Live == nil {
-		cfg.Live = databaseLiveState{}
+		cfg.Live = DatabaseLiveState
 	}
 	if cfg.Memo == nil {
 		cfg.Memo = NewAnswerMemo(0, nil)
@@ -149,8 +146,11 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	return &Lifecycle{store: cfg.Store, live: cfg.Live, guard: GuardOr(cfg.Guard), memo: cfg.Memo, log: cfg.Log, obs: cfg.Observer, cfg: cfg, now: time.Now}
 }
 
-// databaseLiveState stands in for the live store where the database is the
-// live state: the stock column got the unit back in the cancellation.
+// DatabaseLiveState stands in for the live store where the database is
+// the live state (LifecycleConfig.Live's default): the stock column got
+// the unit back in the cancellation.
+var DatabaseLiveState UnitReturner = databaseLiveState{}
+
 type databaseLiveState struct{}
 
 func (databaseLiveState) ReturnUnit(context.Context, Order) (ReturnResult, error) {
@@ -173,12 +173,7 @@ func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason Can
 	l.obs.Cancelled(reason)
 	// Won and committed: the unit is the stock column's again. Redis gets
 	// it now; should this fail, the sweep gives it later.
-	rctx, end := context.WithoutCancel(ctx), func(error) {}
-	if l.cfg.Tracing != nil {
-		rctx, end = l.cfg.Tracing.Follow(rctx, "order cancelled: "+string(reason), o)
-	}
-	l.release(rctx, o)
-	end(nil)
+	l.release(context.WithoutCancel(ctx), o)
 	return o, nil
 }
 

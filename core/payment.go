@@ -99,9 +99,6 @@ type Payments struct {
 	provider PaymentProvider
 	store    PaymentStore
 	now      func() time.Time
-	// tracing and orders are set together, or neither (follow).
-	tracing Tracing
-	orders  OrderReader
 }
 
 // PaymentsConfig is what the payments use case is built over.
@@ -111,32 +108,11 @@ type PaymentsConfig struct {
 	Name     string
 	Provider PaymentProvider
 	Store    PaymentStore
-	// Tracing, if set, records a payment and a notice in their order's
-	// trace, read with Orders.
-	Tracing Tracing
-	Orders  OrderReader
 }
 
 // NewPayments builds the use case.
 func NewPayments(cfg PaymentsConfig) *Payments {
-	p := &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, now: time.Now}
-	if cfg.Tracing != nil && cfg.Orders != nil {
-		p.tracing, p.orders = cfg.Tracing, cfg.Orders
-	}
-	return p
-}
-
-// follow starts a span of work on order id in its order's trace (Tracing.Follow),
-// when the payments trace; else nothing.
-func (p *Payments) follow(ctx context.Context, name string, orderID int64) (context.Context, func(error)) {
-	if p.tracing == nil {
-		return ctx, func(error) {}
-	}
-	o, err := p.orders.FindOrder(ctx, orderID)
-	if err != nil {
-		o = Order{ID: orderID}
-	}
-	return p.tracing.Follow(ctx, name, o)
+	return &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, now: time.Now}
 }
 
 // Provider is the name of the provider payments go through ("" when
@@ -153,8 +129,6 @@ func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (_ Payment, _
 	if p.provider == nil {
 		return Payment{}, "", ErrPaymentsDisabled
 	}
-	ctx, end := p.follow(ctx, "pay order", orderID)
-	defer func() { end(err) }()
 	id := make([]byte, 12)
 	rand.Read(id)
 	pay, err := p.store.StartPayment(ctx, Payment{ID: hex.EncodeToString(id), Provider: p.name, OrderID: orderID}, userID)
@@ -183,8 +157,6 @@ func (p *Payments) Notify(ctx context.Context, provider string, body []byte, hea
 	if err != nil {
 		return "", err
 	}
-	ctx, end := p.follow(ctx, "payment notice", n.OrderID)
-	defer func() { end(err) }()
 	n.Provider = p.name
 	res, err := p.store.RecordNotice(ctx, n, p.now())
 	if err != nil {

@@ -27,9 +27,6 @@ type PipelineConfig struct {
 	// stock for it, the live store did. held is the order the buyer holds.
 	// Nil: the unit stays taken until a rebuild (the audit shows it).
 	ReturnRefused func(ctx context.Context, o Order, held int64) (ReturnResult, error)
-	// Tracing, if set, records each persist attempt as a span in the
-	// traces of the requests whose orders it persists.
-	Tracing Tracing
 	// Consumers is the number of consumer goroutines. Default 2; a
 	// sharded queue (Capabilities.Shards) gets at least one per shard.
 	Consumers int
@@ -443,19 +440,14 @@ func (p *Pipeline) persist(ctx, work context.Context, orders []Order) (SaveResul
 	}, backoff.WithBackOff(p.newBackoff()), backoff.WithMaxElapsedTime(0))
 }
 
-// save is one persist attempt, in its span when the pipeline traces (a
-// failure's log line then names the span's trace).
+// save is one persist attempt (in its span where the server traces: a
+// wrapper of the store's, added at wiring).
 func (p *Pipeline) save(ctx context.Context, orders []Order) (SaveResult, error) {
-	end := func(error) {}
-	if p.cfg.Tracing != nil {
-		ctx, end = p.cfg.Tracing.Batch(ctx, "persist orders", p.caps.Name, orders)
-	}
 	res, err := p.store.SaveOrders(ctx, orders)
 	if err != nil {
 		p.obs.StoreFailed(err)
 		p.log.ErrorContext(ctx, "persist failed, retrying", "orders", len(orders), "err", err)
 	}
-	end(err)
 	return res, err
 }
 

@@ -30,8 +30,8 @@ type Seckill struct {
 	// held answers order reads the database cannot (nil: no complete
 	// list of the queue's orders to ask).
 	held *heldReads
-	// tracing carries the request's trace in the order (nil: none).
-	tracing Tracing
+	// trace carries the request's trace in the order.
+	trace TraceCarrier
 	// letters finds orders held for review in the dead letters.
 	letters DeadLettered
 	now     func() time.Time
@@ -69,9 +69,9 @@ type SeckillConfig struct {
 	// Publisher hands the order on after the reservation; nil when the
 	// reservation itself enqueues it (Capabilities.Handoff).
 	Publisher Publisher
-	// Tracing puts the request's trace context in the order's message
-	// (nil: none).
-	Tracing Tracing
+	// Trace puts the request's trace context in the order's message
+	// (nil: NoTrace).
+	Trace TraceCarrier
 	// Orders reads persisted orders (the order endpoints).
 	Orders OrderReader
 	// Recovery verifies each voucher's live state before it is used (nil:
@@ -98,6 +98,9 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 	if cfg.IDs == nil || cfg.Reserver == nil {
 		panic("core: NewSeckill needs IDs and a Reserver")
 	}
+	if cfg.Trace == nil {
+		cfg.Trace = NoTrace
+	}
 	if cfg.Intake == nil {
 		cfg.Intake = OpenIntake
 	}
@@ -109,7 +112,7 @@ func NewSeckill(cfg SeckillConfig) *Seckill {
 	}
 	return &Seckill{ids: cfg.IDs, reserver: cfg.Reserver, limit: cfg.Limit, publisher: cfg.Publisher, orders: cfg.Orders,
 		recovery: GuardOr(cfg.Recovery), memo: cfg.Memo, intake: cfg.Intake, held: newHeldReads(cfg.Holder),
-		tracing: cfg.Tracing, letters: cfg.Letters, now: time.Now}
+		trace: cfg.Trace, letters: cfg.Letters, now: time.Now}
 }
 
 // Buy reserves one voucher for a user and returns the order id: an
@@ -135,9 +138,7 @@ func (s *Seckill) Buy(ctx context.Context, userID, voucherID int64) (int64, erro
 		return 0, Wrap("seckill: next order id", CodeUnavailable, err)
 	}
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, CreatedAt: s.now().UTC(), LimitCounted: counted}
-	if s.tracing != nil {
-		o.Trace = s.tracing.Carry(ctx)
-	}
+	o.Trace = s.trace.Carry(ctx)
 	r, err := s.reserve(ctx, o)
 	if err != nil {
 		return 0, err

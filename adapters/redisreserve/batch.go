@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-lab/seckill/adapters/internal/batchspan"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
 )
@@ -246,40 +247,16 @@ func (b *batcher) send(batch []*batchMember) {
 	}
 }
 
-// traceBatch is the span of a batch's call (nil without a Tracer: no
-// work at all): the child of a lone member's request span, else linked to
-// each member's, since one call serves requests of many traces.
+// traceBatch is the span of a batch's call (batchspan's rule; nil where
+// no member's request was sampled: no work at all).
 func (r *sale) traceBatch(batch []*batchMember) trace.Span {
-	if r.cfg.Tracer == nil || !anySampled(batch) {
-		// Without a sampled member the span would be dropped, or be a
-		// trace of its own that leads to no request.
-		return nil
+	members := make([]trace.SpanContext, len(batch))
+	for i, m := range batch {
+		members[i] = trace.SpanContextFromContext(m.ctx)
 	}
-	parent := context.Background()
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.Int("seckill.batch.members", len(batch)))}
-	if len(batch) == 1 {
-		parent = trace.ContextWithSpanContext(parent, trace.SpanContextFromContext(batch[0].ctx))
-	} else {
-		links := make([]trace.Link, 0, len(batch))
-		for _, m := range batch {
-			if sc := trace.SpanContextFromContext(m.ctx); sc.IsValid() {
-				links = append(links, trace.Link{SpanContext: sc})
-			}
-		}
-		opts = append(opts, trace.WithLinks(links...))
-	}
-	_, span := r.cfg.Tracer.Start(parent, "seckill batch", opts...)
+	_, span := batchspan.Start(context.Background(), r.cfg.Tracer, "seckill batch", members, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.Int("seckill.batch.members", len(batch))))
 	return span
-}
-
-func anySampled(batch []*batchMember) bool {
-	for _, m := range batch {
-		if trace.SpanContextFromContext(m.ctx).IsSampled() {
-			return true
-		}
-	}
-	return false
 }
 
 // batchContext is the call's context: it ends with the last member's

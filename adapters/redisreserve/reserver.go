@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill-lab/seckill/core"
@@ -78,10 +79,11 @@ type Config struct {
 	// heard of (the contract: a request past its deadline reserves
 	// nothing). 0: the deadline itself.
 	ReplyAllowance time.Duration
-	// Tracer, if set, records each batched script call as a span (Batch):
-	// the child of a lone member's request span, else linked to each
+	// Tracer records each batched script call as a span (Batch): the
+	// child of a lone member's request span, else linked to each
 	// member's. An unbatched call runs in its request's context, where
-	// the Redis client's own instrumentation records it.
+	// the Redis client's own instrumentation records it. Nil: a tracer
+	// that records nothing.
 	Tracer trace.Tracer
 	// ClockOffset is Redis's clock less this instance's (redisclock): a
 	// request's deadline, on this instance's clock, is handed to the
@@ -162,6 +164,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 	}
 	if cfg.ClockOffset == nil {
 		cfg.ClockOffset = func() time.Duration { return 0 }
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	r := &Reserver{&sale{rdb: rdb, scripter: rdb, cfg: cfg, keys: Keys{Prefix: cfg.Prefix, Shards: cfg.Shards}, seckill: seckillScript, release: releaseScript}}
 	if cfg.Identity != nil {

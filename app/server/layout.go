@@ -241,7 +241,7 @@ func (s *Server) openRelayed(ctx context.Context, b Backend, base Deps, count in
 		box.Close()
 		return nil, err
 	}
-	q, err := relay.New(box, broker, relay.Config{Log: s.log, OutboxCap: s.cfg.OutboxCap, Tracing: s.coreTracing()})
+	q, err := relay.New(box, s.spans().Broker(broker), relay.Config{Log: s.log, OutboxCap: s.cfg.OutboxCap})
 	if err != nil {
 		box.Close()
 		broker.Close()

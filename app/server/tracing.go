@@ -24,8 +24,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/adapters/oteltrace"
 )
 
 // Tracing (docs/production.md, "Traces"): with OTEL_EXPORTER_OTLP_ENDPOINT
@@ -54,9 +55,6 @@ var OTELVariables = []string{
 // itself (the libraries' own spans carry theirs).
 const tracerName = "github.com/seckill-lab/seckill"
 
-// traceparentKey is the W3C header (and message field) the trace context
-// rides in.
-const traceparentKey = "traceparent"
 
 // Option changes how New builds a server beyond its Config.
 type Option func(*Server)
@@ -106,10 +104,9 @@ func tracingFromEnv(ctx context.Context, getenv func(string) string) (*sdktrace.
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// tracing is the server's tracing: the provider, the spans it starts
-// itself, and the W3C propagation of trace context in and out of
-// requests and messages. It is core.Tracing for the sale and the
-// pipeline.
+// tracing is the server's tracing: the provider, the requests' spans, and
+// the W3C propagation of trace context into requests. The sale's spans
+// are adapters/oteltrace's wrappers, over scriptTracer.
 type tracing struct {
 	provider   trace.TracerProvider
 	tracer     trace.Tracer
@@ -124,92 +121,12 @@ func newTracing(tp trace.TracerProvider) *tracing {
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
 }
 
-// Carry is core.Tracing's: the traceparent of ctx's span, if sampled.
-func (t *tracing) Carry(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsSampled() {
-		return ""
-	}
-	carrier := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, carrier)
-	return carrier[traceparentKey]
-}
-
-// Batch is core.Tracing's: a span for one attempt on a batch, the child
-// of a lone order's request span, else linked to each order's.
-func (t *tracing) Batch(ctx context.Context, name, queue string, orders []core.Order) (context.Context, func(error)) {
-	if !anyTraced(orders) {
-		// No order's request was sampled: a span here would be a trace
-		// of its own that leads to no request.
-		return ctx, func(error) {}
-	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-		attribute.String("messaging.system", queue), attribute.Int("messaging.batch.message_count", len(orders)))}
-	if len(orders) == 1 {
-		if sc := t.remote(orders[0].Trace); sc.IsValid() {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-		}
-	} else {
-		links := make([]trace.Link, 0, len(orders))
-		for _, o := range orders {
-			if sc := t.remote(o.Trace); sc.IsValid() {
-				links = append(links, trace.Link{SpanContext: sc})
-			}
-		}
-		opts = append(opts, trace.WithLinks(links...))
-	}
-	ctx, span := t.tracer.Start(ctx, name, opts...)
-	return ctx, ender(span)
-}
-
-// Follow is core.Tracing's: a span in the order's trace, the child of the
-// request that reserved it, linked to ctx's span (the request or duty
-// doing the work); in ctx's trace for an order without one.
-func (t *tracing) Follow(ctx context.Context, name string, o core.Order) (context.Context, func(error)) {
-	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.Int64("seckill.order.id", o.ID))}
-	if sc := t.remote(o.Trace); sc.IsValid() {
-		if here := trace.SpanContextFromContext(ctx); here.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: here}))
-		}
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-	}
-	ctx, span := t.tracer.Start(ctx, name, opts...)
-	return ctx, ender(span)
-}
-
-// ender ends span with the work's error, if any.
-func ender(span trace.Span) func(error) {
-	return func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}
-}
-
-func anyTraced(orders []core.Order) bool {
-	for _, o := range orders {
-		if o.Trace != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// remote reads a message's traceparent (an invalid one is no span).
-func (t *tracing) remote(traceparent string) trace.SpanContext {
-	if traceparent == "" {
-		return trace.SpanContext{}
-	}
-	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{traceparentKey: traceparent})
-	return trace.SpanContextFromContext(ctx)
-}
-
 // scriptTracer is the tracer of the reservation's batched script calls
-// (nil when the server traces nothing).
+// and of the sale's spans (adapters/oteltrace): one that records nothing
+// when the server traces nothing.
 func (t *tracing) scriptTracer() trace.Tracer {
 	if t == nil {
-		return nil
+		return noop.NewTracerProvider().Tracer(tracerName)
 	}
 	return t.tracer
 }
@@ -321,6 +238,12 @@ func (c childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.S
 	return c.Tracer.Start(ctx, name, opts...)
 }
 
+// spans is the sale's tracing (adapters/oteltrace): its wrappers of the
+// parts core calls, added here at wiring, and the trace each order
+// carries. Over a tracer that records nothing when the server traces
+// nothing: no order carries a trace then, and no wrapper starts a span.
+func (s *Server) spans() *oteltrace.Tracer { return oteltrace.New(s.tracing.scriptTracer()) }
+
 // close flushes the spans not yet exported, within a few seconds.
 func (t *tracing) close() error {
 	if t == nil || t.shutdown == nil {
@@ -370,12 +293,3 @@ func (h traceLog) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h traceLog) WithGroup(name string) slog.Handler { return traceLog{h.Handler.WithGroup(name)} }
-
-// coreTracing is the tracing as core takes it: nil when off (a nil
-// *tracing in the interface would not be).
-func (s *Server) coreTracing() core.Tracing {
-	if s.tracing == nil {
-		return nil
-	}
-	return s.tracing
-}

@@ -229,11 +229,11 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 		s.intake = core.CapabilitiesOf(s.queue).Intake
 	}
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Intake: s.intake,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Tracing: s.coreTracing(), Letters: s.store.DeadLetters()})
+		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Trace: s.spans(), Letters: s.store.DeadLetters()})
 	s.registerQueueMetrics()
 	s.pipeline = s.newPipeline(sale)
-	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: sale.returner, Memo: s.memo,
-		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics, Tracing: s.coreTracing()})
+	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: s.spans().Returner(sale.returner), Memo: s.memo,
+		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
 	if s.recovery != nil {
 		s.drift = &recovery.DriftWatch{Guard: s.recovery, Report: s.metrics.UnitsUnheld,
 			Vouchers: func(ctx context.Context) ([]int64, error) {
@@ -325,9 +325,10 @@ func (s *Server) newPipeline(sale sale) *core.Pipeline {
 	if warning := claimOutlastsPayWindow(cfg); warning != "" {
 		log.Warn(warning)
 	}
+	orders = s.spans().Store(orders, "persist orders", core.CapabilitiesOf(s.queue).Name)
 	return core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
 		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused, Tracing: s.coreTracing(),
+		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
 	}, log, s.metrics)
 }
 
@@ -346,8 +347,8 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		tracing:   s.tracing,
 		seckill:   seckill,
 		lifecycle: s.lifecycle,
-		payments: core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider, Store: s.store.Payments(),
-			Tracing: s.coreTracing(), Orders: s.store}),
+		payments: core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
+			Store: s.spans().Payments(s.store.Payments(), s.store)}),
 		paymentsDB:   s.store.Payments(),
 		orderCounts:  s.store.Ledger(),
 		shoppers:     s.store.Users(),
@@ -375,8 +376,8 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		recovery:     s.recovery,
 		ledger:       s.store.Ledger(),
 		deadLetters:  s.store.DeadLetters(),
-		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.ordersStore(),
-			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.recovery, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics, Tracing: s.coreTracing()}),
+		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),
+			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.recovery, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
 		backend: cfg.Queue,
 
 		requestTimeout:   cfg.RequestTimeout,
@@ -506,9 +507,9 @@ type sale struct {
 	// limit is the reservation's own check of the shopper's limit (nil:
 	// the HTTP layer keeps it, under sync).
 	limit core.ShopperLimit
-	// returner gives a cancelled order's unit back to the live store, and
-	// deadlines hands out the reservations due for payment (both nil: the
-	// database is the live state).
+	// returner gives a cancelled order's unit back to the live store
+	// (core.DatabaseLiveState where the database is the live state), and
+	// deadlines hands out the reservations due for payment (nil there).
 	returner  core.UnitReturner
 	deadlines core.Deadlines
 	// duties are the reservation's own: re-driving transfers between a
@@ -542,7 +543,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	if b.Sale != nil {
 		reserver, board := b.Sale(Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log})
-		return sale{reserver: reserver, board: board}, nil
+		return sale{reserver: reserver, board: board, returner: core.DatabaseLiveState}, nil
 	}
 	layout, err := s.planLayout(ctx, b)
 	if err != nil {

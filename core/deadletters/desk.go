@@ -93,10 +93,7 @@ type DeskConfig struct {
 	// default 3): past it, a re-drive skips the letter.
 	Limit int
 	// Batch is how many letters one step takes (default 500).
-	Batch int
-	// Tracing, if set, records each re-drive's persistence ("redrive
-	// orders") in its orders' traces.
-	Tracing  core.Tracing
+	Batch    int
 	Observer Observer
 	Now      func() time.Time
 }
@@ -250,12 +247,7 @@ func (d *Desk) persist(ctx context.Context, orders []core.Order, byOrder map[int
 	if err != nil || len(orders) == 0 {
 		return err
 	}
-	end := func(error) {}
-	if d.cfg.Tracing != nil {
-		ctx, end = d.cfg.Tracing.Batch(ctx, "redrive orders", "dead letters", orders)
-	}
 	res, err := d.cfg.Store.SaveOrders(ctx, orders)
-	end(err)
 	if err != nil {
 		return core.Wrap("re-drive: persist", core.CodeUnavailable, err)
 	}

@@ -38,9 +38,6 @@ type Config struct {
 	// cap (each instance reads it at most this often). Default 500ms.
 	IntakeEvery time.Duration
 	Log         *slog.Logger
-	// Tracing, if set, records each forward of a batch ("relay orders")
-	// in its orders' traces.
-	Tracing core.Tracing
 }
 
 func (c *Config) setDefaults() {
@@ -201,18 +198,12 @@ func (r *relayed) relay(ctx context.Context, shard int) error {
 // FinishTimeout more once stop is done (a clean stop leaves nothing
 // pending for another relay to claim). Given up at a stop, they stay
 // pending in the outbox, for this name's restart or another's claim.
-// forward is one attempt to have the broker confirm orders, in its span
-// when the relay traces.
+// forward is one attempt to have the broker confirm orders (in its span
+// where the server traces: a wrapper of the broker's Forwarder).
 func (r *relayed) forward(work context.Context, orders []core.Order) error {
 	ctx, cancel := context.WithTimeout(work, forwardTimeout)
 	defer cancel()
-	end := func(error) {}
-	if r.cfg.Tracing != nil {
-		ctx, end = r.cfg.Tracing.Batch(ctx, "relay orders", r.bc.Name, orders)
-	}
-	err := r.bc.Forwarder.Forward(ctx, orders)
-	end(err)
-	return err
+	return r.bc.Forwarder.Forward(ctx, orders)
 }
 
 func (r *relayed) move(stop context.Context, c core.Consumer, ds []core.Delivery) {
