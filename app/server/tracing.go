@@ -55,7 +55,6 @@ var OTELVariables = []string{
 // itself (the libraries' own spans carry theirs).
 const tracerName = "github.com/seckill-lab/seckill"
 
-
 // Option changes how New builds a server beyond its Config.
 type Option func(*Server)
 
