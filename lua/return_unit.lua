@@ -14,8 +14,11 @@
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the cancelled (or refused) order
--- ARGV[3] -> optional: the order the buyer holds, whose id the mark then
---            names; absent or "0": the mark is removed
+-- ARGV[3] -> the order the buyer holds, whose id the mark then names;
+--            "0": the mark is removed
+-- ARGV[4] -> 1: check the state whole first (a master may evict); 0: every
+--            master says noeviction, so no key of the sale vanishes but by
+--            a deletion (seckill_batch.lua skips the check then too)
 --
 -- Returns:
 --   1  returned: the stock is one more, and the user may buy again (or
@@ -34,14 +37,16 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return -1
 end
-local total = redis.call('HGET', KEYS[3], 'total')
-if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
-  return -1
+if ARGV[4] == '1' then
+  local total = redis.call('HGET', KEYS[3], 'total')
+  if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
+    return -1
+  end
 end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
-if ARGV[3] and ARGV[3] ~= '0' then
+if ARGV[3] ~= '0' then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 else
   redis.call('HDEL', KEYS[2], ARGV[1])

@@ -13,6 +13,8 @@
 --
 -- ARGV[1] -> user id (decimal)
 -- ARGV[2] -> order id (decimal) of the dead-lettered order
+-- ARGV[3] -> 1: check the state whole first (a master may evict); 0: not
+--            (as return_unit.lua)
 --
 -- Returns {code, order id}:
 --   {1, ARGV[2]}   held: the buyer's mark names the order; its unit is its
@@ -31,9 +33,11 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {-1, ''}
 end
-local total = redis.call('HGET', KEYS[3], 'total')
-if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
-  return {-1, ''}
+if ARGV[3] == '1' then
+  local total = redis.call('HGET', KEYS[3], 'total')
+  if total and redis.call('HLEN', KEYS[2]) + tonumber(stock) ~= tonumber(total) then
+    return {-1, ''}
+  end
 end
 local mark = redis.call('HGET', KEYS[2], ARGV[1])
 if mark == ARGV[2] then

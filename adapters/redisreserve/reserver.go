@@ -204,6 +204,16 @@ func New(rdb redis.UniversalClient, cfg Config) (*Reserver, error) {
 // rebuilds), and the check is skipped. Until told, it checks.
 func (r *Reserver) EvictionIs(st EvictionState) { r.noEviction.Store(!st.MayEvict()) }
 
+// checkWhole is the scripts' flag to check a voucher whole before trusting
+// a missing buyer's mark: 1 unless every master said noeviction (then no
+// key vanishes but by a deletion, and the check would only cost).
+func (r *sale) checkWhole() int {
+	if r.noEviction.Load() {
+		return 0
+	}
+	return 1
+}
+
 // ForQueue builds the reservation that feeds q: the script runs q's
 // hand-off when q declares one (core.Capabilities.Handoff); otherwise q
 // must declare a Publisher, returned for the caller to publish
@@ -517,7 +527,7 @@ func (r *sale) returnUnit(ctx context.Context, o core.Order, held int64) (core.R
 		return 0, err
 	}
 	keys := []string{bk.Stock, bk.Orders, bk.Window}
-	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID, held).Int()
+	n, err := returnUnitScript.Run(ctx, r.rdb, keys, o.UserID, o.ID, held, r.checkWhole()).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redisreserve: return unit: %w", err)
 	}
@@ -585,7 +595,7 @@ func (r *sale) takeBackAll(ctx context.Context, orders []core.Order, bks []Bucke
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(orders))
 		for i, o := range orders {
-			cmds[i] = takeBackScript.EvalSha(ctx, pipe, []string{bks[i].Stock, bks[i].Orders, bks[i].Window}, o.UserID, o.ID)
+			cmds[i] = takeBackScript.EvalSha(ctx, pipe, []string{bks[i].Stock, bks[i].Orders, bks[i].Window}, o.UserID, o.ID, r.checkWhole())
 		}
 		_, err := pipe.Exec(ctx)
 		if err == nil || try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -632,7 +642,7 @@ func (r *sale) takeBackBorrowing(ctx context.Context, o core.Order, bk BucketKey
 		case got.units == 0 && !got.voided:
 			return core.TakeBack{Result: core.UnitGone}, nil
 		}
-		res, err := takeBackScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders, bk.Window}, o.UserID, o.ID).Slice()
+		res, err := takeBackScript.Run(ctx, r.rdb, []string{bk.Stock, bk.Orders, bk.Window}, o.UserID, o.ID, r.checkWhole()).Slice()
 		if err != nil {
 			return core.TakeBack{}, fmt.Errorf("redisreserve: take a unit back: %w", err)
 		}

@@ -19,8 +19,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
+	"github.com/seckill-lab/seckill/adapters/testenv"
+	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
 )
 
 // lifecycleBackends: the default queue, the in-process one (published
@@ -631,11 +634,13 @@ func TestATapAtOnceReachesTheOrderBeingSaved(t *testing.T) {
 // drops a voucher's buyers hash while the stock key stays; a buyer's
 // cancellation then finds no mark naming their order. The unit must still
 // come back to the live sale (the stock Redis sells agrees with the
-// database's), and once only.
+// database's), and once only. On the stand-in and on a Redis of its own
+// whose maxmemory-policy may evict (a noeviction Redis loses no key alone:
+// the scripts trust a missing mark there, as the batch does).
 func TestAnEvictedBuyersHashStrandsNoCancelledUnit(t *testing.T) {
 	for _, second := range []string{"none", "again"} {
 		t.Run("second purchase "+second, func(t *testing.T) {
-			forEachStack(t, nil, func(t *testing.T, h *harness) {
+			forEachEvictingStack(t, func(t *testing.T, h *harness) {
 				ctx := context.Background()
 				voucher := h.openVoucher(10)
 				status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil)
@@ -682,4 +687,26 @@ func TestAnEvictedBuyersHashStrandsNoCancelledUnit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// forEachEvictingStack runs fn on the stand-ins (whose Redis the server
+// takes as one that may evict) and on a Redis process of its own whose
+// maxmemory-policy is allkeys-lru, the server allowed to start on it.
+func forEachEvictingStack(t *testing.T, fn func(t *testing.T, h *harness)) {
+	t.Run("embedded", func(t *testing.T) { fn(t, startServer(t, "embedded", nil)) })
+	t.Run("real", func(t *testing.T) {
+		dsn, ok := testenv.MySQLDatabase(t)
+		if !ok {
+			t.Skipf("%s is not set", testenv.MySQLDSNEnv)
+		}
+		proc := redistopology.StartRedisProcess(t)
+		rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(proc.URL(), "redis://"), "/0")})
+		defer rdb.Close()
+		if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig()
+		cfg.RedisURL, cfg.MySQLDSN, cfg.AllowEviction = proc.URL(), dsn, true
+		fn(t, startWith(t, cfg))
+	})
 }
