@@ -332,7 +332,7 @@ func TestPoisonMessageReachesTheDeadLetterStream(t *testing.T) {
 // iteration refuses when its channel is full, releases the reservation,
 // and answers 503 busy with Retry-After.
 func TestFullMemoryQueueAnswersBusyAndGivesTheStockBack(t *testing.T) {
-	h := startServer(t, "embedded", func(c *Config) { c.Queue = "memory"; *c = c.MustWith(memoryCapacityVar, "1"); c.Consumers = 0 })
+	h := startServer(t, "embedded", func(c *Config) { c.Queue = "memory"; *c = c.MustWith(string(memoryCapacity), "1"); c.Consumers = 0 })
 	voucher := h.openVoucher(10)
 	path := "/api/vouchers/" + idString(voucher) + "/seckill"
 	if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 {

@@ -57,6 +57,23 @@ type Backend struct {
 	Variants []Variant
 }
 
+// The built-in backends, one per iteration of the classic design, each in
+// its file (backend_<name>.go: how it opens, its variables, its check).
+// This is the one list of them, in the order of the iterations:
+// SECKILL_QUEUE's validation, the lab's columns, the metrics label and the
+// docs' tables (held by a test) come from it.
+func init() {
+	for _, b := range []Backend{syncBackend, memoryBackend, listBackend, pubsubBackend, streamBackend, streamgroupBackend,
+		natsBackend, rabbitmqBackend, kafkaBackend} {
+		Register(b)
+	}
+	builtinBackends = Backends()
+}
+
+// builtinBackends are the backends this package registers, apart from any
+// a program adds.
+var builtinBackends []Backend
+
 // Variant is a named configuration of a backend, such as the list's
 // reliable mode.
 type Variant struct {

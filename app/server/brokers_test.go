@@ -27,8 +27,8 @@ import (
 func useTestBrokers(t testing.TB, cfg *Config) {
 	t.Helper()
 	if cfg.Queue == kafkaqueue.Name {
-		if cfg.Value(kafkaBrokersVar) == "" { // a test's own cluster stays
-			*cfg = cfg.MustWith(kafkaBrokersVar, strings.Join(testKafka(t), ","))
+		if cfg.Value(string(kafkaBrokers)) == "" { // a test's own cluster stays
+			*cfg = cfg.MustWith(string(kafkaBrokers), strings.Join(testKafka(t), ","))
 		}
 		return
 	}
@@ -39,7 +39,7 @@ func useTestBrokers(t testing.TB, cfg *Config) {
 	if url == "" {
 		t.Skipf("%s is not set: RabbitMQ not tested (CI sets it)", testenv.AMQPURLEnv)
 	}
-	*cfg = cfg.MustWith(amqpURLVar, url)
+	*cfg = cfg.MustWith(string(amqpURL), url)
 }
 
 // TestRedisRestartedEmptyWaitsForRabbitMQToDrain: RabbitMQ cannot list
@@ -96,13 +96,13 @@ func removeBrokerState(t testing.TB, cfg Config) {
 	var err error
 	switch {
 	case cfg.Queue == amqpqueue.Name:
-		url := cmp.Or(cfg.Value(amqpURLVar), amqpqueue.DefaultURL)
+		url := cmp.Or(cfg.Value(string(amqpURL)), amqpqueue.DefaultURL)
 		err = amqpqueue.Remove(url, amqpqueue.QueueName(cfg.KeyPrefix))
 	case cfg.Queue == natsqueue.Name && !(cfg.EmbeddedRedis() && cfg.EmbeddedSQL()):
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		streams := natsqueue.Streams(cfg.KeyPrefix)
-		err = natsqueue.RemoveStreams(ctx, cmp.Or(cfg.Value(natsURLVar), natsqueue.DefaultURL), func(name string) bool {
+		err = natsqueue.RemoveStreams(ctx, cmp.Or(cfg.Value(string(natsURL)), natsqueue.DefaultURL), func(name string) bool {
 			return slices.Contains(streams, name)
 		})
 	}
@@ -145,7 +145,7 @@ func TestABrokerThatIsDownFillsTheOutboxOnlyToItsCap(t *testing.T) {
 	defer proxy.Close()
 	h := startServer(t, "embedded", func(c *Config) {
 		c.Queue, c.OutboxCap = "nats", 5
-		*c = c.MustWith(natsURLVar, "nats://"+proxy.Addr())
+		*c = c.MustWith(string(natsURL), "nats://"+proxy.Addr())
 	})
 	voucher := h.openVoucher(100)
 	buy := func(u int64) (int, map[string]any, http.Header) {
@@ -222,14 +222,14 @@ func TestRedisRestartedEmptyCountsWhatTheRelayForwarded(t *testing.T) {
 			proc := redistopology.StartRedisProcess(t)
 			cfg := testConfig()
 			cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = proc.URL(), dsn, queue
-			cfg = cfg.MustWith(natsURLVar, os.Getenv(testenv.NATSURLEnv))
-			if queue == natsqueue.Name && cfg.Value(natsURLVar) == "" {
+			cfg = cfg.MustWith(string(natsURL), os.Getenv(testenv.NATSURLEnv))
+			if queue == natsqueue.Name && cfg.Value(string(natsURL)) == "" {
 				url, stop, err := natsqueue.StartEmbedded()
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(stop)
-				cfg = cfg.MustWith(natsURLVar, url)
+				cfg = cfg.MustWith(string(natsURL), url)
 			}
 			useTestBrokers(t, &cfg)
 			h := startWith(t, cfg)

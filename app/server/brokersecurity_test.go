@@ -79,7 +79,7 @@ func TestKafkaOverTLSAndSASL(t *testing.T) {
 	}
 	h := startServer(t, "real", func(c *Config) {
 		c.Queue = kafkaqueue.Name
-		for _, name := range []string{kafkaBrokersVar, kafkaTLSCAVar, kafkaSASLVar, kafkaUserVar, kafkaPasswordVar} {
+		for _, name := range []string{string(kafkaBrokers), string(kafkaTLSCA), string(kafkaSASL), string(kafkaUser), string(kafkaPassword)} {
 			*c = c.MustWith(name, secured.Value(name))
 		}
 	})
@@ -94,7 +94,7 @@ func TestKafkaOverTLSAndSASL(t *testing.T) {
 	plain := testConfig()
 	useRealServers(t, &plain)
 	plain.Queue = kafkaqueue.Name
-	plain = plain.MustWith(kafkaBrokersVar, secured.Value(kafkaBrokersVar)).MustWith(kafkaTLSCAVar, caFile)
+	plain = plain.MustWith(string(kafkaBrokers), secured.Value(string(kafkaBrokers))).MustWith(string(kafkaTLSCA), caFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if s, err := New(ctx, plain, nil); err == nil {
@@ -175,7 +175,7 @@ func TestNATSWithAUserAndPassword(t *testing.T) {
 	addr := strings.TrimPrefix(ns.ClientURL(), "nats://")
 	h := startServer(t, "real", func(c *Config) {
 		c.Queue = natsqueue.Name
-		*c = c.MustWith(natsURLVar, "nats://seckill:a-nats-password-0123@"+addr)
+		*c = c.MustWith(string(natsURL), "nats://seckill:a-nats-password-0123@"+addr)
 	})
 	voucher := h.openVoucher(3)
 	if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(5), nil); status != 200 {
@@ -188,7 +188,7 @@ func TestNATSWithAUserAndPassword(t *testing.T) {
 	wrong := testConfig()
 	useRealServers(t, &wrong)
 	wrong.Queue = natsqueue.Name
-	wrong = wrong.MustWith(natsURLVar, "nats://seckill:not-the-password-987@"+addr)
+	wrong = wrong.MustWith(string(natsURL), "nats://seckill:not-the-password-987@"+addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := New(ctx, wrong, nil)

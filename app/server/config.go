@@ -250,12 +250,6 @@ func (c Config) valueOf(v Variable) string {
 	return c.given[v.Name]
 }
 
-// settingOf is a backend variable's setting as the type its Parse makes.
-func settingOf[T any](c Config, name string) T {
-	v, _ := c.settings[name].(T)
-	return v
-}
-
 // With is c with one variable set as LoadConfig reads it (what other
 // variables derive from it at start is not derived again): a test's or a
 // lab's change of one setting, a backend's or the server's own.

@@ -131,8 +131,8 @@ func TestOutsideBrokersWithoutTheirBrokerRefuseToStart(t *testing.T) {
 			t.Errorf("%s: refused: %v", c.name, err)
 		case c.variable != "" && (err == nil || !strings.Contains(err.Error(), c.variable) || strings.Contains(err.Error(), "\n")):
 			t.Errorf("%s: err = %v, want one line naming %s", c.name, err, c.variable)
-		case c.name == "kafka with brokers" && strings.Join(settingOf[[]string](cfg, kafkaBrokersVar), ",") != "127.0.0.1:9092,127.0.0.1:9093":
-			t.Errorf("%s: brokers %q", c.name, settingOf[[]string](cfg, kafkaBrokersVar))
+		case c.name == "kafka with brokers" && strings.Join(kafkaBrokers.of(cfg), ",") != "127.0.0.1:9092,127.0.0.1:9093":
+			t.Errorf("%s: brokers %q", c.name, kafkaBrokers.of(cfg))
 		}
 	}
 }

@@ -55,7 +55,7 @@ func publishRaw(t *testing.T, h *harness, place brokerPlace, body []byte, header
 	defer cancel()
 	switch h.cfg.Queue {
 	case natsqueue.Name:
-		nc, err := nats.Connect(h.cfg.Value(natsURLVar))
+		nc, err := nats.Connect(h.cfg.Value(string(natsURL)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func publishRaw(t *testing.T, h *harness, place brokerPlace, body []byte, header
 			t.Fatalf("publish to NATS: %v", err)
 		}
 	case kafkaqueue.Name:
-		cl, err := kgo.NewClient(kgo.SeedBrokers(settingOf[[]string](h.cfg, kafkaBrokersVar)...), kgo.ProducerBatchMaxBytes(4<<20))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaBrokers.of(h.cfg)...), kgo.ProducerBatchMaxBytes(4<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func publishRaw(t *testing.T, h *harness, place brokerPlace, body []byte, header
 			t.Fatalf("produce to Kafka: %v", err)
 		}
 	case amqpqueue.Name:
-		conn, err := amqp.Dial(h.cfg.Value(amqpURLVar))
+		conn, err := amqp.Dial(h.cfg.Value(string(amqpURL)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -124,7 +124,7 @@ func useRealServers(t testing.TB, cfg *Config) {
 		t.Skipf("%s is not set: real stack not tested (CI sets it)", testenv.MySQLDSNEnv)
 	}
 	cfg.RedisURL, cfg.MySQLDSN, cfg.KeyPrefix = os.Getenv(testenv.RedisURLEnv), dsn, r.Prefix
-	*cfg = cfg.MustWith(natsURLVar, os.Getenv(testenv.NATSURLEnv))
+	*cfg = cfg.MustWith(string(natsURL), os.Getenv(testenv.NATSURLEnv))
 }
 
 func startServer(t testing.TB, stack string, mutate func(*Config)) *harness {

@@ -99,7 +99,7 @@ func checkHistory(t *testing.T, backend string) {
 	}
 	if backend == "list-reliable" {
 		cfg.Queue = "list"
-		cfg = cfg.MustWith(listReliableVar, "1")
+		cfg = cfg.MustWith(string(listReliable), "1")
 	} else {
 		cfg.Queue = backend
 	}

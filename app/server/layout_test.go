@@ -33,7 +33,7 @@ func (s *Server) startLayout(ctx context.Context, b Backend) (core.Shards, error
 	return plan.keys.Shards, s.migrateLayout(ctx, plan)
 }
 
-func streamgroupBackend(t *testing.T) Backend {
+func streamgroupOf(t *testing.T) Backend {
 	b, ok := lookupBackend("streamgroup")
 	if !ok {
 		t.Fatal("no streamgroup backend")
@@ -85,7 +85,7 @@ func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := sameRedis(h, func(*Config) {})
-		_, err := next.startLayout(ctx, streamgroupBackend(t))
+		_, err := next.startLayout(ctx, streamgroupOf(t))
 		var refusal *layoutError
 		if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "before shards") || !strings.Contains(err.Error(), "still hold 1 orders") ||
 			!strings.Contains(err.Error(), "seckill_queue_depth") {
@@ -103,14 +103,14 @@ func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
 		}
 		h.srv.rdb.XAck(ctx, legacyStream, "seckill-persisters", read[0].Messages[0].ID)
 		// Planning (New) moves nothing; the migration (Serve) does.
-		plan, err := next.planLayout(ctx, streamgroupBackend(t))
+		plan, err := next.planLayout(ctx, streamgroupOf(t))
 		if err != nil || len(plan.moves) != 1 {
 			t.Fatalf("plan after the drain: %d moves, %v; want the one voucher", len(plan.moves), err)
 		}
 		if h.srv.rdb.Exists(ctx, old.Stock).Val() != 1 {
 			t.Fatal("planning the layout moved keys: New changed Redis")
 		}
-		shards, err := next.startLayout(ctx, streamgroupBackend(t))
+		shards, err := next.startLayout(ctx, streamgroupOf(t))
 		if err != nil {
 			t.Fatalf("start after the drain: %v", err)
 		}
@@ -151,7 +151,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 			t.Fatalf("buy: %d %v", status, body)
 		}
 		four := sameRedis(h, func(c *Config) { c.Shards = 4 })
-		_, err := four.startLayout(ctx, streamgroupBackend(t))
+		_, err := four.startLayout(ctx, streamgroupOf(t))
 		if err == nil || !strings.Contains(err.Error(), "SECKILL_SHARDS=4, but this Redis records 1 shards") ||
 			!strings.Contains(err.Error(), "start with SECKILL_SHARDS=1") {
 			t.Fatalf("another shard count with an order queued: %v, want a refusal naming the recorded count", err)
@@ -159,7 +159,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 
 		// The order is persisted and acked: nothing is held any more.
 		drain(t, h)
-		shards, err := four.startLayout(ctx, streamgroupBackend(t))
+		shards, err := four.startLayout(ctx, streamgroupOf(t))
 		if err != nil {
 			t.Fatalf("another shard count once drained: %v", err)
 		}
@@ -171,7 +171,7 @@ func TestAnotherShardCountWaitsForTheQueuesToDrain(t *testing.T) {
 			t.Fatalf("recorded shards %q, want 4", got)
 		}
 		// Unset, the next start keeps what is recorded.
-		if shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).startLayout(ctx, streamgroupBackend(t)); err != nil || shards.Count() != 4 {
+		if shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).startLayout(ctx, streamgroupOf(t)); err != nil || shards.Count() != 4 {
 			t.Fatalf("SECKILL_SHARDS unset after the change: %d shards, %v; want the recorded 4", shards.Count(), err)
 		}
 	})
