@@ -10,7 +10,7 @@ import (
 // says what changed (the request path does the same on its own when it
 // finds the state missing or from another Redis incarnation).
 
-func (a *api) auditVoucher(c *fiber.Ctx) error {
+func (a *operatorRoutes) auditVoucher(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func (a *api) auditVoucher(c *fiber.Ctx) error {
 	})
 }
 
-func (a *api) reconcileVoucher(c *fiber.Ctx) error {
+func (a *operatorRoutes) reconcileVoucher(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/app/svgchart"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/deadletters"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 // The dashboard's data: one snapshot a second for every viewer, made from
@@ -89,9 +91,27 @@ type dashboardSnapshot struct {
 	Rooms []dashboardRoom `json:"rooms"`
 }
 
+// dashboardSources are what a snapshot reads: the backend, its declared
+// guarantees (nil without a queue), the orders by state, the queue's and
+// the relay's stats where the backend tells them (nil otherwise), the dead
+// letters, the metrics, the rooms, and the warnings shown at the top.
+type dashboardSources struct {
+	backend     string
+	guarantees  *core.Guarantees
+	orderCounts interface {
+		OrderCounts(ctx context.Context) (map[string]int64, error)
+	}
+	queueStats  core.StatsReporter
+	relay       core.RelayReporter
+	deadLetters deadletters.Register
+	metrics     *metrics
+	roomReports func() []room.Report
+	warnings    []string
+}
+
 // dashboard makes the snapshots.
 type dashboard struct {
-	api *api
+	src dashboardSources
 	now func() time.Time
 	// eviction is Redis's last word on eviction (nil: none, embedded).
 	eviction func() *redisreserve.EvictionState
@@ -196,7 +216,7 @@ func (d *dashboard) chart(ctx context.Context, name string) ([]byte, bool, error
 // and do nothing else: no script, no fetch.
 const chartPolicy = "default-src 'none'; style-src 'unsafe-inline'"
 
-func (a *api) dashboardChart(c *fiber.Ctx) error {
+func (a *operatorRoutes) dashboardChart(c *fiber.Ctx) error {
 	svg, found, err := a.dashboard.chart(c.UserContext(), c.Params("name"))
 	if !found {
 		return fiber.ErrNotFound
@@ -212,8 +232,8 @@ func (a *api) dashboardChart(c *fiber.Ctx) error {
 }
 
 func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
-	a := d.api
-	cur := gatherTotals(a, now)
+	a := &d.src
+	cur := gatherTotals(a.metrics, now)
 	s := dashboardSnapshot{At: now.UTC(), Backend: a.backend, PerSecond: map[string]float64{}, LatencyMs: map[string]float64{},
 		Totals: map[string]float64{}, Warnings: append([]string{}, a.warnings...)}
 	if b, ok := lookupBackend(a.backend); ok {
@@ -302,7 +322,7 @@ func (d *dashboard) Service() core.Service {
 // record adds the point at now: the answers' and persisted orders' rates
 // since the last point, and the queue's depth.
 func (d *dashboard) record(ctx context.Context, now time.Time) {
-	cur := gatherTotals(d.api, now)
+	cur := gatherTotals(d.src.metrics, now)
 	point := dashboardPoint{At: now.Unix()}
 	if prev := d.recorded; !prev.at.IsZero() && cur.at.After(prev.at) {
 		elapsed := cur.at.Sub(prev.at).Seconds()
@@ -315,8 +335,8 @@ func (d *dashboard) record(ctx context.Context, now time.Time) {
 		}
 		point.Persisted = (cur.persisted - prev.persisted) / elapsed
 	}
-	if d.api.queueStats != nil {
-		if st, err := d.api.queueStats.Stats(ctx); err == nil {
+	if d.src.queueStats != nil {
+		if st, err := d.src.queueStats.Stats(ctx); err == nil {
 			point.Depth = max(st.Depth, 0)
 		}
 	}
@@ -345,9 +365,9 @@ func knownMs(d time.Duration) *float64 {
 }
 
 // gatherTotals reads the counters from the instance's own registry.
-func gatherTotals(a *api, now time.Time) metricTotals {
+func gatherTotals(m *metrics, now time.Time) metricTotals {
 	t := metricTotals{at: now, results: map[string]float64{}}
-	families, err := a.metrics.registry.Gather()
+	families, err := m.registry.Gather()
 	if err != nil {
 		return t
 	}
@@ -419,6 +439,6 @@ func quantile(before, after []bucket, q float64) (float64, bool) {
 	return lowerBound, true
 }
 
-func (a *api) dashboardData(c *fiber.Ctx) error {
+func (a *operatorRoutes) dashboardData(c *fiber.Ctx) error {
 	return c.JSON(a.dashboard.current(c.UserContext()))
 }

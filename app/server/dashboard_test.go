@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
+	"github.com/seckill-lab/seckill/core/room"
 )
 
 type countingStats struct{ calls int }
@@ -34,9 +35,10 @@ func (o registerWithOpen) Open(context.Context) (int64, error) { return o.n, nil
 // register's.
 func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 	stats := &countingStats{}
-	a := &api{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup", deadLetters: registerWithOpen{n: 3}}
+	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup", deadLetters: registerWithOpen{n: 3},
+		roomReports: func() []room.Report { return nil }}
 	now := time.Unix(1_800_000_000, 0)
-	d := &dashboard{api: a, now: func() time.Time { return now }}
+	d := &dashboard{src: src, now: func() time.Time { return now }}
 	for range 100 {
 		d.current(context.Background())
 	}
@@ -44,10 +46,10 @@ func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 		t.Fatalf("100 viewers in an interval made %d queue-stats calls, want 1", stats.calls)
 	}
 	for range 30 {
-		a.metrics.seckillOK.Inc()
-		a.metrics.reserveSeconds.Observe(0.002)
+		src.metrics.seckillOK.Inc()
+		src.metrics.reserveSeconds.Observe(0.002)
 	}
-	a.metrics.seckillRefused[core.CodeSoldOut].Add(10)
+	src.metrics.seckillRefused[core.CodeSoldOut].Add(10)
 	now = now.Add(2 * time.Second)
 	s := d.current(context.Background())
 	if stats.calls != 2 || s.PerSecond["ok"] != 15 || s.PerSecond["sold_out"] != 5 {
@@ -66,12 +68,13 @@ func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 // orders between two points is its rate over that second, not over the
 // time since someone last looked.
 func TestTheChartsAreRecordedWhetherOrNotAnyoneWatches(t *testing.T) {
-	a := &api{metrics: newMetrics("streamgroup"), queueStats: &countingStats{}, backend: "streamgroup", deadLetters: registerWithOpen{}}
+	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: &countingStats{}, backend: "streamgroup", deadLetters: registerWithOpen{},
+		roomReports: func() []room.Report { return nil }}
 	now := time.Unix(1_800_000_000, 0)
-	d := &dashboard{api: a, now: func() time.Time { return now }}
+	d := &dashboard{src: src, now: func() time.Time { return now }}
 	for i := range 120 {
 		if i == 100 {
-			a.metrics.seckillOK.Add(6)
+			src.metrics.seckillOK.Add(6)
 		}
 		d.record(context.Background(), now)
 		now = now.Add(time.Second)

@@ -65,7 +65,7 @@ func deadLetterFilter(reason, voucher, since, until string) (deadletters.Filter,
 
 // listDeadLetters: GET /api/admin/deadletters, filtered on the server,
 // a page at a time (cursor, limit); state=resolved lists the resolved ones.
-func (a *api) listDeadLetters(c *fiber.Ctx) error {
+func (a *operatorRoutes) listDeadLetters(c *fiber.Ctx) error {
 	f, err := deadLetterFilter(c.Query("reason"), c.Query("voucher"), c.Query("since"), c.Query("until"))
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (a *api) listDeadLetters(c *fiber.Ctx) error {
 
 // showDeadLetter: GET /api/admin/deadletters/:id, with the message as
 // delivered (as text when it is UTF-8, else base64 with bodyEncoding).
-func (a *api) showDeadLetter(c *fiber.Ctx) error {
+func (a *operatorRoutes) showDeadLetter(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err
@@ -218,7 +218,7 @@ func readDeadLetterAction(c *fiber.Ctx) (deadLetterAction, deadletters.Filter, e
 }
 
 // redriveDeadLetters: POST /api/admin/deadletters/redrive.
-func (a *api) redriveDeadLetters(c *fiber.Ctx) error {
+func (a *operatorRoutes) redriveDeadLetters(c *fiber.Ctx) error {
 	return a.actOnDeadLetters(c, func(b deadLetterAction, _ deadletters.Filter) error {
 		if b.Note != "" || b.All {
 			return badRequest("note and all are a discard's")
@@ -231,7 +231,7 @@ func (a *api) redriveDeadLetters(c *fiber.Ctx) error {
 }
 
 // discardDeadLetters: POST /api/admin/deadletters/discard.
-func (a *api) discardDeadLetters(c *fiber.Ctx) error {
+func (a *operatorRoutes) discardDeadLetters(c *fiber.Ctx) error {
 	return a.actOnDeadLetters(c, func(b deadLetterAction, f deadletters.Filter) error {
 		if !b.All && f.Reason == "" && f.VoucherID == 0 && f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0 {
 			return badRequest(`a discard needs a filter or ids; to discard every open letter, say "all": true`)
@@ -245,7 +245,7 @@ func (a *api) discardDeadLetters(c *fiber.Ctx) error {
 
 // actOnDeadLetters reads a re-drive's or a discard's body, checks it,
 // and answers a dry run's count, or what act did.
-func (a *api) actOnDeadLetters(c *fiber.Ctx, check func(deadLetterAction, deadletters.Filter) error,
+func (a *operatorRoutes) actOnDeadLetters(c *fiber.Ctx, check func(deadLetterAction, deadletters.Filter) error,
 	act func(context.Context, deadletters.Filter, deadLetterAction) (fiber.Map, error)) error {
 	b, f, err := readDeadLetterAction(c)
 	if err != nil {

@@ -55,7 +55,7 @@ func asset(c *fiber.Ctx) error {
 	return sendPageFile(c, "assets/"+name)
 }
 
-func (a *api) listVouchers(c *fiber.Ctx) error {
+func (a *shopperRoutes) listVouchers(c *fiber.Ctx) error {
 	vouchers, err := a.catalog.Current(c.UserContext())
 	if err != nil {
 		return err

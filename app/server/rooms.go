@@ -147,7 +147,7 @@ func toRoomStatusJSON(s room.Status) roomStatusJSON {
 	return out
 }
 
-func (a *api) joinRoom(c *fiber.Ctx) error {
+func (a *shopperRoutes) joinRoom(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func (a *api) joinRoom(c *fiber.Ctx) error {
 	return c.JSON(toRoomStatusJSON(s))
 }
 
-func (a *api) roomStatus(c *fiber.Ctx) error {
+func (a *shopperRoutes) roomStatus(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (a *api) roomStatus(c *fiber.Ctx) error {
 	return c.JSON(toRoomStatusJSON(s))
 }
 
-func (a *api) roomDraw(c *fiber.Ctx) error {
+func (a *shopperRoutes) roomDraw(c *fiber.Ctx) error {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return err
@@ -272,10 +272,7 @@ type roomMark struct {
 // roomsNow reads the rooms' last passes; admitted per second is the
 // frontier's move since the previous snapshot.
 func (d *dashboard) roomsNow() []dashboardRoom {
-	if d.api.rooms == nil {
-		return nil
-	}
-	reports := d.api.rooms.Reports()
+	reports := d.src.roomReports()
 	out := make([]dashboardRoom, 0, len(reports))
 	marks := make(map[int64]roomMark, len(reports))
 	for _, r := range reports {

@@ -183,7 +183,7 @@ func (s *Server) wire(ctx context.Context) error {
 		return err
 	}
 	a := s.newAPI(seckill, sale, sender, provider)
-	s.http, s.dashboard = a.newServer(), a.dashboard
+	s.http, s.dashboard = a.newServer(), a.operator.dashboard
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)
 	}
@@ -342,73 +342,58 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 	if sale.limit != nil {
 		seckillRate = redis_rate.Limit{} // a rate of 0 mounts no middleware
 	}
-	a := &api{
-		log:       log,
-		tracing:   s.tracing,
-		seckill:   seckill,
-		lifecycle: s.lifecycle,
-		payments: core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
-			Store: s.spans().Payments(s.store.Payments(), s.store)}),
-		paymentsDB:   s.store.Payments(),
-		orderCounts:  s.store.Ledger(),
-		shoppers:     s.store.Users(),
-		catalog:      s.catalog,
-		rooms:        s.rooms,
-		gate:         room.NewGate(s.rooms, seckill),
-		users:        s.store.Users(),
-		userAdmin:    s.store.Users(),
-		voucherAdmin: s.store,
-		orders:       s.store,
-		codes:        logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
-		sender:       sender,
-		phoneRegion:  cfg.PhoneRegion,
-		phoneRegions: cfg.PhoneRegions,
-		tokens:       NewTokens(cfg.JWTSecret, cfg.TokenLifetime, cfg.JWTSecretPrevious),
-		metrics:      s.metrics,
-		devCodes:     cfg.DevCodes,
-		limits:       newRateLimits(s.rdb, cfg.KeyPrefix, log),
-		clients:      &clientAddresses{header: cfg.ProxyHeader, trusted: cfg.TrustedProxies, maxInFlight: cfg.MaxConnsPerIP},
-		seckillRate:  seckillRate,
-		codeRate:     redis_rate.PerMinute(cfg.CodeRate),
-		loginRate:    redis_rate.PerMinute(cfg.LoginRate),
-		missRate:     redis_rate.PerMinute(cfg.MissRate),
-		ready:        s.ready,
-		recovery:     s.recovery,
-		ledger:       s.store.Ledger(),
-		deadLetters:  s.store.DeadLetters(),
+	users := s.store.Users()
+	a := &api{log: log, tracing: s.tracing, tokens: NewTokens(cfg.JWTSecret, cfg.TokenLifetime, cfg.JWTSecretPrevious), metrics: s.metrics,
+		limits:  newRateLimits(s.rdb, cfg.KeyPrefix, log),
+		clients: &clientAddresses{header: cfg.ProxyHeader, trusted: cfg.TrustedProxies, maxInFlight: cfg.MaxConnsPerIP},
+		ready:   s.ready, requestTimeout: cfg.RequestTimeout,
+		metricsElsewhere: cfg.MetricsAddr != "", metricsNeedToken: !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL()}
+	a.adminGate = newAdminGate(cfg.AdminToken, s.rdb, cfg.KeyPrefix, a.clients.limitKey, s.metrics.registry, log)
+	payments := core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
+		Store: s.spans().Payments(s.store.Payments(), s.store)})
+	a.shopper = &shopperRoutes{catalog: s.catalog, gate: room.NewGate(s.rooms, seckill), seckill: seckill, lifecycle: s.lifecycle,
+		payments: payments, orders: s.store, shoppers: users, rooms: s.rooms, metrics: s.metrics,
+		seckillRate: seckillRate, missRate: redis_rate.PerMinute(cfg.MissRate)}
+	a.login = &loginRoutes{codes: logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
+		sender: sender, devCodes: cfg.DevCodes, phoneRegion: cfg.PhoneRegion, phoneRegions: cfg.PhoneRegions,
+		tokens: a.tokens, users: users, clients: a.clients, metrics: s.metrics, log: log,
+		codeRate: redis_rate.PerMinute(cfg.CodeRate), loginRate: redis_rate.PerMinute(cfg.LoginRate)}
+	a.payments = &paymentRoutes{payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
+	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
+		a.payments.sandbox = sandbox
+	}
+	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, recovery: s.recovery,
+		ledger: s.store.Ledger(), queueStats: queueStats(s.queue), backend: cfg.Queue, deadLetters: s.store.DeadLetters(),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),
 			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.recovery, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
-		backend: cfg.Queue,
+		dashboard: &dashboard{src: s.dashboardSources(), now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}}
+	return a
+}
 
-		requestTimeout:   cfg.RequestTimeout,
-		metricsElsewhere: cfg.MetricsAddr != "",
-		metricsNeedToken: !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL(),
-	}
-	a.adminGate = newAdminGate(cfg.AdminToken, s.rdb, cfg.KeyPrefix, a.clients.limitKey, s.metrics.registry, log)
-	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
-		a.sandbox = sandbox
-	}
+// dashboardSources are what the dashboard reads, and the warnings it shows.
+func (s *Server) dashboardSources() dashboardSources {
+	cfg := s.cfg
+	src := dashboardSources{backend: cfg.Queue, orderCounts: s.store.Ledger(), queueStats: queueStats(s.queue),
+		deadLetters: s.store.DeadLetters(), metrics: s.metrics, roomReports: s.rooms.Reports}
 	if cfg.PaySandboxOnRealServers {
-		a.warnings = append(a.warnings, "SECKILL_PAY_PROVIDER=sandbox on real servers: every order can be paid without money.")
+		src.warnings = append(src.warnings, "SECKILL_PAY_PROVIDER=sandbox on real servers: every order can be paid without money.")
 	}
 	if cfg.DevCodesForced {
-		a.warnings = append(a.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
+		src.warnings = append(src.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
 	}
-	a.queueStats = queueStats(s.queue)
 	if s.queue != nil {
-		a.relay = core.CapabilitiesOf(s.queue).Relay
+		src.relay = core.CapabilitiesOf(s.queue).Relay
 		g := core.CapabilitiesOf(s.queue).Guarantees
-		a.guarantees = &g
+		src.guarantees = &g
 		if !g.RetainsWithoutConsumer {
 			// The iteration the comparison measures loses orders by design:
 			// say so where an operator looks, not only in the docs.
 			warning := "SECKILL_QUEUE=" + cfg.Queue + " keeps no message nobody is subscribed to: an order published while no consumer listens (a restart, a deploy, a crash) is lost, the shopper having been told it was accepted; its unit comes back only at the order's payment deadline. Use streamgroup (the default) for a sale."
-			a.warnings = append(a.warnings, warning)
-			log.Warn(warning)
+			src.warnings = append(src.warnings, warning)
+			s.log.Warn(warning)
 		}
 	}
-	a.dashboard = &dashboard{api: a, now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}
-	return a
+	return src
 }
 
 // openCodeSender opens the sender SECKILL_CODE_SENDER names, and says at
