@@ -113,14 +113,7 @@ type Queue struct {
 	// consumers that they have not fetched yet: still waiting, for Stats.
 	buffered atomic.Int64
 
-	// What this process answers a roll call with (see Holding): its
-	// consumers, and moves, which counts every delivery, ack and forward
-	// so that a roll call sees whether anything moved between two of its
-	// answers.
-	process    string
-	consumerMu sync.Mutex
-	consumers  map[*consumer]struct{}
-	moves      atomic.Int64
+	roster
 
 	// deadRead is how many messages the dead-letter queue held when a read
 	// last reached its end, and the last one's position: the queue only
@@ -140,6 +133,17 @@ type Queue struct {
 	done, answered chan struct{}
 }
 
+// roster is what this process answers a roll call with (see Holding):
+// its consumers, and moves, which counts every delivery, ack and forward
+// so that a roll call sees whether anything moved between two of its
+// answers.
+type roster struct {
+	process    string
+	consumerMu sync.Mutex
+	consumers  map[*consumer]struct{}
+	moves      atomic.Int64
+}
+
 // New connects and declares the queues and the dead-letter exchange. An
 // unreachable broker is an error at once.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
@@ -147,8 +151,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{cfg: cfg, log: log, process: cfg.ConsumerPrefix + "-" + rand.Text()[:8],
-		consumers: map[*consumer]struct{}{}, done: make(chan struct{}), answered: make(chan struct{})}
+	q := &Queue{cfg: cfg, log: log, roster: roster{process: cfg.ConsumerPrefix + "-" + rand.Text()[:8],
+		consumers: map[*consumer]struct{}{}}, done: make(chan struct{}), answered: make(chan struct{})}
 	if _, err := q.connection(); err != nil {
 		return nil, err
 	}

@@ -70,3 +70,12 @@ func (r *sale) queueKey(voucherID int64, bk BucketKeys) string {
 func (r *sale) payBy(shard int) string {
 	return nameOf(&r.payByNames, shard, func() string { return r.keys.PayBy(shard) })
 }
+
+// names are the names a reservation sends that depend on its bucket
+// alone, made once.
+type names struct {
+	bucketNames     nameCache[bucketID]
+	queueNames      nameCache[int64] // by voucher
+	shardQueueNames nameCache[int]   // by shard
+	payByNames      nameCache[int]   // by shard
+}

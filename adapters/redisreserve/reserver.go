@@ -134,12 +134,7 @@ type sale struct {
 	// partial: fence token -> the lostBuckets of a rebuild of some of a
 	// voucher's buckets (FenceLost), for its Restore.
 	partial sync.Map
-	// The names a reservation sends that depend on its bucket alone,
-	// made once (names.go).
-	bucketNames     nameCache[bucketID]
-	queueNames      nameCache[int64] // by voucher
-	shardQueueNames nameCache[int]   // by shard
-	payByNames      nameCache[int]   // by shard
+	names
 	// intactBuckets: a bucket's window key -> the incarnation it was found
 	// intact in (VerifiedFor).
 	intactBuckets sync.Map

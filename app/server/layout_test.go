@@ -20,7 +20,7 @@ import (
 func sameRedis(h *harness, mutate func(*Config)) *Server {
 	cfg := h.cfg
 	mutate(&cfg)
-	return &Server{cfg: cfg, log: h.srv.log, rdb: h.srv.rdb, clustered: h.srv.clustered, store: h.srv.store, metrics: newMetrics(cfg.Queue)}
+	return &Server{cfg: cfg, log: h.srv.log, connections: connections{rdb: h.srv.rdb, clustered: h.srv.clustered, store: h.srv.store}, metrics: newMetrics(cfg.Queue)}
 }
 
 // startLayout is what a start does to the key layout: New plans it, Serve

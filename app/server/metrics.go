@@ -14,16 +14,34 @@ import (
 	"github.com/seckill-lab/seckill/core/recovery"
 )
 
-// metrics are the Prometheus series of one server. Each server has its own
-// registry, so tests can run several in one process.
+// metrics are the Prometheus series of one server, by what they measure.
+// Each server has its own registry, so tests can run several in one
+// process.
 type metrics struct {
-	registry       *prometheus.Registry
+	registry *prometheus.Registry
+	requestMetrics
+	pipelineMetrics
+	liveMetrics
+	lifecycleMetrics
+}
+
+// requestMetrics are the requests': seckills and logins.
+type requestMetrics struct {
 	seckillResults *prometheus.CounterVec
 	seckillOK      prometheus.Counter // seckillResults{code="ok"}, resolved once for the hot path
 	// seckillRefused: seckillResults of the answers in refusals, resolved
 	// once too.
-	seckillRefused  map[core.Code]prometheus.Counter
-	reserveSeconds  prometheus.Histogram
+	seckillRefused map[core.Code]prometheus.Counter
+	reserveSeconds prometheus.Histogram
+	// codesSent counts login codes by what became of them: sent (the
+	// sender took it), failed (the sender gave up: the shopper got 503).
+	codesSent *prometheus.CounterVec
+	// logins counts login attempts by verdict.
+	logins *prometheus.CounterVec
+}
+
+// pipelineMetrics are the queue's and the consumers'.
+type pipelineMetrics struct {
 	ordersPersisted prometheus.Counter
 	ordersDuplicate prometheus.Counter
 	batchSize       prometheus.Histogram
@@ -32,17 +50,23 @@ type metrics struct {
 	storeFailures   prometheus.Counter
 	queueFailures   *prometheus.CounterVec
 	publishedToNone prometheus.Counter
-	rebuilds        *prometheus.CounterVec
-	rebuiltOrders   *prometheus.CounterVec
+}
+
+// liveMetrics are the live store's: rebuilds, eviction, the drift audit.
+type liveMetrics struct {
+	rebuilds      *prometheus.CounterVec
+	rebuiltOrders *prometheus.CounterVec
 	// redisEvicted is the masters' evicted_keys; redisEvicting counts the
 	// masters whose maxmemory-policy may evict (watchEviction).
 	redisEvicted  prometheus.Gauge
 	redisEvicting prometheus.Gauge
-	// codesSent counts login codes by what became of them: sent (the
-	// sender took it), failed (the sender gave up: the shopper got 503).
-	codesSent *prometheus.CounterVec
-	// logins counts login attempts by verdict.
-	logins *prometheus.CounterVec
+	// unitsUnheld and unheldVouchers are the drift audit's: units the live
+	// stock lacks that nothing accounts for, and on how many vouchers.
+	unitsUnheld, unheldVouchers prometheus.Gauge
+}
+
+// lifecycleMetrics are the orders' after the reservation.
+type lifecycleMetrics struct {
 	// cancelled counts orders cancelled, by reason; unitsReturned the
 	// units the live store got back (a unit a rebuild gave back instead is
 	// not counted: nothing was returned twice).
@@ -51,9 +75,6 @@ type metrics struct {
 	// deadLettersResolved counts the dead letters this process resolved,
 	// by how (deadletters.Resolution).
 	deadLettersResolved *prometheus.CounterVec
-	// unitsUnheld and unheldVouchers are the drift audit's: units the live
-	// stock lacks that nothing accounts for, and on how many vouchers.
-	unitsUnheld, unheldVouchers prometheus.Gauge
 }
 
 // handler serves the series in Prometheus's text format.

@@ -207,9 +207,14 @@ type Guard struct {
 	memo *core.AnswerMemo
 	// unknown, if set, answers ids the database lacks from memory.
 	unknown *core.UnknownVouchers
+	inFlight
+}
+
+// inFlight are the rebuilds of this process: those running, and the
+// vouchers whose last one failed (held off a while: backOff).
+type inFlight struct {
 	mu      sync.Mutex
 	running map[int64]*rebuild
-	// failing holds off the rebuilds of vouchers whose last one failed.
 	failing map[int64]failure
 }
 
@@ -277,7 +282,7 @@ func New(cfg Config) *Guard {
 		cfg.Wait = 2 * time.Second
 	}
 	return &Guard{live: cfg.Live, features: cfg.Live.Features(), ledger: cfg.Ledger, queue: cfg.Queue, requeue: cfg.Requeue, buckets: cfg.Buckets, log: cfg.Log, obs: cfg.Observer,
-		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, running: map[int64]*rebuild{}, failing: map[int64]failure{}}
+		memo: cfg.Memo, unknown: cfg.Unknown, fenceTTL: cfg.FenceTTL, wait: cfg.Wait, inFlight: inFlight{running: map[int64]*rebuild{}, failing: map[int64]failure{}}}
 }
 
 // Trusted reports, from memory alone, whether the voucher was verified in
