@@ -30,11 +30,9 @@ func (a *operatorRoutes) auditVoucher(c *fiber.Ctx) error {
 		return err
 	}
 	queue := fiber.Map{"knowsHeld": au.QueueHolds, "held": au.Held, "heldUnpersisted": au.HeldUnpersisted, "deadLettered": au.Lettered}
-	if a.queueStats != nil {
-		if st, err := a.queueStats.Stats(ctx); err == nil {
-			// Of the whole queue, every voucher's: -1 where the backend cannot tell.
-			queue["queuedAllVouchers"], queue["pendingAllVouchers"] = st.Depth, st.Pending
-		}
+	if st, err := a.queueStats.Stats(ctx); err == nil {
+		// Of the whole queue, every voucher's: -1 where the backend cannot tell.
+		queue["queuedAllVouchers"], queue["pendingAllVouchers"] = st.Depth, st.Pending
 	}
 	differences := au.Differences
 	if differences == nil {

@@ -101,8 +101,8 @@ type dashboardSources struct {
 	orderCounts interface {
 		OrderCounts(ctx context.Context) (map[string]int64, error)
 	}
-	queueStats  core.StatsReporter
-	relay       core.RelayReporter
+	queueStats  core.StatsReporter // untold where the backend tells none
+	relay       core.RelayReporter // untold without a relay
 	deadLetters deadletters.Register
 	metrics     *metrics
 	roomReports func() []room.Report
@@ -273,25 +273,21 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			s.Orders = counts
 		}
 	}
-	if a.queueStats != nil {
-		if st, err := a.queueStats.Stats(ctx); err == nil {
-			s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),
-				OldestPendingMs: knownMs(st.OldestPending), DeadLetters: known(st.DeadLetters)}
-		}
+	if st, err := a.queueStats.Stats(ctx); err == nil {
+		s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),
+			OldestPendingMs: knownMs(st.OldestPending), DeadLetters: known(st.DeadLetters)}
 	}
 	if open, err := a.deadLetters.Open(ctx); err == nil {
 		s.Queue.DeadLettersOpen = &open
 	}
-	if a.relay != nil {
-		if st, err := a.relay.RelayStats(ctx); err == nil {
-			r := &dashboardRelay{Forwarded: st.Forwarded, Failures: st.Failures, LastError: st.LastError,
-				OutboxDepth: known(st.Outbox.Depth), OutboxPending: known(st.Outbox.Pending), LagMs: knownMs(st.Outbox.Lag)}
-			if elapsed := cur.at.Sub(d.prev.at).Seconds(); !d.prev.at.IsZero() && elapsed > 0 {
-				r.ForwardedPerSecond = float64(st.Forwarded-d.prevForwarded) / elapsed
-			}
-			d.prevForwarded = st.Forwarded
-			s.Relay = r
+	if st, err := a.relay.RelayStats(ctx); err == nil {
+		r := &dashboardRelay{Forwarded: st.Forwarded, Failures: st.Failures, LastError: st.LastError,
+			OutboxDepth: known(st.Outbox.Depth), OutboxPending: known(st.Outbox.Pending), LagMs: knownMs(st.Outbox.Lag)}
+		if elapsed := cur.at.Sub(d.prev.at).Seconds(); !d.prev.at.IsZero() && elapsed > 0 {
+			r.ForwardedPerSecond = float64(st.Forwarded-d.prevForwarded) / elapsed
 		}
+		d.prevForwarded = st.Forwarded
+		s.Relay = r
 	}
 	d.prev = cur
 	s.Rooms = d.roomsNow()
@@ -335,10 +331,8 @@ func (d *dashboard) record(ctx context.Context, now time.Time) {
 		}
 		point.Persisted = (cur.persisted - prev.persisted) / elapsed
 	}
-	if d.src.queueStats != nil {
-		if st, err := d.src.queueStats.Stats(ctx); err == nil {
-			point.Depth = max(st.Depth, 0)
-		}
+	if st, err := d.src.queueStats.Stats(ctx); err == nil {
+		point.Depth = max(st.Depth, 0)
 	}
 	d.recorded = cur
 	d.mu.Lock()

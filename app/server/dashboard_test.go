@@ -36,7 +36,7 @@ func (o registerWithOpen) Open(context.Context) (int64, error) { return o.n, nil
 func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 	stats := &countingStats{}
 	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup", deadLetters: registerWithOpen{n: 3},
-		roomReports: func() []room.Report { return nil }}
+		roomReports: func() []room.Report { return nil }, relay: untold{}}
 	now := time.Unix(1_800_000_000, 0)
 	d := &dashboard{src: src, now: func() time.Time { return now }}
 	for range 100 {
@@ -69,7 +69,7 @@ func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 // time since someone last looked.
 func TestTheChartsAreRecordedWhetherOrNotAnyoneWatches(t *testing.T) {
 	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: &countingStats{}, backend: "streamgroup", deadLetters: registerWithOpen{},
-		roomReports: func() []room.Report { return nil }}
+		roomReports: func() []room.Report { return nil }, relay: untold{}}
 	now := time.Unix(1_800_000_000, 0)
 	d := &dashboard{src: src, now: func() time.Time { return now }}
 	for i := range 120 {

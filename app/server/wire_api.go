@@ -56,7 +56,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 // dashboardSources are what the dashboard reads, and the warnings it shows.
 func (s *Server) dashboardSources() dashboardSources {
 	cfg := s.cfg
-	src := dashboardSources{backend: cfg.Queue, orderCounts: s.store.Ledger(), queueStats: queueStats(s.queue),
+	src := dashboardSources{backend: cfg.Queue, orderCounts: s.store.Ledger(), queueStats: queueStats(s.queue), relay: untold{},
 		deadLetters: s.store.DeadLetters(), metrics: s.metrics, roomReports: s.rooms.Reports}
 	if cfg.PaySandboxOnRealServers {
 		src.warnings = append(src.warnings, "SECKILL_PAY_PROVIDER=sandbox on real servers: every order can be paid without money.")
@@ -65,7 +65,9 @@ func (s *Server) dashboardSources() dashboardSources {
 		src.warnings = append(src.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
 	}
 	if s.queue != nil {
-		src.relay = core.CapabilitiesOf(s.queue).Relay
+		if r := core.CapabilitiesOf(s.queue).Relay; r != nil {
+			src.relay = r
+		}
 		g := core.CapabilitiesOf(s.queue).Guarantees
 		src.guarantees = &g
 		if !g.RetainsWithoutConsumer {

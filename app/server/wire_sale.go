@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -231,10 +232,22 @@ func (s *Server) publishedTo(receivers int64) {
 
 // queueStats is q's stats, if it tells them (nil without a queue).
 func queueStats(q core.Queue) core.StatsReporter {
-	if q == nil {
-		return nil
+	if q == nil || core.CapabilitiesOf(q).Stats == nil {
+		return untold{}
 	}
 	return core.CapabilitiesOf(q).Stats
+}
+
+// untold stands in for what a backend does not tell (its queue's stats,
+// a relay's): every read says so, and the reader shows nothing of it.
+type untold struct{}
+
+var errUntold = errors.New("the backend does not tell this")
+
+func (untold) Stats(context.Context) (core.QueueStats, error) { return core.UnknownStats, errUntold }
+
+func (untold) RelayStats(context.Context) (core.RelayStats, error) {
+	return core.RelayStats{}, errUntold
 }
 
 // claimOutlastsPayWindow warns (never refuses) when a pending order can
