@@ -107,7 +107,7 @@ func (b *bench) endpoint(queue string, consumers int, prof profiles) (benchRun, 
 // endpointWith is endpoint with more of the server's environment.
 func (b *bench) endpointWith(queue string, consumers int, env map[string]string, prof profiles) (benchRun, error) {
 	c := b.cfg
-	c.Queue, c.KeyPrefix = queue, "bench"+crand.Text()[:4]+":"
+	c, c.KeyPrefix = c.ForQueue(queue), "bench"+crand.Text()[:4]+":"
 	defer dropKeys(c.RedisURL, c.KeyPrefix)
 	extra := map[string]string{"SECKILL_CONSUMERS": strconv.Itoa(consumers), "SECKILL_BATCH_SIZE": "500"}
 	for k, v := range env {
@@ -147,7 +147,7 @@ func (b *bench) bareHandler(coalesce bool) (benchRun, error) {
 	// The voucher is made by a full server on the same key prefix, so the
 	// bare handler finds its stock and window.
 	c := b.cfg
-	c.Queue, c.KeyPrefix = "streamgroup", "bench"+crand.Text()[:4]+":"
+	c, c.KeyPrefix = c.ForQueue("streamgroup"), "bench"+crand.Text()[:4]+":"
 	defer dropKeys(c.RedisURL, c.KeyPrefix)
 	setup, err := startProcess(c, map[string]string{"SECKILL_CONSUMERS": "0"})
 	if err != nil {
@@ -431,7 +431,8 @@ func (b *bench) drainRounds(rounds int) (benchTarget, error) {
 	for round := 1; round <= rounds; round++ {
 		progressf("bench: round %d/%d: drain of a %d-order backlog by the consumers, then a bare loop of 500-row INSERTs…", round, rounds, drainBacklog)
 		c := cfg
-		c.Queue, c.KeyPrefix, c.Consumers, c.Addr = "streamgroup", "bench"+crand.Text()[:4]+":", 0, "127.0.0.1:0"
+		c = c.ForQueue("streamgroup")
+		c.KeyPrefix, c.Consumers, c.Addr = "bench"+crand.Text()[:4]+":", 0, "127.0.0.1:0"
 		drain, err := drainRate(c, max(cfg.Consumers, 1), labOptions{conns: b.conns, drainOrders: drainBacklog, vouchers: 1})
 		dropKeys(c.RedisURL, c.KeyPrefix)
 		if err != nil {

@@ -36,9 +36,9 @@ type labBackend struct {
 func labBackends() []labBackend {
 	var out []labBackend
 	for _, b := range server.Backends() {
-		out = append(out, labBackend{b.Name, func(c *server.Config) { c.Queue = b.Name }})
+		out = append(out, labBackend{b.Name, func(c *server.Config) { *c = c.ForQueue(b.Name) }})
 		for _, v := range b.Variants {
-			out = append(out, labBackend{v.Name, func(c *server.Config) { c.Queue = b.Name; v.Configure(c) }})
+			out = append(out, labBackend{v.Name, func(c *server.Config) { *c = c.ForQueue(b.Name); v.Configure(c) }})
 		}
 	}
 	return out

@@ -244,6 +244,27 @@ func (c Config) valueOf(v Variable) string {
 	return c.given[v.Name]
 }
 
+// ForQueue is c serving queue instead, with what derives from the queue
+// derived again (SECKILL_EXPIRY, where it was not given): how the lab runs
+// one configuration on every backend (a derived deadlines expiry carried
+// to sync stopped its server at start).
+func (c Config) ForQueue(queue string) Config {
+	c.Queue = queue
+	if c.given["SECKILL_EXPIRY"] == "" {
+		c.Expiry = defaultExpiry(queue)
+	}
+	return c
+}
+
+// defaultExpiry is SECKILL_EXPIRY's default for queue: sync has only the
+// sweep.
+func defaultExpiry(queue string) string {
+	if queue == "sync" {
+		return ExpirySweep
+	}
+	return ExpiryDeadlines
+}
+
 // With is c with one variable set as LoadConfig reads it (what other
 // variables derive from it at start is not derived again): a test's or a
 // lab's change of one setting, a backend's or the server's own.

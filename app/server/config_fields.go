@@ -270,10 +270,8 @@ func (c *Config) finishServers() error {
 // demo sale.
 func (c *Config) finishSale() error {
 	switch {
-	case c.Expiry == "" && c.Queue == "sync":
-		c.Expiry = ExpirySweep
 	case c.Expiry == "":
-		c.Expiry = ExpiryDeadlines
+		c.Expiry = defaultExpiry(c.Queue)
 	case c.Expiry == ExpiryDeadlines && c.Queue == "sync":
 		return &configError{"SECKILL_EXPIRY", c.Expiry, "SECKILL_QUEUE=sync reserves in MySQL: its orders expire by the sweep alone (set sweep, or leave it unset)"}
 	}

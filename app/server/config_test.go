@@ -487,3 +487,25 @@ func TestAClaimTimeThatOutlastsThePayWindowIsWarnedOf(t *testing.T) {
 		}
 	}
 }
+
+// TestAConfigForAnotherQueueDerivesItsExpiryAgain: the lab runs one
+// configuration on every backend; a derived deadlines expiry carried to
+// sync stopped its server at start (make bench's sync side). A given
+// SECKILL_EXPIRY is kept as given.
+func TestAConfigForAnotherQueueDerivesItsExpiryAgain(t *testing.T) {
+	cfg, err := LoadConfig(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Expiry != ExpiryDeadlines || cfg.ForQueue("sync").Expiry != ExpirySweep || cfg.ForQueue("sync").ForQueue("list").Expiry != ExpiryDeadlines {
+		t.Fatalf("expiry %q, for sync %q: want deadlines, then sweep", cfg.Expiry, cfg.ForQueue("sync").Expiry)
+	}
+	env := cfg.ForQueue("sync").Environment()
+	if _, err := LoadConfig(func(name string) (string, bool) { v, ok := env[name]; return v, ok && v != "" }); err != nil {
+		t.Fatalf("a sync server from the lab's environment: %v", err)
+	}
+	given := cfg.MustWith("SECKILL_EXPIRY", "sweep")
+	if given.ForQueue("list").Expiry != ExpirySweep {
+		t.Fatal("a given SECKILL_EXPIRY was derived again")
+	}
+}
