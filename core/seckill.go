@@ -25,7 +25,7 @@ type Seckill struct {
 	// memo answers the refusals that cannot change for a while without
 	// the live store (one that remembers nothing when none is given).
 	memo *AnswerMemo
-	// admission turns shoppers away while the queue cannot take orders.
+	// intake turns shoppers away while the queue cannot take orders.
 	intake Intake
 	// held answers order reads the database cannot (nil: no complete
 	// list of the queue's orders to ask).
