@@ -6,15 +6,20 @@
 -- Closing again lists the same joiners.
 --
 -- KEYS[1] -> seckill:room:{shard}:voucherId  hash: the room's state
---            (closed, early: room_join.lua)
+--            (closed, early: room_join.lua; closedAt: when the set was
+--            first closed, Redis's clock, unix ms)
 -- KEYS[2] -> seckill:room:{shard}:voucherId:early  sorted set: the early
 --            joiners' user ids, scored by arrival
 --
 -- ARGV[1] -> the sale's begin, unix ms
 -- ARGV[2] -> when the room's keys expire, unix ms
 --
--- Returns {0}: the sale has not begun; {1, id, id, ...}: the early
--- joiners, in arrival order.
+-- Returns {0}: the sale has not begun; {1, late, id, id, ...}: how long
+-- after the begin the set was first closed (ms; -1 for a set closed
+-- before closedAt was kept), then the early joiners, in arrival order. A
+-- set first closed long after the begin with nobody in it may be one the
+-- live store lost (with its joiners) after the begin: the server then says
+-- so rather than publish an empty draw.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -23,10 +28,16 @@ if now < tonumber(ARGV[1]) and not closed then
   return {0}
 end
 if not closed then
-  redis.call('HSET', KEYS[1], 'closed', 1, 'early', redis.call('ZCARD', KEYS[2]))
+  redis.call('HSET', KEYS[1], 'closed', 1, 'early', redis.call('ZCARD', KEYS[2]), 'closedAt', now)
   redis.call('HSETNX', KEYS[1], 'frontier', 0)
   redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 end
 local members = redis.call('ZRANGE', KEYS[2], 0, -1)
+local closedAt = tonumber(redis.call('HGET', KEYS[1], 'closedAt'))
+local late = -1
+if closedAt then
+  late = closedAt - tonumber(ARGV[1])
+end
+table.insert(members, 1, late)
 table.insert(members, 1, 1)
 return members

@@ -126,25 +126,29 @@ func (b *Board) Use(ctx context.Context, v core.Voucher, position int64) error {
 }
 
 // Close implements room.Board.
-func (b *Board) Close(ctx context.Context, v core.Voucher) ([]int64, bool, error) {
+func (b *Board) Close(ctx context.Context, v core.Voucher) (room.Closed, bool, error) {
 	state, early, _, _, _ := b.keys(v.ID)
 	res, err := b.close.Run(ctx, b.rdb, []string{state, early}, ms(v.BeginAt), ms(v.EndAt.Add(keep))).Slice()
 	if err != nil {
-		return nil, false, fmt.Errorf("redisroom: close: %w", err)
+		return room.Closed{}, false, fmt.Errorf("redisroom: close: %w", err)
 	}
-	if len(res) == 0 || res[0] != int64(1) {
-		return nil, false, nil
+	if len(res) < 2 || res[0] != int64(1) {
+		return room.Closed{}, false, nil
 	}
-	users := make([]int64, 0, len(res)-1)
-	for _, m := range res[1:] {
+	late, _ := res[1].(int64)
+	out := room.Closed{Users: make([]int64, 0, len(res)-2), Late: time.Duration(late) * time.Millisecond}
+	if late < 0 {
+		out.Late = -1
+	}
+	for _, m := range res[2:] {
 		s, _ := m.(string)
 		user, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, false, fmt.Errorf("redisroom: close: a member %q", s)
+			return room.Closed{}, false, fmt.Errorf("redisroom: close: a member %q", s)
 		}
-		users = append(users, user)
+		out.Users = append(out.Users, user)
 	}
-	return users, true, nil
+	return out, true, nil
 }
 
 // placeChunk is the positions one place call writes (a few milliseconds

@@ -65,11 +65,11 @@ func waitUntil(t time.Time) { time.Sleep(time.Until(t) + 20*time.Millisecond) }
 // the positions written.
 func drawAndPlace(t *testing.T, b *Board, v core.Voucher) []room.DrawEntry {
 	t.Helper()
-	users, closed, err := b.Close(context.Background(), v)
+	set, closed, err := b.Close(context.Background(), v)
 	if err != nil || !closed {
 		t.Fatalf("close: closed %v, %v", closed, err)
 	}
-	draw := room.Order(*v.Room, v.Room.Seed, users)
+	draw := room.Order(*v.Room, v.Room.Seed, set.Users)
 	if err := b.Place(context.Background(), v, draw); err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +359,11 @@ func TestADrawLargerThanOneCallIsPlacedWholeBeforeAnyAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.BeginAt = time.Now().Add(-time.Second)
-		users, closed, err := b.Close(ctx, v)
-		if err != nil || !closed || int64(len(users)) != n {
-			t.Fatalf("close: %d joiners, closed %v, %v", len(users), closed, err)
+		set, closed, err := b.Close(ctx, v)
+		if err != nil || !closed || int64(len(set.Users)) != n || set.Late < 500*time.Millisecond {
+			t.Fatalf("close: %d joiners, closed %v, %v late, %v", len(set.Users), closed, set.Late, err)
 		}
-		draw := room.Order(*v.Room, v.Room.Seed, users)
+		draw := room.Order(*v.Room, v.Room.Seed, set.Users)
 		// A placer that died after its first call.
 		state, _, _, _, _ := b.keys(v.ID)
 		args := []any{n, time.Now().Add(time.Hour).UnixMilli()}

@@ -173,11 +173,11 @@ func (r *roomBench) fill(v core.Voucher, n int) error {
 // closed, its joiners ordered by their keys, the positions written.
 func (r *roomBench) draw(v core.Voucher) ([]room.DrawEntry, error) {
 	ctx := context.Background()
-	users, closed, err := r.board.Close(ctx, v)
+	set, closed, err := r.board.Close(ctx, v)
 	if err != nil || !closed {
 		return nil, fmt.Errorf("close the early set: closed %v, %v", closed, err)
 	}
-	draw := room.Order(*v.Room, v.Room.Seed, users)
+	draw := room.Order(*v.Room, v.Room.Seed, set.Users)
 	return draw, r.board.Place(ctx, v, draw)
 }
 

@@ -203,6 +203,11 @@ func (a *shopperRoutes) roomDraw(c *fiber.Ctx) error {
 		if b := d.Beacon; b.URL != "" {
 			answer["beacon"] = beaconJSON{URL: b.URL, Round: b.Round, Randomness: b.Randomness, MixedSeed: b.MixedSeed, Missed: b.Missed}
 		}
+		if d.Lost {
+			answer["lost"] = true
+			answer["lostNote"] = "no early join is known: the early set was first closed more than 10 s after the begin with nobody in it, " +
+				"so joins made before the begin may have been lost with the live store; no place was given by a draw"
+		}
 		encoded, err := json.Marshal(answer)
 		if err != nil {
 			return core.Wrap("room draw", core.CodeInternal, err)

@@ -739,3 +739,26 @@ func TestARoomsBeaconIsMixedIntoThePublishedDraw(t *testing.T) {
 		}
 	})
 }
+
+// TestADrawNobodyCouldKeepIsSaidLost: the room's early set is first closed
+// long after the begin with nobody in it — as when the live store lost the
+// room and its joiners after the opening while the database was down and
+// every instance that held the draw restarted (simulated: the room's keys
+// deleted, nothing kept). The draw answers lost, with its note and no key,
+// never an empty draw; a shopper joining now queues from place 1.
+func TestADrawNobodyCouldKeepIsSaidLost(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher, _ := h.roomVoucher(5, 50, "60s", -12*time.Second)
+		status, body := h.do("GET", "/api/vouchers/"+idString(voucher)+"/room/draw", "", nil)
+		keys, _ := body["keys"].([]any)
+		if status != 200 || body["lost"] != true || body["lostNote"] == nil || len(keys) != 0 {
+			t.Fatalf("the draw of a set first closed 12 s late with nobody: %d %v, want lost with its note", status, body)
+		}
+		if status, _ := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(4), nil); status != 200 {
+			t.Fatalf("join after the lost draw: %d", status)
+		}
+		if place := h.waitForState(voucher, 4, "admitted", 10*time.Second); place["position"] != float64(1) {
+			t.Fatalf("a joiner after the lost draw: %v, want place 1", place)
+		}
+	})
+}

@@ -97,13 +97,21 @@ type Board interface {
 	// clock and lists its joiners in arrival order (the store never
 	// orders them by their keys); closed is false (and the list nil)
 	// before. Closing again lists the same joiners.
-	Close(ctx context.Context, v core.Voucher) (users []int64, closed bool, err error)
+	Close(ctx context.Context, v core.Voucher) (set Closed, closed bool, err error)
 	// Place writes a draw's positions (made from Close's list, or kept
 	// and put back after the store lost the room): the early joiners,
 	// their positions and the draw's size, so that admission can start
 	// and later joiners queue behind it. Idempotent; a place given since
 	// is kept.
 	Place(ctx context.Context, v core.Voucher, draw []DrawEntry) error
+}
+
+// Closed is the early set as the live store closed it: its joiners in
+// arrival order, and how long after the begin it was first closed (-1:
+// not known, a set closed before that was kept).
+type Closed struct {
+	Users []int64
+	Late  time.Duration
 }
 
 // DrawEntry is one early joiner in a draw: their key and who they are
@@ -115,10 +123,13 @@ type DrawEntry struct {
 
 // KeptDraw is a room's draw as made and kept: the early joiners in order,
 // and the beacon's randomness mixed into its seed (hex; "" the room names
-// no beacon; BeaconMissed it could not be read).
+// no beacon; BeaconMissed it could not be read). Lost: no early join is
+// known although there may have been some (LostAfter): published as such,
+// never as an empty draw.
 type KeptDraw struct {
 	Entries []DrawEntry
 	Beacon  string
+	Lost    bool
 }
 
 // RoomDrawStore keeps each room's draw once it is made (the database), so

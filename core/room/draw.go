@@ -60,7 +60,7 @@ func (r *Rooms) Draw(ctx context.Context, voucherID int64) (Draw, error) {
 	for i, e := range draw.Entries {
 		keys[i] = e.Key
 	}
-	d := Draw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys}
+	d := Draw{Seed: hex.EncodeToString(v.Room.Seed[:]), Commitment: v.Room.Commitment(), Keys: keys, Lost: draw.Lost}
 	d.Beacon, d.KeyedWith = publishedBeacon(v.Room, draw.Beacon)
 	r.published.Store(voucherID, d)
 	return d, nil
@@ -98,6 +98,16 @@ func (r *Rooms) drawOf(ctx context.Context, v core.Voucher) (KeptDraw, bool, err
 	made, drawn, err := r.pendingOr(ctx, v)
 	if err != nil || !drawn {
 		return KeptDraw{}, false, errors.Join(loadErr, err)
+	}
+	if made.Lost {
+		// Nothing to keep (no entry), and nothing kept may say otherwise:
+		// every instance finds the same set, as late and as empty.
+		r.pending.Delete(v.ID)
+		if err := r.board.Place(ctx, v, nil); err != nil {
+			return KeptDraw{}, false, err
+		}
+		r.saved.Store(v.ID, made)
+		return made, true, nil
 	}
 	saveErr := loadErr
 	if saveErr == nil {
@@ -140,10 +150,11 @@ func (r *Rooms) pendingOr(ctx context.Context, v core.Voucher) (KeptDraw, bool, 
 // makeDraw closes the room's early set and orders its joiners by their
 // keys (the same joiners and seed make the same draw on any instance).
 func (r *Rooms) makeDraw(ctx context.Context, v core.Voucher) (KeptDraw, bool, error) {
-	users, closed, err := r.board.Close(ctx, v)
+	set, closed, err := r.board.Close(ctx, v)
 	if err != nil || !closed {
 		return KeptDraw{}, false, err
 	}
+	users := set.Users
 	beacon, ready := r.beaconOf(ctx, v)
 	if !ready {
 		return KeptDraw{}, false, nil
@@ -153,8 +164,19 @@ func (r *Rooms) makeDraw(ctx context.Context, v core.Voucher) (KeptDraw, bool, e
 		randomness, _ := hex.DecodeString(beacon)
 		seed = MixedSeed(*v.Room, randomness)
 	}
-	return KeptDraw{Entries: Order(*v.Room, seed, users), Beacon: beacon}, true, nil
+	// An empty set first closed long after the begin: the live store may
+	// have lost the room, with its joiners, after the begin (the database
+	// down at the opening, every instance that held the draw restarted).
+	// Said lost, never published as a draw nobody joined.
+	lost := len(users) == 0 && set.Late > LostAfter
+	return KeptDraw{Entries: Order(*v.Room, seed, users), Beacon: beacon, Lost: lost}, true, nil
 }
+
+// LostAfter is how long after the begin an early set first closed with
+// nobody in it is taken for one the live store lost: a room with joiners
+// is closed by the first admission pass after the begin (every fifth of a
+// second, on every instance a join reached).
+const LostAfter = 10 * time.Second
 
 // Order is the draw of users keyed with seed: each with their key
 // (KeyIn), in ascending order of the keys.

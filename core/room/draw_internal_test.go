@@ -18,12 +18,13 @@ import (
 type drawBoard struct {
 	Board
 	users  []int64
+	late   time.Duration
 	mu     sync.Mutex
 	placed [][]DrawEntry
 }
 
-func (b *drawBoard) Close(context.Context, core.Voucher) ([]int64, bool, error) {
-	return b.users, true, nil
+func (b *drawBoard) Close(context.Context, core.Voucher) (Closed, bool, error) {
+	return Closed{Users: b.users, Late: b.late}, true, nil
 }
 
 func (b *drawBoard) Place(_ context.Context, _ core.Voucher, d []DrawEntry) error {
@@ -221,4 +222,36 @@ func (b stockBoard) RemainingStock(_ context.Context, id int64) (int64, error) {
 		return 0, core.ErrVoucherNotFound
 	}
 	return s, nil
+}
+
+// TestAnEmptySetClosedLateIsSaidLost: the database down at the opening,
+// the live store lost the room after the begin and every instance that
+// held the draw restarted: the first close of the fresh room state comes
+// long after the begin and finds nobody. The draw is said lost, never
+// published as an empty one; a set closed on time with nobody in it is
+// an empty draw, as before.
+func TestAnEmptySetClosedLateIsSaidLost(t *testing.T) {
+	ctx := context.Background()
+	begin := time.Now().Add(-time.Minute)
+	v := core.Voucher{ID: 11, BeginAt: begin, EndAt: begin.Add(time.Hour), Room: &core.Room{OpensAt: begin.Add(-time.Hour), AdmitPerSecond: 5,
+		AdmissionTTL: time.Minute}}
+	for _, tc := range []struct {
+		late time.Duration
+		lost bool
+	}{{time.Minute, true}, {200 * time.Millisecond, false}, {-1, false}} {
+		live := &drawBoard{late: tc.late}
+		r := beaconRooms(t, v, live, &memoryDraws{draws: map[int64]KeptDraw{}}, &stubBeacon{}, time.Now())
+		d, err := r.Draw(ctx, v.ID)
+		if err != nil || d.Lost != tc.lost || len(d.Keys) != 0 {
+			t.Fatalf("closed %v after the begin with nobody: %+v, %v; want lost %v", tc.late, d, err, tc.lost)
+		}
+		if len(live.placed) != 1 {
+			t.Fatalf("closed %v late: placed %d times, want once (later joiners queue from place 1)", tc.late, len(live.placed))
+		}
+	}
+	live := &drawBoard{users: []int64{3}, late: time.Minute}
+	r := beaconRooms(t, v, live, &memoryDraws{draws: map[int64]KeptDraw{}}, &stubBeacon{}, time.Now())
+	if d, err := r.Draw(ctx, v.ID); err != nil || d.Lost || len(d.Keys) != 1 {
+		t.Fatalf("a late close with a joiner: %+v, %v; want their draw", d, err)
+	}
 }

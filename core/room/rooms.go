@@ -151,6 +151,9 @@ type Draw struct {
 	// Beacon is the beacon mixed into the seed (zero: the room names
 	// none).
 	Beacon DrawBeacon
+	// Lost: no early join is known although there may have been some
+	// (KeptDraw.Lost); Keys is then empty.
+	Lost bool
 }
 
 // ErrNoRoom answers a room request on a voucher sold without one.
