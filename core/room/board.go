@@ -22,7 +22,7 @@ type BeaconReader interface {
 	Randomness(ctx context.Context, b core.RoomBeacon) ([]byte, error)
 }
 
-// RoomState is where a shopper stands in a room.
+// State is where a shopper stands in a room.
 type State string
 
 const (
@@ -32,7 +32,7 @@ const (
 	NotJoined State = "not_joined"
 )
 
-// RoomSeat is what the live store holds of one shopper in a room, read in
+// Seat is what the live store holds of one shopper in a room, read in
 // one step.
 type Seat struct {
 	// Joined: the shopper holds a place (an early join, or one at the
@@ -53,7 +53,7 @@ type Seat struct {
 	Now time.Time
 }
 
-// RoomProgress is what one admission pass did to a room.
+// Progress is what one admission pass did to a room.
 type Progress struct {
 	// Admitted is how many positions this pass admitted; Frontier the
 	// last admitted position after it; Joined every position given.
@@ -74,7 +74,7 @@ type Progress struct {
 // Waiting is the number of places not yet admitted.
 func (p Progress) Waiting() int64 { return p.Joined - p.Frontier }
 
-// RoomBoard is the live store of the rooms (Redis): every call is one
+// Board is the live store of the rooms (Redis): every call is one
 // atomic step, safe to make from any number of instances at once.
 type Board interface {
 	// Join gives userID a place in v's room, or answers the one it holds
@@ -132,7 +132,7 @@ type KeptDraw struct {
 	Lost    bool
 }
 
-// RoomDrawStore keeps each room's draw once it is made (the database), so
+// DrawStore keeps each room's draw once it is made (the database), so
 // the published draw never changes and a live store that lost the room
 // gets it back.
 type DrawStore interface {

@@ -9,7 +9,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// RoomPass is an admission out of a room: the shopper, the voucher, the
+// Pass is an admission out of a room: the shopper, the voucher, the
 // admitted position and when the admission lapses. Its token is signed,
 // so any instance checks it without a look-up.
 type Pass struct {

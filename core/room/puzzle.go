@@ -11,7 +11,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// JoinPuzzle is the room's optional proof of work on joining
+// Puzzle is the room's optional proof of work on joining
 // (SECKILL_ROOM_POW_BITS): a challenge bound to the shopper and the
 // voucher, solved by a nonce whose SHA-256 over "challenge:nonce" starts
 // with Bits zero bits. It makes each place cost its holder CPU time, so
@@ -33,10 +33,10 @@ const puzzleDomain = "seckill room puzzle v1"
 // puzzleLifetime is how long a challenge may be solved and used.
 const puzzleLifetime = 10 * time.Minute
 
-// MaxPuzzleBits bounds JoinPuzzle.Bits: each bit doubles the work.
+// MaxPuzzleBits bounds Puzzle.Bits: each bit doubles the work.
 const MaxPuzzleBits = 32
 
-// NewJoinPuzzle is a puzzle of bits (0: off) with keys derived from
+// NewPuzzle is a puzzle of bits (0: off) with keys derived from
 // secret (SECKILL_JWT_SECRET) and previous (SECKILL_JWT_SECRET_PREVIOUS,
 // while a secret rotates).
 func NewPuzzle(secret []byte, bits int, previous ...[]byte) *Puzzle {

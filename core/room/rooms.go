@@ -17,7 +17,7 @@ import (
 // place, the draw is published after the opening, a seckill on a room
 // voucher is let through only with the shopper's pass, and the admission
 // passes (Service) admit each open room at its rate. Its state is the
-// RoomBoard's, so any number of instances serve one room.
+// Board's, so any number of instances serve one room.
 type Rooms struct {
 	board   Board
 	catalog *core.Catalog
@@ -44,7 +44,7 @@ type Rooms struct {
 	known  sync.Map // int64 -> Voucher
 }
 
-// RoomReport is a room as this instance's last admission pass found it.
+// Report is a room as this instance's last admission pass found it.
 type Report struct {
 	Voucher core.Voucher
 	Progress
@@ -52,12 +52,12 @@ type Report struct {
 	At time.Time
 }
 
-// RoomObserver is told what each admission pass did (the metrics).
+// Observer is told what each admission pass did (the metrics).
 type Observer interface {
 	RoomPassed(voucherID int64, p Progress)
 }
 
-// RoomsConfig is what the rooms are made of.
+// Config is what the rooms are made of.
 type Config struct {
 	// Board, Catalog and Passes are required.
 	Board   Board
@@ -86,14 +86,14 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DefaultRoomInterval is RoomsConfig.Interval's default.
+// DefaultInterval is Config.Interval's default.
 const DefaultInterval = 200 * time.Millisecond
 
-// NewRooms builds the rooms, whole: it panics without a Board, a Catalog
+// New builds the rooms, whole: it panics without a Board, a Catalog
 // or Passes (a wiring mistake, found at start).
 func New(cfg Config) *Rooms {
 	if cfg.Board == nil || cfg.Catalog == nil || cfg.Passes == nil {
-		panic("core: NewRooms needs a Board, a Catalog and Passes")
+		panic("room: New needs a Board, a Catalog and Passes")
 	}
 	if cfg.Draws == nil {
 		cfg.Draws = noDrawStore{}
@@ -115,7 +115,7 @@ func New(cfg Config) *Rooms {
 		observer: cfg.Observer, log: cfg.Log, now: cfg.Now}
 }
 
-// RoomStatus is a shopper's place in a room, as the shopper is told it.
+// Status is a shopper's place in a room, as the shopper is told it.
 type Status struct {
 	State State
 	// Position is 0 until the draw (and for a shopper without a place).
@@ -138,10 +138,10 @@ type Status struct {
 	Salt string
 }
 
-// RoomProof is a join's solution of the puzzle (empty: none sent).
+// Proof is a join's solution of the puzzle (empty: none sent).
 type Proof struct{ Challenge, Nonce string }
 
-// RoomDraw is a room's published draw: the seed and its commitment, and
+// Draw is a room's published draw: the seed and its commitment, and
 // the early joiners' keys in ascending order (their places).
 type Draw struct {
 	Seed, Commitment string
