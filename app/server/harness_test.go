@@ -313,6 +313,22 @@ func (h *harness) openVoucherIn(stock int64, buckets int) int64 {
 	return h.createVoucherIn(stock, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 }
 
+// seesOrder waits until this instance answers a buyer's order of a
+// voucher another instance created and sold. It learns of the voucher by
+// that instance's nudge, or within the second the contract gives (an id it
+// found nowhere, or above the highest it read, is refused for 0.9 s): a
+// test asking a second instance at once raced the nudge, and on a loaded
+// machine it answered 404 voucher_not_found. The buyer's order is what it
+// asks for, since on the stand-ins each instance has a database of its own
+// and only the live store, which both share, has the voucher.
+func (h *harness) seesOrder(voucher int64, buyerToken string) {
+	h.t.Helper()
+	waitFor(h.t, 2*time.Second, "an instance to answer an order of a voucher created on another", func() bool {
+		status, _ := h.do("GET", "/api/vouchers/"+idString(voucher)+"/order", buyerToken, nil)
+		return status == http.StatusOK
+	})
+}
+
 // rows counts persisted orders of a voucher and its database stock.
 func (h *harness) rows(voucherID int64) (orders int, stock int64) {
 	h.t.Helper()

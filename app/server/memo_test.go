@@ -163,6 +163,7 @@ func TestStockThatComesBackIsSoldAgainOnEveryInstance(t *testing.T) {
 		if status, body := a.do("POST", path, a.shopper(1), nil); status != 200 {
 			t.Fatalf("the only unit: %d %v", status, body)
 		}
+		b.seesOrder(voucher, a.shopper(1))
 		a.waitForRows(voucher, 1, 10*time.Second)
 		for _, h := range []*harness{a, b} {
 			if status, body := h.do("POST", path, h.shopper(2), nil); status != 409 || errorCode(body) != "sold_out" {
@@ -293,14 +294,7 @@ func TestABuyerIsAnsweredFromMemoryUntilTheirOrderIsCancelled(t *testing.T) {
 			t.Fatalf("buy: %d %v", status, body)
 		}
 		order := body["orderId"].(string)
-		// B learns of a voucher created on A by A's nudge, or within the
-		// second the contract gives (an id B found nowhere is remembered
-		// 0.9 s): on a loaded machine B answered 404 voucher_not_found
-		// once in a CI run. Its read of the buyer's order says when.
-		waitFor(t, 2*time.Second, "B to know the voucher A created", func() bool {
-			status, _ := b.do("GET", "/api/vouchers/"+idString(voucher)+"/order", shopper, nil)
-			return status == 200
-		})
+		b.seesOrder(voucher, shopper)
 		// Each instance learns it once — from the reservation, or from
 		// Redis's 409 (A's first reservation of a new voucher verified it,
 		// which forgets the voucher, so its answer is not kept) — then

@@ -326,7 +326,7 @@ func TestRedisRestartedEmptyWithOrdersInFlight(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
+func waitFor(t testing.TB, within time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !ok() {
