@@ -75,7 +75,7 @@ func TestTheDeadLettersCommandWorksARunningInstance(t *testing.T) {
 	if out := run(0, "redrive", "-ids", "2"); !strings.Contains(out, "0 re-driven, 1 refused (tried: each letter stays open and says why), 0 not tried") {
 		t.Fatalf("redrive -ids 2 while the stock column is empty:\n%s", out)
 	}
-	if _, err := srv.Store().DB().NewUpdate().Table("tb_seckill_voucher").Set("stock = 5").Where("voucher_id = ?", voucher).Exec(ctx); err != nil {
+	if _, err := srv.TestHooks().Database().NewUpdate().Table("tb_seckill_voucher").Set("stock = 5").Where("voucher_id = ?", voucher).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if out := run(0, "redrive", "-ids", "1"); !strings.Contains(out, "1 re-driven, 0 refused") {
@@ -110,7 +110,7 @@ func refusedOrders(t *testing.T, srv *server.Server, base, admin, jwt string, n 
 	}
 	post(t, base+"/api/admin/vouchers", admin, map[string]any{"title": "cli", "payValue": 1, "actualValue": 2, "stock": 5,
 		"beginTime": now.Add(-time.Minute), "endTime": now.Add(time.Hour)}, &voucher)
-	if _, err := srv.Store().DB().NewUpdate().Table("tb_seckill_voucher").Set("stock = 0").
+	if _, err := srv.TestHooks().Database().NewUpdate().Table("tb_seckill_voucher").Set("stock = 0").
 		Where("voucher_id = ?", voucher.ID.String()).Exec(context.Background()); err != nil {
 		t.Fatal(err)
 	}

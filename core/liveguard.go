@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"reflect"
 )
 
 // LiveGuard is what the request path and the consumers ask of recovery:
@@ -51,11 +50,10 @@ func (noRecovery) Recheck(context.Context, int64, Patience) (bool, error) { retu
 func (noRecovery) Lost(context.Context, int64, Patience) error            { return ErrVoucherNotFound }
 func (noRecovery) RepairAfter(context.Context, string, []Order) error     { return nil }
 
-// GuardOr is g, or NoRecovery when none was given: a nil interface, or a
-// nil pointer in one (a wiring that holds a *recovery.Guard only when the
-// sale has a live store to recover passes it as it is).
+// GuardOr is g, or NoRecovery when none was given (a configuration's zero
+// value).
 func GuardOr(g LiveGuard) LiveGuard {
-	if g == nil || isNilPointer(g) {
+	if g == nil {
 		return NoRecovery
 	}
 	return g
@@ -74,8 +72,3 @@ const (
 	// back, which the rebuild reads from the database).
 	DontWait
 )
-
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}

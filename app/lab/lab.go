@@ -20,7 +20,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seckill-lab/seckill/app/server"
-	"github.com/seckill-lab/seckill/core"
 )
 
 // The comparison lab (`seckill-lab compare`, `make compare`): the same sale on
@@ -309,13 +308,9 @@ func (h *labServer) vouchers(n int, stock int64) ([]int64, error) {
 	return out, nil
 }
 
+// voucher creates a voucher as an operator does, through the admin API.
 func (h *labServer) voucher(stock int64) (int64, error) {
-	v := core.Voucher{Title: "lab", PayValue: 1, ActualValue: 2, Stock: stock,
-		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-	if err := h.srv.Catalog().Create(context.Background(), &v); err != nil {
-		return 0, err
-	}
-	return v.ID, nil
+	return createVoucher(h.base, h.cfg.AdminToken, stock)
 }
 
 // buyRequest makes request n a seckill by shopper firstUser+n; see
@@ -329,7 +324,7 @@ func (h *labServer) buyRequest(vouchers []int64, firstUser, expected int64) func
 func tokensFor(d time.Duration) int64 { return int64(d.Seconds() * 40_000) }
 
 func (h *labServer) rows(vouchers ...int64) int64 {
-	n, err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Where("voucher_id IN (?)", bun.List(vouchers)).Count(context.Background())
+	n, err := h.srv.TestHooks().Database().NewSelect().Table("tb_voucher_order").Where("voucher_id IN (?)", bun.List(vouchers)).Count(context.Background())
 	if err != nil {
 		return -1
 	}
@@ -362,7 +357,7 @@ func (h *labServer) rowLatency(vouchers ...int64) (time.Duration, time.Duration)
 		CreateTime time.Time `bun:"create_time"`
 		UpdateTime time.Time `bun:"update_time"`
 	}
-	if err := h.srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
+	if err := h.srv.TestHooks().Database().NewSelect().Table("tb_voucher_order").Column("create_time", "update_time").
 		Where("voucher_id IN (?)", bun.List(vouchers)).Scan(context.Background(), &rows); err != nil || len(rows) == 0 {
 		return 0, 0
 	}

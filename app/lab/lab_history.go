@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
-	"github.com/seckill-lab/seckill/app/lab/history"
+	"github.com/seckill-lab/seckill/app/internal/history"
 )
 
-// The history check per backend (app/lab/history, the suite's
+// The history check per backend (app/internal/history, the suite's
 // TestSaleHistoriesAreLinearizable): two server processes on a durable
 // Redis of the lab's own, reconciles all along, Redis SIGKILLed and
 // restarted twice; each voucher's history checked for linearizability,

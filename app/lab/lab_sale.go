@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/seckill-lab/seckill/app/server"
-	"github.com/seckill-lab/seckill/core"
 )
 
 // sellOut runs a sale of stock to shoppers (every tenth trying twice) and
@@ -68,11 +69,19 @@ func (h *labServer) sellOut(voucher, stock, shoppers int64, conns int) (accepted
 	}
 	h.waitRows([]int64{voucher}, accepted, 60*time.Second)
 	time.Sleep(500 * time.Millisecond) // let stragglers land before counting
+	ids := make([]int64, 0, len(orders))
 	for id := range orders {
-		if _, ferr := h.srv.Store().FindOrder(context.Background(), id); ferr != nil {
-			unpersisted++
-		}
+		ids = append(ids, id)
 	}
+	var persisted int64
+	if len(ids) > 0 {
+		n, err := h.srv.TestHooks().Database().NewSelect().Table("tb_voucher_order").Where("id IN (?)", bun.List(ids)).Count(context.Background())
+		if err != nil {
+			return accepted, oversold, dups, unpersisted, err
+		}
+		persisted = int64(n)
+	}
+	unpersisted = int64(len(ids)) - persisted
 	if rows := h.rows(voucher); rows > stock {
 		oversold = max(oversold, rows-stock)
 	}
@@ -102,7 +111,7 @@ func drainRate(cfg server.Config, consumers int, o labOptions) (float64, error) 
 	done := make(chan struct{})
 	start := time.Now()
 	go func() {
-		core.NewPipeline(h.srv.Queue(), h.srv.Store(), core.PipelineConfig{Consumers: consumers, BatchSize: cfg.BatchSize}, nil, nil).Run(ctx)
+		_ = h.srv.TestHooks().Drain(ctx, consumers) // how far it got, the rows tell
 		close(done)
 	}()
 	n := h.waitRows(vouchers, backlog, 5*time.Minute)

@@ -365,7 +365,7 @@ func TestCleanStopDrainsTheMemoryQueue(t *testing.T) {
 		t.Run(stack, func(t *testing.T) {
 			gate := newStoreGate()
 			h := startServerWith(t, stack, func(c *Config) { c.Queue = "memory"; c.Consumers = 1; c.BatchSize = 1 },
-				func(s *Server) { s.pipeline = gate.wrapPipeline(s) })
+				func(s *Server) { s.consumers = gate.wrapConsumers(s) })
 			voucher := h.openVoucher(5000)
 			var accepted atomic.Int64
 			users := make(chan int64)

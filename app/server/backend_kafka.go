@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -138,13 +137,12 @@ func openKafka(ctx context.Context, d Deps) (core.Queue, error) {
 		return nil, &configError{string(kafkaBrokers), "", "SECKILL_QUEUE=kafka needs the brokers (host:port, comma-separated)"}
 	}
 	tlsConfig, mechanism := kafkaSecurity(d.Config)
-	var hooks []kgo.Hook
-	if d.Tracer != nil {
-		// franz-go's own instrumentation: a publish span per record in
-		// its order's trace, a receive span per record that carries one.
-		hooks = kotel.NewKotel(kotel.WithTracer(kotel.NewTracer(kotel.TracerProvider(d.Tracer),
-			kotel.TracerPropagator(propagation.TraceContext{})))).Hooks()
-	}
+	// franz-go's own instrumentation: a publish span per record in its
+	// order's trace, a receive span per record that carries one (none,
+	// over the provider that records nothing, when the server traces
+	// nothing).
+	hooks := kotel.NewKotel(kotel.WithTracer(kotel.NewTracer(kotel.TracerProvider(d.Tracer),
+		kotel.TracerPropagator(propagation.TraceContext{})))).Hooks()
 	q, err := kafkaqueue.New(ctx, kafkaqueue.Config{Brokers: brokers, Topic: kafkaqueue.TopicName(d.Config.KeyPrefix),
 		ConsumerPrefix: d.Config.ConsumerName, Signer: d.OrderSigner(), TLS: tlsConfig, SASL: mechanism, Hooks: hooks}, d.Log)
 	if err != nil {

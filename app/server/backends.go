@@ -99,9 +99,9 @@ type Deps struct {
 	// incarnation, on every instance, and every voucher is rebuilt before
 	// its next use.
 	Forgotten func()
-	// Tracer, when the server traces, is the provider a backend's client
-	// instrumentation records with (spans only inside a sampled trace);
-	// nil: none.
+	// Tracer is the provider a backend's client instrumentation records
+	// with: spans only inside a sampled trace, none when the server traces
+	// nothing (a provider that records nothing, never nil).
 	Tracer trace.TracerProvider
 	// legacy: the key layout before shards (only to check old queues).
 	legacy bool

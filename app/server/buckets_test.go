@@ -135,7 +135,7 @@ func TestAMasterRestartedEmptyMidSaleOfAVoucherInBuckets(t *testing.T) {
 	const stock, sold = 30, 12
 	voucher := h.openVoucherIn(stock, 3)
 	buyers(t, h, voucher, 1, sold)
-	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 	cluster.Nodes[cluster.Owner(t, keys.Bucket(voucher, 1, 3).Window)].RestartEmpty()
 	cluster.WaitHealthy(t)
 	saleAfterLoss(t, h, voucher, stock, sold)

@@ -146,13 +146,13 @@ func TestADozenVouchersOnTheCluster(t *testing.T) {
 		t.Run(queue, func(t *testing.T) {
 			cfg, c := clusterConfig(t, queue)
 			h := startWith(t, cfg)
-			if h.srv.Shards().Count() != defaultClusterShards {
-				t.Fatalf("%d shards on a cluster, want the default %d", h.srv.Shards().Count(), defaultClusterShards)
+			if h.srv.shards.Count() != defaultClusterShards {
+				t.Fatalf("%d shards on a cluster, want the default %d", h.srv.shards.Count(), defaultClusterShards)
 			}
 			const vouchers, stock, shoppers, workers = 12, 60, 3000, 64
 			ids := make([]int64, vouchers)
 			masters := map[string]bool{}
-			keys := redisreserve.Keys{Prefix: cfg.KeyPrefix, Shards: h.srv.Shards()}
+			keys := redisreserve.Keys{Prefix: cfg.KeyPrefix, Shards: h.srv.shards}
 			for i := range ids {
 				ids[i] = h.openVoucher(stock)
 				node, err := c.Client.MasterForKey(context.Background(), keys.Stock(ids[i]))
@@ -259,7 +259,7 @@ func TestAnotherShardCountOnTheClusterKeepsTheRecordedOne(t *testing.T) {
 		t.Fatalf("6 shards on a cluster holding a 12-shard voucher: %v, want a refusal naming 12", err)
 	}
 	shards, err := sameRedis(h, func(c *Config) { c.Shards = 0 }).startLayout(context.Background(), b)
-	if err != nil || !shards.Equal(h.srv.Shards()) {
+	if err != nil || !shards.Equal(h.srv.shards) {
 		t.Fatalf("unset: %d shards, %v; want the recorded layout", shards.Count(), err)
 	}
 }
@@ -444,7 +444,7 @@ func TestAMasterDownCostsOnlyItsOwnVouchers(t *testing.T) {
 	cfg := testConfig()
 	cfg.RedisURL, cfg.MySQLDSN, cfg.Queue = cluster.URL(), dsn, "streamgroup"
 	h := startWith(t, cfg)
-	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 	const stock = 50
 	voucherOn := map[int]int64{} // master -> a voucher it holds
 	for len(voucherOn) < len(cluster.Nodes) {

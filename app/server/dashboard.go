@@ -97,7 +97,7 @@ type dashboardSnapshot struct {
 // letters, the metrics, the rooms, and the warnings shown at the top.
 type dashboardSources struct {
 	backend     string
-	guarantees  *core.Guarantees
+	guarantees  map[string]bool
 	orderCounts interface {
 		OrderCounts(ctx context.Context) (map[string]int64, error)
 	}
@@ -113,7 +113,8 @@ type dashboardSources struct {
 type dashboard struct {
 	src dashboardSources
 	now func() time.Time
-	// eviction is Redis's last word on eviction (nil: none, embedded).
+	// eviction is Redis's last word on eviction (nil: none yet, or
+	// embedded).
 	eviction func() *redisreserve.EvictionState
 
 	mu       sync.Mutex
@@ -239,17 +240,10 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 	if b, ok := lookupBackend(a.backend); ok {
 		s.Iteration = b.Iteration
 	}
-	if d.eviction != nil {
-		if e := d.eviction(); e != nil {
-			s.Redis = &dashboardRedis{Evicting: e.Evicting(), EvictedKeys: e.Evicted}
-		}
+	if e := d.eviction(); e != nil { // read at least once (on a real Redis)
+		s.Redis = &dashboardRedis{Evicting: e.Evicting(), EvictedKeys: e.Evicted}
 	}
-	if a.guarantees != nil {
-		g := *a.guarantees
-		s.Guarantees = map[string]bool{"durableAcrossConsumerCrash": g.DurableAcrossConsumerCrash, "acknowledged": g.Acknowledged,
-			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer,
-			"countsDeliveries": g.CountsDeliveries}
-	}
+	s.Guarantees = a.guarantees
 	for code, n := range cur.results {
 		s.Totals[code] = n
 	}
@@ -268,10 +262,8 @@ func (d *dashboard) make(ctx context.Context, now time.Time) dashboardSnapshot {
 			}
 		}
 	}
-	if a.orderCounts != nil {
-		if counts, err := a.orderCounts.OrderCounts(ctx); err == nil {
-			s.Orders = counts
-		}
+	if counts, err := a.orderCounts.OrderCounts(ctx); err == nil {
+		s.Orders = counts
 	}
 	if st, err := a.queueStats.Stats(ctx); err == nil {
 		s.Queue = dashboardQueue{Depth: known(st.Depth), Pending: known(st.Pending), LagMs: knownMs(st.Lag),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/room"
@@ -20,6 +21,14 @@ func (c *countingStats) Stats(context.Context) (core.QueueStats, error) {
 	c.calls++
 	return core.QueueStats{Depth: 7, Pending: 2, Lag: -1, OldestPending: 1500 * time.Millisecond, DeadLetters: 0}, nil
 }
+
+// noOrderCounts is a database that counts no orders.
+type noOrderCounts struct{}
+
+func (noOrderCounts) OrderCounts(context.Context) (map[string]int64, error) { return nil, nil }
+
+// neverRead is Redis's eviction policy, never read (the stand-ins).
+func neverRead() *redisreserve.EvictionState { return nil }
 
 // registerWithOpen is a register with n letters open.
 type registerWithOpen struct {
@@ -36,9 +45,9 @@ func (o registerWithOpen) Open(context.Context) (int64, error) { return o.n, nil
 func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 	stats := &countingStats{}
 	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: stats, backend: "streamgroup", deadLetters: registerWithOpen{n: 3},
-		roomReports: func() []room.Report { return nil }, relay: untold{}}
+		roomReports: func() []room.Report { return nil }, relay: untold{}, orderCounts: noOrderCounts{}}
 	now := time.Unix(1_800_000_000, 0)
-	d := &dashboard{src: src, now: func() time.Time { return now }}
+	d := &dashboard{src: src, now: func() time.Time { return now }, eviction: neverRead}
 	for range 100 {
 		d.current(context.Background())
 	}
@@ -69,9 +78,9 @@ func TestTheDashboardIsMadeOnceAnInterval(t *testing.T) {
 // time since someone last looked.
 func TestTheChartsAreRecordedWhetherOrNotAnyoneWatches(t *testing.T) {
 	src := dashboardSources{metrics: newMetrics("streamgroup"), queueStats: &countingStats{}, backend: "streamgroup", deadLetters: registerWithOpen{},
-		roomReports: func() []room.Report { return nil }, relay: untold{}}
+		roomReports: func() []room.Report { return nil }, relay: untold{}, orderCounts: noOrderCounts{}}
 	now := time.Unix(1_800_000_000, 0)
-	d := &dashboard{src: src, now: func() time.Time { return now }}
+	d := &dashboard{src: src, now: func() time.Time { return now }, eviction: neverRead}
 	for i := range 120 {
 		if i == 100 {
 			src.metrics.seckillOK.Add(6)

@@ -318,10 +318,19 @@ func TestTheDriftAuditSeesUnitsHeldByNobody(t *testing.T) {
 	buyRefused(t, h, voucher, 1, 2, 3)
 	waitForLetters(t, h, "voucher="+vid, 3)
 	setStockColumn(t, h, voucher, 5) // right again: 5 initial, no live row
+	var drift core.Duty
+	for _, d := range h.srv.background.watchers {
+		if d.Name == "drift audit" {
+			drift = d
+		}
+	}
+	if drift.Do == nil {
+		t.Fatal("no drift audit among the server's watchers")
+	}
 	unheld := func(want string) {
 		t.Helper()
 		for range 2 {
-			if err := h.srv.drift.Check(ctx); err != nil {
+			if err := drift.Do(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -331,7 +340,7 @@ func TestTheDriftAuditSeesUnitsHeldByNobody(t *testing.T) {
 		}
 	}
 	unheld("0")
-	if _, err := h.srv.Store().DB().NewUpdate().Table("tb_dead_letter").Set("resolved = 'discarded'").Set("resolved_time = ?", time.Now().UTC()).
+	if _, err := h.srv.store.DB().NewUpdate().Table("tb_dead_letter").Set("resolved = 'discarded'").Set("resolved_time = ?", time.Now().UTC()).
 		Where("voucher_id = ?", voucher).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,9 @@ var registerOnce sync.Once
 
 // registerRPush registers the backend as a program would, before it loads
 // its configuration. Its own setting comes through Deps.Getenv.
+// rpushOpened is the list key the registered backend last opened on.
+var rpushOpened atomic.Pointer[string]
+
 func registerRPush() {
 	registerOnce.Do(func() {
 		server.Register(server.Backend{
@@ -90,6 +94,7 @@ func registerRPush() {
 				if key == "" {
 					key = d.QueueKey("rpush-ext")
 				}
+				rpushOpened.Store(&key)
 				return &rpushQueue{rdb: d.Redis, key: key}, nil
 			},
 		})
@@ -150,8 +155,8 @@ func TestAProgramRegistersItsOwnBackend(t *testing.T) {
 				}
 				srv.Close()
 			}()
-			if q, ok := srv.Queue().(*rpushQueue); !ok || q.key != listKey {
-				t.Fatalf("the server runs %T, want the registered backend on %s", srv.Queue(), listKey)
+			if opened := rpushOpened.Load(); opened == nil || *opened != listKey {
+				t.Fatalf("the registered backend opened on %v, want %s", opened, listKey)
 			}
 			base := "http://" + ln.Addr().String()
 
@@ -182,7 +187,7 @@ func TestAProgramRegistersItsOwnBackend(t *testing.T) {
 			deadline := time.Now().Add(15 * time.Second)
 			for len(ids) < stock && time.Now().Before(deadline) {
 				ids = ids[:0]
-				err := srv.Store().DB().NewSelect().Table("tb_voucher_order").Column("id").
+				err := srv.TestHooks().Database().NewSelect().Table("tb_voucher_order").Column("id").
 					Where("voucher_id = ?", voucher).Scan(context.Background(), &ids)
 				if err != nil {
 					t.Fatal(err)

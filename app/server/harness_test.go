@@ -275,7 +275,7 @@ func (h *harness) request(method, path, token string, body any, header http.Head
 // queueKey is the key of the server's queue named name for a voucher's
 // shard (Deps.QueueKey).
 func (h *harness) queueKey(name string, voucherID int64) string {
-	return redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}.ShardKey(name, h.srv.Shards().Of(voucherID))
+	return redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}.ShardKey(name, h.srv.shards.Of(voucherID))
 }
 
 func (h *harness) shopper(userID int64) string {
@@ -371,11 +371,13 @@ func newStoreGate() *storeGate {
 	return &storeGate{held: make(chan struct{}), released: make(chan struct{})}
 }
 
-// wrapPipeline rebuilds s's pipeline with the same settings over a gated store.
-func (g *storeGate) wrapPipeline(s *Server) *core.Pipeline {
-	return core.NewPipeline(s.queue, gatedStore{g, s.store}, core.PipelineConfig{
+// wrapConsumers rebuilds s's pipeline with the same settings over a gated store.
+func (g *storeGate) wrapConsumers(s *Server) orderConsumers {
+	c := s.consumers.(queueConsumers)
+	c.pipeline = core.NewPipeline(s.queue, gatedStore{g, s.store}, core.PipelineConfig{
 		Consumers: s.cfg.Consumers, BatchSize: s.cfg.BatchSize, MaxDeliveries: s.cfg.MaxDeliver,
 	}, s.log, s.metrics)
+	return c
 }
 
 func (g *storeGate) open() { g.openOnce.Do(func() { close(g.released) }) }

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/testenv"
 	"github.com/seckill-lab/seckill/adapters/testenv/redistopology"
-	"github.com/seckill-lab/seckill/app/lab/history"
+	"github.com/seckill-lab/seckill/app/internal/history"
 )
 
 // historyBackends are the backends the history check runs on: the default
@@ -122,7 +122,7 @@ func checkHistory(t *testing.T, backend string) {
 	}
 	sale.Token = func(u int64) string { return tokens[u] }
 
-	db := a.srv.Store().DB()
+	db := a.srv.store.DB()
 	letters := &history.LetterFault{From: 0.08, To: 0.25, Slip: func(ctx context.Context, v, delta int64) error {
 		_, err := db.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock + ? WHERE voucher_id = ?", delta, v)
 		return err
@@ -156,7 +156,7 @@ func checkHistory(t *testing.T, backend string) {
 	// The settled sale first: the shoppers it holds no order of reserved
 	// nothing with their unanswered buys, which the check then leaves out
 	// (history.Resolve); a sale that did not settle is checked whole.
-	ledger := history.SQLLedger(a.srv.Store().DB().DB)
+	ledger := history.SQLLedger(a.srv.store.DB().DB)
 	buyers, settleErr := history.Settle(context.Background(), sale, ops, ledger, 30*time.Second)
 	checked := ops
 	if settleErr == nil {
@@ -220,7 +220,7 @@ func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		if err := history.SettleLifecycle(context.Background(), sale, ops, a.srv.Store().DB().DB, 15*time.Second); err != nil {
+		if err := history.SettleLifecycle(context.Background(), sale, ops, a.srv.store.DB().DB, 15*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -27,8 +27,9 @@ import (
 // orders), login, payments and the operator's. Built by wire.
 type api struct {
 	log *slog.Logger
-	// tracing, when set, gives each request its span (tracing.go).
-	tracing *tracing
+	// tracing gives each request its span, when the server traces
+	// (tracing.go).
+	tracing tracing
 	tokens  *Tokens
 	metrics *metrics
 	// metricsElsewhere: /metrics has a listener of its own
@@ -100,10 +101,10 @@ func (a *api) newServer() *fiber.App {
 
 // useMiddleware puts what every request goes through before its route.
 func (a *api) useMiddleware(app *fiber.App) {
-	if a.tracing != nil {
-		// First: the request's span covers the rest, and its context is
-		// the one the deadline below wraps.
-		app.Use(a.tracing.middleware(a.clients))
+	// First: the request's span covers the rest, and its context is the
+	// one the deadline below wraps.
+	for _, h := range a.tracing.middleware(a.clients) {
+		app.Use(h)
 	}
 	app.Use(requestid.New())
 	app.Use(perAddressRequests(a.clients))

@@ -47,7 +47,7 @@ func streamgroupOf(t *testing.T) Backend {
 func toLegacy(t *testing.T, h *harness, voucher int64) redisreserve.VoucherKeys {
 	t.Helper()
 	ctx := context.Background()
-	cur := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	cur := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 	old, ok := cur.ParseStockKey(h.cfg.KeyPrefix + "stock:{" + idString(voucher) + "}")
 	if !ok {
 		t.Fatal("the legacy stock key does not parse")
@@ -114,7 +114,7 @@ func TestTheLayoutBeforeShardsIsMoved(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start after the drain: %v", err)
 		}
-		if !shards.Equal(h.srv.Shards()) {
+		if !shards.Equal(h.srv.shards) {
 			t.Fatal("the start chose other shards than the running server")
 		}
 		if n := h.srv.rdb.Exists(ctx, old.Stock, old.Window, old.Order).Val(); n != 0 {
@@ -209,7 +209,7 @@ func TestARestartWithAnotherShardCountMovesTheSaleBeforeServing(t *testing.T) {
 		t.Fatalf("buy: %d %v", status, body)
 	}
 	first.waitForRows(voucher, 1, 10*time.Second)
-	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.Shards()}
+	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.shards}
 	first.shutdown()
 
 	cfg := first.cfg
@@ -270,7 +270,7 @@ func TestAShardCountChangeMovesEveryBucket(t *testing.T) {
 	}
 	first.waitForRows(voucher, len(buyers), 10*time.Second)
 	ctx := context.Background()
-	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.Shards()}
+	oldKeys := redisreserve.Keys{Prefix: first.cfg.KeyPrefix, Shards: first.srv.shards}
 	lenders := int64(0)
 	for b := range buckets {
 		lenders += first.srv.rdb.Exists(ctx, oldKeys.Bucket(voucher, b, buckets).Transfers()).Val()

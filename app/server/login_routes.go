@@ -15,9 +15,8 @@ import (
 // loginRoutes are login's routes: a code sent to a phone, and the token
 // it is exchanged for.
 type loginRoutes struct {
-	codes *logincode.Codes
-	// sender delivers login codes (nil: none; then only dev codes).
-	sender      core.CodeSender
+	codes       *logincode.Codes
+	delivery    codeDelivery
 	devCodes    bool
 	phoneRegion string
 	// phoneRegions are the regions whose mobile numbers get codes.
@@ -30,6 +29,18 @@ type loginRoutes struct {
 	// codeRate and loginRate are the per-client-address limits.
 	codeRate, loginRate redis_rate.Limit
 }
+
+// codeDelivery is how login codes reach phones: a sender, or none
+// (noSender: then only dev codes, shown in the answer, or no login at all).
+type codeDelivery struct {
+	sender   core.CodeSender
+	delivers bool
+}
+
+// noSender is the sender of a server that has none: it delivers nothing.
+type noSender struct{}
+
+func (noSender) Send(context.Context, core.LoginCode) error { return nil }
 
 func (a *loginRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/auth/code", requireJSON, e.limits.limit("code", a.codeRate, e.clients.limitKey), a.sendCode)
@@ -51,7 +62,7 @@ func (a *loginRoutes) sendCode(c *fiber.Ctx) error {
 		a.metrics.codesSent.WithLabelValues("not_allowed").Inc()
 		return err
 	}
-	if a.sender == nil && !a.devCodes {
+	if !a.delivery.delivers && !a.devCodes {
 		return core.E(core.CodeUnavailable, "login codes cannot be sent: the server has no code sender configured")
 	}
 	ctx := c.UserContext()
@@ -59,19 +70,19 @@ func (a *loginRoutes) sendCode(c *fiber.Ctx) error {
 	if err != nil {
 		return core.Wrap("send code", core.CodeUnavailable, err)
 	}
-	if a.sender != nil {
-		if err := a.sender.Send(ctx, code); err != nil {
-			a.metrics.codesSent.WithLabelValues("failed").Inc()
-			a.log.Warn("login code not delivered: withdrawn, the shopper is told to retry", "request_id", requestID(c), "err", err)
-			// Withdrawn even past the request's deadline: a code that never
-			// reached the phone must not hold off the shopper's next try.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			if werr := a.codes.Withdraw(wctx, code); werr != nil {
-				a.log.Warn("undelivered login code not withdrawn", "err", werr)
-			}
-			return core.Wrap("send code", core.CodeBusy, err)
+	if err := a.delivery.sender.Send(ctx, code); err != nil {
+		a.metrics.codesSent.WithLabelValues("failed").Inc()
+		a.log.Warn("login code not delivered: withdrawn, the shopper is told to retry", "request_id", requestID(c), "err", err)
+		// Withdrawn even past the request's deadline: a code that never
+		// reached the phone must not hold off the shopper's next try.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if werr := a.codes.Withdraw(wctx, code); werr != nil {
+			a.log.Warn("undelivered login code not withdrawn", "err", werr)
 		}
+		return core.Wrap("send code", core.CodeBusy, err)
+	}
+	if a.delivery.delivers {
 		a.metrics.codesSent.WithLabelValues("sent").Inc()
 	}
 	resp := fiber.Map{"sent": true, "challenge": code.Challenge, "codeDigits": len(code.Code)}

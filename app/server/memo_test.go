@@ -177,7 +177,7 @@ func TestStockThatComesBackIsSoldAgainOnEveryInstance(t *testing.T) {
 
 		// The operator cancels the order: its row goes, its unit is back.
 		ctx := context.Background()
-		db := a.srv.Store().DB()
+		db := a.srv.store.DB()
 		if _, err := db.ExecContext(ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", voucher); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
-	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // operatorRoutes are the operator's routes, behind the admin token: the
@@ -28,12 +27,8 @@ type operatorRoutes struct {
 	userAdmin interface {
 		PhoneCollisions(context.Context) ([]core.PhoneCollision, error)
 	}
-	// recovery rebuilds Redis's state of a voucher (nil under sync);
-	// ledger is the database's side, queueStats the queue's, if it tells.
-	recovery   *recovery.Guard
-	ledger     recovery.Ledger
-	queueStats core.StatsReporter
-	backend    string
+	// repairs audit and reconcile a voucher's live state (admin.go).
+	repairs voucherRepairs
 	// deadLetters is the register of dead letters; desk re-drives and
 	// discards them.
 	deadLetters deadletters.Register

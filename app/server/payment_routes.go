@@ -1,43 +1,34 @@
 package server
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"regexp"
-	"strconv"
-	"strings"
-
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
 )
 
-// paymentRoutes are the providers' notifications and the sandbox's pay
-// page (a shopper's /pay is the shopper's routes').
+// paymentRoutes are the providers' notifications, and the provider's own
+// pages where it has them (the built-in sandbox's pay page; a shopper's
+// /pay is the shopper's routes').
 type paymentRoutes struct {
 	payments *core.Payments
-	// paymentsDB finds recorded payments (the sandbox's page); sandbox is
-	// the provider when it is the built-in sandbox (nil otherwise: its
-	// routes are not mounted).
-	paymentsDB interface {
-		FindPayment(ctx context.Context, id string) (core.Payment, error)
-	}
-	sandbox *paysandbox.Sandbox
-	orders  interface {
-		FindOrder(ctx context.Context, orderID int64) (core.Order, error)
-	}
-	catalog *core.Catalog
+	// pages are the provider's own routes: sandboxRoutes for the built-in
+	// sandbox, noRoutes for any other provider.
+	pages routeGroup
 }
 
-func (a *paymentRoutes) mount(app *fiber.App, _ *api) {
+// routeGroup is a group of routes the API mounts.
+type routeGroup interface {
+	mount(app *fiber.App, e *api)
+}
+
+// noRoutes is a group with no routes: what a part that serves none mounts.
+type noRoutes struct{}
+
+func (noRoutes) mount(*fiber.App, *api) {}
+
+func (a *paymentRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/payments/:provider/notify", a.paymentNotify)
-	if a.sandbox != nil {
-		app.Get(paysandbox.PagePath+":paymentId", pageHeaders, pageFile("pay.html"))
-		app.Get("/api/payments/sandbox/:paymentId", a.sandboxPayment)
-		app.Post("/api/payments/sandbox/:paymentId/complete", requireJSON, a.sandboxComplete)
-	}
+	a.pages.mount(app, e)
 }
 
 // paymentNotify takes a provider's notification. The provider verifies
@@ -45,80 +36,6 @@ func (a *paymentRoutes) mount(app *fiber.App, _ *api) {
 // send the notification again.
 func (a *paymentRoutes) paymentNotify(c *fiber.Ctx) error {
 	res, err := a.payments.Notify(c.UserContext(), c.Params("provider"), c.Body(), func(h string) string { return c.Get(h) })
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"result": res})
-}
-
-// paymentIDPattern is what a payment id looks like (core.Payments makes
-// 24 hex digits): anything else is not looked up.
-var paymentIDPattern = regexp.MustCompile(`^[0-9a-f]{1,32}$`)
-
-// sandboxPayment is what the sandbox's pay page shows: the payment's order
-// (its status, what was bought) and amount. Anyone with the payment id
-// may see it, as on a provider's own pay page.
-func (a *paymentRoutes) sandboxPayment(c *fiber.Ctx) error {
-	p, err := a.sandboxLookup(c)
-	if err != nil {
-		return err
-	}
-	out := fiber.Map{"paymentId": p.ID, "orderId": strconv.FormatInt(p.OrderID, 10), "amount": p.Amount}
-	o, err := a.orders.FindOrder(c.UserContext(), p.OrderID)
-	if err != nil {
-		return core.Wrap("sandbox: the payment's order", core.CodeUnavailable, err)
-	}
-	out["orderStatus"] = orderJSON(o)["status"]
-	if v, err := a.catalog.Get(c.UserContext(), o.VoucherID); err == nil {
-		out["title"] = v.Title
-	}
-	return c.JSON(out)
-}
-
-func (a *paymentRoutes) sandboxLookup(c *fiber.Ctx) (core.Payment, error) {
-	id := c.Params("paymentId")
-	if !paymentIDPattern.MatchString(id) {
-		return core.Payment{}, core.E(core.CodeBadRequest, "paymentId: want the id /pay answered")
-	}
-	p, err := a.paymentsDB.FindPayment(c.UserContext(), id)
-	if errors.Is(err, core.ErrPaymentUnknown) {
-		return core.Payment{}, core.E(core.CodeOrderNotFound, "no such payment")
-	}
-	return p, err
-}
-
-// sandboxComplete is the sandbox's pay page's button: the sandbox makes
-// its signed notification and the shop takes it through the path every
-// provider's takes (verify, record once, carry out).
-func (a *paymentRoutes) sandboxComplete(c *fiber.Ctx) error {
-	var in struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(c.Body(), &in); err != nil || (in.Status != "succeeded" && in.Status != "failed") {
-		return core.E(core.CodeBadRequest, `want {"status": "succeeded"} or {"status": "failed"}`)
-	}
-	p, err := a.sandboxLookup(c)
-	if err != nil {
-		return err
-	}
-	// A provider's page takes no second payment for what its merchant
-	// already has the money of: the outside review paid a paid order again
-	// and the second transaction was refunded. Refused before any money
-	// moves.
-	o, err := a.orders.FindOrder(c.UserContext(), p.OrderID)
-	if err != nil {
-		return core.Wrap("sandbox: the payment's order", core.CodeUnavailable, err)
-	}
-	if in.Status == "succeeded" && (o.Status == core.StatusPaid || o.Status == core.StatusRefunded) {
-		return core.E(core.CodeNotPayable, "this order is paid already: nothing was charged")
-	}
-	body, signature := a.sandbox.Notification(p, in.Status == "succeeded")
-	res, err := a.payments.Notify(c.UserContext(), paysandbox.Name, body, func(h string) string {
-		if strings.EqualFold(h, paysandbox.SignatureHeader) {
-			return signature
-		}
-		return ""
-	})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,24 @@ type PayProvider struct {
 	// Open makes the provider; it reads its own settings through
 	// d.Getenv and fails with an error naming what is missing.
 	Open func(d Deps) (core.PaymentProvider, error)
+	// withPages, if set, opens a built-in provider that serves pages of
+	// its own (the sandbox's pay page) instead of Open.
+	withPages func(d Deps) (core.PaymentProvider, providerPages)
+}
+
+// providerPages are a provider's own routes, over the shop's payments.
+type providerPages func(s *Server, payments *core.Payments) routeGroup
+
+func noPages(*Server, *core.Payments) routeGroup { return noRoutes{} }
+
+// open opens the provider and says what pages of its own it serves.
+func (p PayProvider) open(d Deps) (core.PaymentProvider, providerPages, error) {
+	if p.withPages != nil {
+		provider, pages := p.withPages(d)
+		return provider, pages, nil
+	}
+	provider, err := p.Open(d)
+	return provider, noPages, err
 }
 
 func (p PayProvider) name() string { return p.Name }
@@ -46,6 +64,12 @@ func init() {
 		Name: SandboxProvider,
 		Open: func(d Deps) (core.PaymentProvider, error) {
 			return paysandbox.New([]byte(d.Config.PaySecret)), nil
+		},
+		withPages: func(d Deps) (core.PaymentProvider, providerPages) {
+			sandbox := paysandbox.New([]byte(d.Config.PaySecret))
+			return sandbox, func(s *Server, payments *core.Payments) routeGroup {
+				return &sandboxRoutes{sandbox: sandbox, payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
+			}
 		},
 	})
 }

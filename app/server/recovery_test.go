@@ -214,7 +214,7 @@ func startOnOwnRedis(t *testing.T, queue string) (*harness, *redistopology.Redis
 func TestALoadedVoucherRecordsTheIncarnation(t *testing.T) {
 	h, _ := startOnOwnRedis(t, "streamgroup")
 	voucher := h.openVoucher(3)
-	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+	keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 	epoch := h.srv.rdb.HGet(context.Background(), keys.Window(voucher), "epoch").Val()
 	inc, err := h.srv.identity.Current(context.Background())
 	if err != nil || epoch == "" || epoch != inc {
@@ -237,7 +237,7 @@ func TestAuditShowsWhatReconcileRepairs(t *testing.T) {
 			t.Fatalf("audit of a clean sale: %d %v", status, body)
 		}
 		ctx := context.Background()
-		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 		h.srv.rdb.Set(ctx, keys.Stock(voucher), 99, 0)
 		h.srv.rdb.HDel(ctx, keys.Orders(voucher), "1")
 		status, body = h.do("GET", path+"/audit", h.cfg.AdminToken, nil)
@@ -350,7 +350,7 @@ func TestReconcileNeverSellsAnOrderInAConsumersHands(t *testing.T) {
 			t.Run(queue+"/"+stack, func(t *testing.T) {
 				gate := newStoreGate()
 				h := startServerWith(t, stack, func(c *Config) { c.Queue = queue; c.Consumers = 1 },
-					func(s *Server) { s.pipeline = gate.wrapPipeline(s) })
+					func(s *Server) { s.consumers = gate.wrapConsumers(s) })
 				defer gate.open()
 				const stock, sold = 10, 5
 				voucher := h.openVoucher(stock)
@@ -366,7 +366,7 @@ func TestReconcileNeverSellsAnOrderInAConsumersHands(t *testing.T) {
 					t.Fatalf("reconcile with %d orders in the consumer's hands: %d %v, want 409 not_reconcilable", sold, status, body)
 				}
 				// The request path's own rebuild (the stock key vanished).
-				if err := h.srv.rdb.Del(context.Background(), redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}.Stock(voucher)).Err(); err != nil {
+				if err := h.srv.rdb.Del(context.Background(), redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}.Stock(voucher)).Err(); err != nil {
 					t.Fatal(err)
 				}
 				for u := int64(1); u <= sold; u++ {
@@ -407,7 +407,7 @@ func TestAnEvictedBuyersHashNeverSellsItsBuyersAgain(t *testing.T) {
 				const stock, sold = 10, 4
 				voucher := h.openVoucher(stock)
 				buyers(t, h, voucher, 1, sold)
-				keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+				keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 				if err := h.srv.rdb.Del(context.Background(), keys.Orders(voucher)).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -530,7 +530,7 @@ func TestARefusedSecondOrdersUnitComesBackOnce(t *testing.T) {
 		}
 		first := body["orderId"].(string)
 		h.waitForRows(voucher, 1, 10*time.Second)
-		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 		if err := h.srv.rdb.Del(ctx, keys.Orders(voucher)).Err(); err != nil {
 			t.Fatal(err)
 		}

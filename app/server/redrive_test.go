@@ -122,7 +122,7 @@ func TestARedriveOfARefusedSecondOrderNeverOversells(t *testing.T) {
 		}
 		first := body["orderId"].(string)
 		h.waitForRows(voucher, 1, 10*time.Second)
-		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.Shards()}
+		keys := redisreserve.Keys{Prefix: h.cfg.KeyPrefix, Shards: h.srv.shards}
 		if err := h.srv.rdb.Del(ctx, keys.Orders(voucher)).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -45,30 +45,10 @@ func (s *Server) services(ln net.Listener) core.Services {
 			s.log.Warn("redis watchers", "duty", d.Name, "err", err)
 		}))
 	}
-	if s.nudges != nil { // the sold-out memo and the unknown vouchers both forget on a nudge
-		ss = append(ss, core.NewService("stock nudges", func(ctx context.Context) error {
-			s.nudges.Listen(ctx,
-				func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
-				func() { s.memo.Clear(); s.unknown.Clear() })
-			return nil
-		}))
-	}
-	if s.pipeline != nil && s.cfg.Consumers > 0 {
-		ss = append(ss, core.NewService("pipeline", func(ctx context.Context) error {
-			if err := s.pipeline.Run(ctx); err != nil {
-				// The API goes on answering (a reservation needs only
-				// Redis); the orders wait in the queue for a restart.
-				s.log.Error("pipeline stopped; orders wait in the queue", "err", err)
-				<-ctx.Done()
-			}
-			return nil
-		}))
-	}
+	ss = append(ss, s.background.listeners...)
+	ss = append(ss, s.consumers.services()...)
 	// Every instance sweeps: the database arbitrates between them.
-	duties := s.lifecycle.Duties()
-	if s.deadLetters != nil { // and collects: the register keeps each record once
-		duties = append(duties, s.deadLetters.Duty())
-	}
+	duties := append(s.lifecycle.Duties(), s.background.sweeps...)
 	ss = append(ss, core.DutiesService("order lifecycle", duties, func(d core.Duty, err error) {
 		s.log.Warn("order lifecycle", "duty", d.Name, "err", err)
 	}))
@@ -94,20 +74,14 @@ func (s *Server) services(ln net.Listener) core.Services {
 	return ss
 }
 
-// watcherDuties are the duties that watch Redis: its incarnation (with a
-// Redis reservation) and its eviction policy (on a real Redis).
+// watcherDuties are the duties that watch Redis: its clock, its eviction
+// policy (on a real Redis), and what the sale's parts added (background).
 func (s *Server) watcherDuties() []core.Duty {
 	duties := []core.Duty{s.clock.Duty()}
-	if s.recovery != nil {
-		duties = append(duties, s.identityDuty())
-	}
 	if !s.cfg.EmbeddedRedis() {
 		duties = append(duties, s.evictionDuty())
 	}
-	if s.drift != nil {
-		duties = append(duties, s.drift.Duty())
-	}
-	return append(duties, s.saleDuties...)
+	return append(duties, s.background.watchers...)
 }
 
 // identityDuty asks Redis for its incarnation every second, beside the
@@ -145,9 +119,7 @@ func (s *Server) evictionDuty() core.Duty {
 			// Redis away: the requests say so. What it says when it is
 			// back is not known (a failover to a replica set otherwise):
 			// the reservation checks for evictions until told.
-			if s.evictionIs != nil {
-				s.evictionIs(redisreserve.EvictionState{})
-			}
+			s.evictionIs(redisreserve.EvictionState{})
 			return nil
 		}
 		s.metrics.redisEvicted.Set(float64(st.Evicted))
@@ -160,15 +132,11 @@ func (s *Server) evictionDuty() core.Duty {
 			// catches that one itself), a stream, the day's id counter.
 			s.log.Error("Redis evicted keys: the sale's state may be gone",
 				"evicted", st.Evicted-last.Evicted, "evicted_total", st.Evicted)
-			if s.recovery != nil {
-				s.forget("Redis evicted keys")
-			}
+			s.background.evicted()
 		}
 		last = st
 		s.eviction.Store(&st)
-		if s.evictionIs != nil {
-			s.evictionIs(st)
-		}
+		s.evictionIs(st)
 		return nil
 	}}
 }
@@ -192,11 +160,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := ss.Start(ctx); err != nil {
 		return err
 	}
-	consumers := 0
-	if s.pipeline != nil && s.cfg.Consumers > 0 {
-		consumers = s.pipeline.Consumers()
-	}
-	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", consumers, "shards", s.shards.Count())
+	s.log.Info("serving", "addr", ln.Addr().String(), "queue", s.cfg.Queue, "consumers", s.consumers.running(), "shards", s.shards.Count())
 
 	var err error
 	select {

@@ -34,7 +34,7 @@ func TestUnknownVoucherIDsCostTheDatabaseLittleAndMeetTheLimit(t *testing.T) {
 	forEachStack(t, func(c *Config) { c.Consumers, c.SeckillRate = 0, 5 }, func(t *testing.T, h *harness) {
 		queries := &queryCounter{}
 		//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
-		h.srv.Store().DB().AddQueryHook(queries)
+		h.srv.store.DB().AddQueryHook(queries)
 		start := time.Now()
 		const reads, ids = 300, 3
 		for i := range reads {
@@ -114,7 +114,7 @@ func TestMadeUpVoucherIDsAboveTheHighestCostNoQueryEach(t *testing.T) {
 		highest := h.openVoucher(1)
 		queries := &queryCounter{}
 		//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
-		h.srv.Store().DB().AddQueryHook(queries)
+		h.srv.store.DB().AddQueryHook(queries)
 		start := time.Now()
 		for i := range 300 {
 			id := highest + 1 + int64(i)*7919
@@ -186,7 +186,7 @@ func TestPayAndCancelOfAMadeUpRecentOrderAre404AtOnce(t *testing.T) {
 		madeUp := strconv.FormatInt(int64(time.Since(redisreserve.Epoch)/time.Second)<<32|987654, 10)
 		queries := &queryCounter{}
 		//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
-		h.srv.Store().DB().AddQueryHook(queries)
+		h.srv.store.DB().AddQueryHook(queries)
 		for _, c := range []struct {
 			who, order, action string
 			status             int

@@ -46,8 +46,8 @@ type connections struct {
 	// orderStore is the consumers' own pool on the same database (real
 	// MySQL only; the embedded SQLite has one connection): nil uses store.
 	orderStore *mysqlstore.Store
-	// tracing is nil when the server traces nothing (tracing.go).
-	tracing *tracing
+	// tracing is noTracing when the server traces nothing (tracing.go).
+	tracing tracing
 }
 
 // redisSide is what the server keeps of Redis: its incarnation, the keys'
@@ -60,9 +60,6 @@ type redisSide struct {
 	// layout is what Serve does to Redis's keys before it serves
 	// (migrateLayout); nil once done, and under sync.
 	layout *layoutPlan
-	// nudges keep the memo in step with the other instances (nil without
-	// Redis).
-	nudges *redisreserve.StockNudges
 	// eviction is what Redis last said of eviction (checkEviction at
 	// start, then watchEviction), for the dashboard.
 	eviction atomic.Pointer[redisreserve.EvictionState]
@@ -81,29 +78,49 @@ type redisSide struct {
 type saleParts struct {
 	// intake is the queue's (core.OpenIntake: it always takes orders).
 	intake core.Intake
-	// saleDuties are the reservation's duties (sale.duties).
-	saleDuties []core.Duty
-	recovery   *recovery.Guard
+	// recovery rebuilds the sale's Redis state (with a Redis
+	// reservation); guard is what core verifies live state with: it, or
+	// core.NoRecovery where the database is the live state.
+	recovery *recovery.Guard
+	guard    core.LiveGuard
 	// memo answers sold out (not started, ended) from memory.
 	memo *core.AnswerMemo
 	// unknown answers voucher ids the database lacks, for a moment; the
 	// nudges make it forget a voucher created on another instance.
 	unknown *core.UnknownVouchers
 	queue   core.Queue
+	// queued: the backend has a queue (all but sync, whose request
+	// writes the database itself).
+	queued  bool
 	board   core.StockBoard
 	catalog *core.Catalog
 	// rooms are the vouchers' waiting rooms; their admission passes run
 	// in every instance.
-	rooms    *room.Rooms
-	pipeline *core.Pipeline
+	rooms     *room.Rooms
+	consumers orderConsumers
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
-	// deadLetters collects the queue's dead letters into the register (nil
-	// for a queue that keeps none).
-	deadLetters *deadletters.Collector
-	// drift audits a few vouchers on sale at a time for units nobody holds
-	// (with a Redis reservation).
-	drift *recovery.DriftWatch
+	// background is what the parts wired run beside the requests.
+	background background
+}
+
+// background is what the wiring found to run beside the requests, by the
+// stage Serve starts it in (services.go): each part that has work of its
+// own adds it here as it is wired, so that what a backend lacks (recovery,
+// nudges, dead letters under sync) is simply not in the lists.
+type background struct {
+	// watchers watch Redis: the reservation's own duties, its incarnation
+	// and the drift audit of units nobody holds.
+	watchers []core.Duty
+	// listeners keep this instance in step with the others: the stock
+	// nudges.
+	listeners []core.Service
+	// sweeps run beside the order lifecycle's: the dead-letter register's
+	// collector.
+	sweeps []core.Duty
+	// evicted is what Redis evicting keys makes this instance do: verify
+	// every voucher again (nothing where Redis holds no sale).
+	evicted func()
 }
 
 // New connects to (or starts) Redis and the database, applies the schema,
@@ -114,6 +131,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics(cfg.Queue)}
+	s.tracing = noTracing()
 	for _, o := range opts {
 		o(s)
 	}
@@ -127,22 +145,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	}
 	return s, nil
 }
-
-// Store is the server's database (for tools that count rows).
-func (s *Server) Store() *mysqlstore.Store { return s.store }
-
-// Queue is the backend's queue; nil for a backend without one (sync).
-func (s *Server) Queue() core.Queue { return s.queue }
-
-// Catalog creates and reads vouchers: the admin API's.
-func (s *Server) Catalog() *core.Catalog { return s.catalog }
-
-// Shards are the shards the sale's keys are spread over (none under a
-// backend without a Redis reservation).
-func (s *Server) Shards() core.Shards { return s.shards }
-
-// Config is the configuration the server runs.
-func (s *Server) Config() Config { return s.cfg }
 
 // wire connects, migrates, opens the backend and builds the API.
 func (s *Server) wire(ctx context.Context) error {
@@ -162,10 +164,8 @@ func (s *Server) wire(ctx context.Context) error {
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
-	if s.tracing != nil {
-		if err := s.tracing.instrumentRedis(s.rdb); err != nil {
-			return err
-		}
+	if err := s.tracing.instrumentRedis(s.rdb); err != nil {
+		return err
 	}
 	if cfg.EmbeddedRedis() || cfg.EmbeddedSQL() {
 		log.Warn("running on embedded stand-ins: they start empty and keep nothing after exit",
@@ -177,11 +177,11 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.queue, s.shards, s.saleDuties = sale.queue, sale.shards, sale.duties
-	if s.evictionIs = sale.evictionIs; s.evictionIs != nil {
-		if st := s.eviction.Load(); st != nil {
-			s.evictionIs(*st)
-		}
+	s.queue, s.queued, s.shards = sale.queue, sale.queued, sale.shards
+	s.background = background{watchers: sale.duties, evicted: func() {}}
+	s.evictionIs = sale.evictionIs
+	if st := s.eviction.Load(); st != nil {
+		s.evictionIs(*st)
 	}
 	if sale.layout.keys.Shards.Count() > 0 {
 		s.layout = &sale.layout
@@ -191,11 +191,11 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	provider, err := s.openPayProvider()
+	provider, pages, err := s.openPayProvider()
 	if err != nil {
 		return err
 	}
-	a := s.newAPI(seckill, sale, sender, provider)
+	a := s.newAPI(seckill, sale, sender, provider, pages)
 	s.http, s.dashboard = a.newServer(), a.operator.dashboard
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)
@@ -209,7 +209,7 @@ func (s *Server) wire(ctx context.Context) error {
 func (s *Server) wireSale(sale sale) *core.Seckill {
 	cfg, log := s.cfg, s.log
 	idCfg := redisreserve.IDWorkerConfig{Prefix: cfg.KeyPrefix, BlockSize: idBlockSize}
-	if sale.live != nil {
+	if sale.inRedis {
 		// The ID worker follows Redis's incarnation with recovery: a Redis
 		// that forgot its counter never hands out an id the database has.
 		idCfg.Identity, idCfg.Floor = s.identity, func(ctx context.Context, dayStart time.Time, lo, hi int64) (int64, error) {
@@ -218,47 +218,71 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	ids := redisreserve.NewIDWorker(s.rdb, idCfg)
 	var nudger core.StockNudger
-	if sale.live != nil {
-		s.nudges = redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log)
-		nudger = s.nudges
+	if sale.inRedis {
+		nudger = s.listenToNudges(redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log))
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
 	var ledger recovery.Ledger = s.store.Ledger()
 	if sources := sale.caps.DeadLetters; len(sources) > 0 {
-		s.deadLetters = &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
-		ledger = collectingLedger{Ledger: ledger, collector: s.deadLetters, log: log}
+		collector := &deadletters.Collector{Sources: sources, Register: s.store.DeadLetters()}
+		ledger = collectingLedger{Ledger: ledger, collector: collector, log: log}
+		// Every instance collects: the register keeps each record once.
+		s.background.sweeps = append(s.background.sweeps, collector.Duty())
 	}
-	if sale.live != nil {
+	s.guard = core.NoRecovery // the database is the live state
+	if sale.inRedis {
 		s.recovery = recovery.New(recovery.Config{Live: sale.live, Buckets: sale.buckets, Ledger: ledger, Queue: sale.caps,
 			Requeue: sale.requeue, Memo: s.memo, Unknown: s.unknown, Log: log, Observer: s.metrics})
+		s.guard = s.recovery
 	}
 	s.board = sale.board
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Buckets: sale.buckets, Lister: s.store,
-		Unknown: s.unknown, Nudger: nudger, Recovery: s.recovery})
+		Unknown: s.unknown, Nudger: nudger, Recovery: s.guard})
 	s.rooms = s.newRooms()
 	s.intake = core.OpenIntake
-	if s.queue != nil && core.CapabilitiesOf(s.queue).Intake != nil {
-		s.intake = core.CapabilitiesOf(s.queue).Intake
+	if in := s.capabilities().Intake; in != nil {
+		s.intake = in
 	}
 	seckill := core.NewSeckill(core.SeckillConfig{IDs: ids, Reserver: sale.reserver, Publisher: sale.publisher, Intake: s.intake,
-		Orders: s.store, Recovery: s.recovery, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Trace: s.spans(), Letters: s.store.DeadLetters()})
+		Orders: s.store, Recovery: s.guard, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Trace: s.spans(), Letters: s.store.DeadLetters()})
 	s.registerQueueMetrics()
-	s.pipeline = s.newPipeline(sale)
+	s.consumers = s.newConsumers(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: s.spans().Returner(sale.returner), Memo: s.memo,
-		Guard: s.recovery, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
-	if s.recovery != nil {
-		s.drift = &recovery.DriftWatch{Guard: s.recovery, Report: s.metrics.UnitsUnheld,
-			Vouchers: func(ctx context.Context) ([]int64, error) {
-				vs, err := s.store.CurrentVouchers(ctx, time.Now(), driftVouchers)
-				ids := make([]int64, len(vs))
-				for i, v := range vs {
-					ids[i] = v.ID
-				}
-				return ids, err
-			}}
+		Guard: s.guard, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+	if sale.inRedis {
+		s.watchRecovery()
 	}
 	return seckill
+}
+
+// listenToNudges runs the stock nudges' listener: the sold-out memo and the
+// unknown vouchers both forget on a nudge.
+func (s *Server) listenToNudges(nudges *redisreserve.StockNudges) *redisreserve.StockNudges {
+	s.background.listeners = append(s.background.listeners, core.NewService("stock nudges", func(ctx context.Context) error {
+		nudges.Listen(ctx,
+			func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
+			func() { s.memo.Clear(); s.unknown.Clear() })
+		return nil
+	}))
+	return nudges
+}
+
+// watchRecovery adds what a sale that recovery rebuilds is watched by:
+// Redis's incarnation, the drift audit of units nobody holds, and a
+// verification of every voucher when Redis evicts keys.
+func (s *Server) watchRecovery() {
+	drift := &recovery.DriftWatch{Guard: s.recovery, Report: s.metrics.UnitsUnheld,
+		Vouchers: func(ctx context.Context) ([]int64, error) {
+			vs, err := s.store.CurrentVouchers(ctx, time.Now(), driftVouchers)
+			ids := make([]int64, len(vs))
+			for i, v := range vs {
+				ids[i] = v.ID
+			}
+			return ids, err
+		}}
+	s.background.watchers = append(s.background.watchers, s.identityDuty(), drift.Duty())
+	s.background.evicted = func() { s.forget("Redis evicted keys") }
 }
 
 // collectingLedger is the database's ledger whose dead-lettered orders are

@@ -8,7 +8,6 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
-	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
@@ -16,13 +15,13 @@ import (
 )
 
 // newAPI builds the HTTP API over the wired sale.
-func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender, provider core.PaymentProvider) *api {
+func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, provider core.PaymentProvider, pages providerPages) *api {
 	cfg, log := s.cfg, s.log
 	// The shopper's limit has one owner: the reservation, when it keeps
 	// one (the Redis script, at no round trip of its own); else the HTTP
 	// layer, with a limiter of its own in Redis (sync).
 	seckillRate := redis_rate.PerSecond(cfg.SeckillRate)
-	if sale.limit != nil {
+	if sale.inRedis {
 		seckillRate = redis_rate.Limit{} // a rate of 0 mounts no middleware
 	}
 	users := s.store.Users()
@@ -38,25 +37,31 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender core.CodeSender
 		payments: payments, orders: s.store, shoppers: users, rooms: s.rooms, metrics: s.metrics,
 		seckillRate: seckillRate, missRate: redis_rate.PerMinute(cfg.MissRate)}
 	a.login = &loginRoutes{codes: logincode.New(s.rdb, logincode.Config{Prefix: cfg.KeyPrefix, PerPhone: cfg.CodesPerPhone}),
-		sender: sender, devCodes: cfg.DevCodes, phoneRegion: cfg.PhoneRegion, phoneRegions: cfg.PhoneRegions,
+		delivery: sender, devCodes: cfg.DevCodes, phoneRegion: cfg.PhoneRegion, phoneRegions: cfg.PhoneRegions,
 		tokens: a.tokens, users: users, clients: a.clients, metrics: s.metrics, log: log,
 		codeRate: redis_rate.PerMinute(cfg.CodeRate), loginRate: redis_rate.PerMinute(cfg.LoginRate)}
-	a.payments = &paymentRoutes{payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
-	if sandbox, ok := provider.(*paysandbox.Sandbox); ok {
-		a.payments.sandbox = sandbox
-	}
-	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, recovery: s.recovery,
-		ledger: s.store.Ledger(), queueStats: queueStats(s.queue), backend: cfg.Queue, deadLetters: s.store.DeadLetters(),
+	a.payments = &paymentRoutes{payments: payments, pages: pages(s, payments)}
+	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, repairs: s.repairs(sale),
+		deadLetters: s.store.DeadLetters(),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),
-			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.recovery, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
+			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.guard, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
 		dashboard: &dashboard{src: s.dashboardSources(), now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}}
 	return a
+}
+
+// repairs are the operators' audit and reconcile: of Redis's state where
+// recovery rebuilds it, of the database alone where it is the live state.
+func (s *Server) repairs(sale sale) voucherRepairs {
+	if !sale.inRedis {
+		return databaseRepairs{ledger: s.store.Ledger(), backend: s.cfg.Queue}
+	}
+	return liveRepairs{recovery: s.recovery, queueStats: s.queueStats(), backend: s.cfg.Queue, log: s.log}
 }
 
 // dashboardSources are what the dashboard reads, and the warnings it shows.
 func (s *Server) dashboardSources() dashboardSources {
 	cfg := s.cfg
-	src := dashboardSources{backend: cfg.Queue, orderCounts: s.store.Ledger(), queueStats: queueStats(s.queue), relay: untold{},
+	src := dashboardSources{backend: cfg.Queue, orderCounts: s.store.Ledger(), queueStats: s.queueStats(), relay: untold{},
 		deadLetters: s.store.DeadLetters(), metrics: s.metrics, roomReports: s.rooms.Reports}
 	if cfg.PaySandboxOnRealServers {
 		src.warnings = append(src.warnings, "SECKILL_PAY_PROVIDER=sandbox on real servers: every order can be paid without money.")
@@ -64,12 +69,14 @@ func (s *Server) dashboardSources() dashboardSources {
 	if cfg.DevCodesForced {
 		src.warnings = append(src.warnings, "SECKILL_DEV_CODES=force: every login code is returned to whoever asks for it, so anyone can log in as any phone.")
 	}
-	if s.queue != nil {
-		if r := core.CapabilitiesOf(s.queue).Relay; r != nil {
-			src.relay = r
-		}
-		g := core.CapabilitiesOf(s.queue).Guarantees
-		src.guarantees = &g
+	if r := s.capabilities().Relay; r != nil {
+		src.relay = r
+	}
+	if s.queued {
+		g := s.capabilities().Guarantees
+		src.guarantees = map[string]bool{"durableAcrossConsumerCrash": g.DurableAcrossConsumerCrash, "acknowledged": g.Acknowledged,
+			"replayable": g.Replayable, "competingConsumers": g.CompetingConsumers, "retainsWithoutConsumer": g.RetainsWithoutConsumer,
+			"countsDeliveries": g.CountsDeliveries}
 		if !g.RetainsWithoutConsumer {
 			// The iteration the comparison measures loses orders by design:
 			// say so where an operator looks, not only in the docs.
@@ -83,7 +90,7 @@ func (s *Server) dashboardSources() dashboardSources {
 
 // openCodeSender opens the sender SECKILL_CODE_SENDER names, and says at
 // start how codes reach shoppers when that is not the production way.
-func (s *Server) openCodeSender() (core.CodeSender, error) {
+func (s *Server) openCodeSender() (codeDelivery, error) {
 	cfg := s.cfg
 	if cfg.DevCodesForced {
 		s.log.Warn("SECKILL_DEV_CODES=force: EVERY LOGIN CODE IS RETURNED TO WHOEVER ASKS FOR IT; anyone can log in as any phone. " +
@@ -93,40 +100,40 @@ func (s *Server) openCodeSender() (core.CodeSender, error) {
 		if !cfg.DevCodes {
 			s.log.Warn("no code sender is configured (SECKILL_CODE_WEBHOOK_URL or SECKILL_CODE_SENDER): nobody can log in; code requests are answered 503")
 		}
-		return nil, nil
+		return codeDelivery{sender: noSender{}}, nil
 	}
 	sc, ok := lookupCodeSender(cfg.CodeSender)
 	if !ok {
-		return nil, &configError{"SECKILL_CODE_SENDER", cfg.CodeSender, "want one of " + strings.Join(CodeSenderNames(), ", ")}
+		return codeDelivery{}, &configError{"SECKILL_CODE_SENDER", cfg.CodeSender, "want one of " + strings.Join(CodeSenderNames(), ", ")}
 	}
 	sender, err := sc.Open(Deps{Config: cfg, Redis: s.rdb, Store: s.store, Log: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("code sender %s: %w", sc.Name, err)
+		return codeDelivery{}, fmt.Errorf("code sender %s: %w", sc.Name, err)
 	}
 	s.log.Info("login codes are delivered", "sender", sc.Name)
-	return sender, nil
+	return codeDelivery{sender: sender, delivers: true}, nil
 }
 
 // openPayProvider opens the provider SECKILL_PAY_PROVIDER names (nil:
-// payments disabled).
-func (s *Server) openPayProvider() (core.PaymentProvider, error) {
+// payments disabled), and the pages of its own it serves.
+func (s *Server) openPayProvider() (core.PaymentProvider, providerPages, error) {
 	cfg := s.cfg
 	if cfg.PayProvider == "" {
 		s.log.Info("no payment provider (SECKILL_PAY_PROVIDER): orders cannot be paid, and expire after SECKILL_PAY_WINDOW", "pay_window", cfg.PayWindow)
-		return nil, nil
+		return nil, noPages, nil
 	}
 	pp, ok := lookupPayProvider(cfg.PayProvider)
 	if !ok {
-		return nil, &configError{"SECKILL_PAY_PROVIDER", cfg.PayProvider, "want one of " + strings.Join(PayProviderNames(), ", ")}
+		return nil, nil, &configError{"SECKILL_PAY_PROVIDER", cfg.PayProvider, "want one of " + strings.Join(PayProviderNames(), ", ")}
 	}
-	provider, err := pp.Open(Deps{Config: cfg, Redis: s.rdb, Store: s.store, Log: s.log})
+	provider, pages, err := pp.open(Deps{Config: cfg, Redis: s.rdb, Store: s.store, Log: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("payment provider %s: %w", pp.Name, err)
+		return nil, nil, fmt.Errorf("payment provider %s: %w", pp.Name, err)
 	}
 	if cfg.PaySandboxOnRealServers {
 		s.log.Warn("SECKILL_PAY_PROVIDER=sandbox ON REAL SERVERS: its pay page pays any order without money, so every order can be had for free. " +
 			"Choose a real provider's adapter for a real sale.")
 	}
 	s.log.Info("orders are paid through", "provider", pp.Name, "pay_window", cfg.PayWindow)
-	return provider, nil
+	return provider, pages, nil
 }

@@ -21,17 +21,16 @@ func (s *Server) registerQueueMetrics() {
 	s.metrics.registry.MustRegister(newDeadLetterCollector(cfg.Queue, s.store.DeadLetters(), func(err error) {
 		log.Warn("dead-letter register unavailable", "err", err)
 	}))
-	if r := queueStats(s.queue); r != nil {
-		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, r, func(err error) {
+	caps := s.capabilities()
+	if caps.Stats != nil {
+		s.metrics.registry.MustRegister(newQueueCollector(cfg.Queue, caps.Stats, func(err error) {
 			log.Warn("queue stats unavailable", "err", err)
 		}))
 	}
-	if s.queue != nil {
-		if r := core.CapabilitiesOf(s.queue).Relay; r != nil {
-			s.metrics.registry.MustRegister(newRelayCollector(cfg.Queue, r, func(err error) {
-				log.Warn("relay stats unavailable", "err", err)
-			}))
-		}
+	if caps.Relay != nil {
+		s.metrics.registry.MustRegister(newRelayCollector(cfg.Queue, caps.Relay, func(err error) {
+			log.Warn("relay stats unavailable", "err", err)
+		}))
 	}
 }
 
@@ -44,12 +43,12 @@ func (s *Server) ordersStore() core.OrderStore {
 	return s.store
 }
 
-// newPipeline builds the consumers' pipeline (nil for a backend without a
-// queue).
-func (s *Server) newPipeline(sale sale) *core.Pipeline {
+// newConsumers builds the consumers' pipeline (none for a backend without
+// a queue).
+func (s *Server) newConsumers(sale sale) orderConsumers {
 	cfg, log := s.cfg, s.log
-	if s.queue == nil {
-		return nil
+	if !sale.queued {
+		return noConsumers{}
 	}
 	orders := s.ordersStore()
 	if cfg.UserLock {
@@ -63,10 +62,11 @@ func (s *Server) newPipeline(sale sale) *core.Pipeline {
 		log.Warn(warning)
 	}
 	orders = s.spans().Store(orders, "persist orders", core.CapabilitiesOf(s.queue).Name)
-	return core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.recovery,
+	pipeline := core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.guard,
 		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
 	}, log, s.metrics)
+	return queueConsumers{pipeline: pipeline, queue: s.queue, orders: s.ordersStore(), configured: cfg.Consumers, batch: cfg.BatchSize, log: log}
 }
 
 // idBlockSize is how many order ids a server takes from Redis at once. Each
@@ -88,22 +88,24 @@ type sale struct {
 	// queue is the backend's queue (nil for a backend without one), over
 	// shards in the planned layout (none without a Redis reservation).
 	queue  core.Queue
+	queued bool
 	shards core.Shards
 	layout layoutPlan
 
 	reserver core.Reserver
-	// evictionIs tells the reservation what Redis says of eviction.
+	// evictionIs tells the reservation what Redis says of eviction
+	// (nothing to tell where the sale is not in Redis).
 	evictionIs func(redisreserve.EvictionState)
 	board      core.StockBoard
 	// buckets learns a rebuilt voucher's bucket count (the reservation's
 	// side; nil under sync).
 	buckets   core.BucketBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// live is what recovery rebuilds the sale's Redis state in: nil
-	// unless the sale is the shared Redis reservation (not a backend's own
-	// Sale), which is also when instances nudge each other of stock that
-	// comes back.
-	live recovery.LiveSale
+	// inRedis: the sale is the shared Redis reservation (not a backend's
+	// own Sale): recovery rebuilds its state in live, and instances nudge
+	// each other of stock that comes back.
+	inRedis bool
+	live    recovery.LiveSale
 	// caps is what the queue declares: recovery reads its Holder (the
 	// orders it holds) and Holding (whether a queue without a Holder whose
 	// orders outlive Redis, RabbitMQ, holds any, for the first rebuild
@@ -155,7 +157,8 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	if b.Sale != nil {
 		reserver, board := b.Sale(Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log})
-		return sale{reserver: reserver, board: board, returner: core.DatabaseLiveState}, nil
+		return sale{reserver: reserver, board: board, returner: core.DatabaseLiveState,
+			evictionIs: func(redisreserve.EvictionState) {}}, nil // Redis holds no sale
 	}
 	layout, err := s.planLayout(ctx, b)
 	if err != nil {
@@ -189,7 +192,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	caps := core.CapabilitiesOf(q)
 	live := reserver.Live()
-	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
+	out := sale{queued: true, inRedis: true, queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
 		live: live, buckets: reserver, limit: reserver, caps: caps, returner: live,
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
@@ -230,12 +233,22 @@ func (s *Server) publishedTo(receivers int64) {
 	}
 }
 
-// queueStats is q's stats, if it tells them (nil without a queue).
-func queueStats(q core.Queue) core.StatsReporter {
-	if q == nil || core.CapabilitiesOf(q).Stats == nil {
-		return untold{}
+// queueStats are the queue's stats: untold where it tells none, or where
+// there is no queue.
+func (s *Server) queueStats() core.StatsReporter {
+	if st := s.capabilities().Stats; st != nil {
+		return st
 	}
-	return core.CapabilitiesOf(q).Stats
+	return untold{}
+}
+
+// capabilities are what the backend's queue declares (core.Capabilities):
+// nothing for a backend without a queue.
+func (s *Server) capabilities() core.Capabilities {
+	if !s.queued {
+		return core.Capabilities{}
+	}
+	return core.CapabilitiesOf(s.queue)
 }
 
 // untold stands in for what a backend does not tell (its queue's stats,
