@@ -177,7 +177,7 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.queue, s.queued, s.shards = sale.queue, sale.queued, sale.shards
+	s.queue, s.queued, s.shards = sale.queue, sale.inRedis, sale.shards
 	s.background = background{watchers: sale.duties, evicted: func() {}}
 	s.evictionIs = sale.evictionIs
 	if st := s.eviction.Load(); st != nil {

@@ -47,7 +47,7 @@ func (s *Server) ordersStore() core.OrderStore {
 // a queue).
 func (s *Server) newConsumers(sale sale) orderConsumers {
 	cfg, log := s.cfg, s.log
-	if !sale.queued {
+	if !sale.inRedis {
 		return noConsumers{}
 	}
 	orders := s.ordersStore()
@@ -88,7 +88,6 @@ type sale struct {
 	// queue is the backend's queue (nil for a backend without one), over
 	// shards in the planned layout (none without a Redis reservation).
 	queue  core.Queue
-	queued bool
 	shards core.Shards
 	layout layoutPlan
 
@@ -101,9 +100,10 @@ type sale struct {
 	// side; nil under sync).
 	buckets   core.BucketBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// inRedis: the sale is the shared Redis reservation (not a backend's
-	// own Sale): recovery rebuilds its state in live, and instances nudge
-	// each other of stock that comes back.
+	// inRedis: the sale is the shared Redis reservation feeding a queue
+	// (every backend but one with a Sale of its own, sync): recovery
+	// rebuilds its state in live, and instances nudge each other of stock
+	// that comes back.
 	inRedis bool
 	live    recovery.LiveSale
 	// caps is what the queue declares: recovery reads its Holder (the
@@ -192,7 +192,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	caps := core.CapabilitiesOf(q)
 	live := reserver.Live()
-	out := sale{queued: true, inRedis: true, queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
+	out := sale{inRedis: true, queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
 		live: live, buckets: reserver, limit: reserver, caps: caps, returner: live,
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
