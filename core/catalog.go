@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -20,9 +21,11 @@ type Catalog struct {
 	// buckets lets a voucher be split over several shards (nil: every
 	// voucher is one bucket).
 	buckets BucketBoard
-	// Vouchers never change after creation, so their details are cached:
-	// the crowd polling a sale then reads only the live stock.
-	cache sync.Map // int64 -> Voucher
+	// A voucher's details are cached (cachedVoucher): the crowd polling a
+	// sale then reads only the live stock. An operator may change them (a
+	// pause, the window: core/steer): the instance that does forgets them
+	// at once (Forget), the others when told, or within detailsTTL.
+	cache sync.Map // int64 -> cachedVoucher
 	// lookups joins the concurrent first look-ups of one voucher (the
 	// opening second's crowd on an instance that has not seen it yet)
 	// into one query.
@@ -78,7 +81,7 @@ func (c *Catalog) Current(ctx context.Context) ([]Voucher, error) {
 	}
 	out := make([]Voucher, 0, len(found))
 	for _, v := range found {
-		c.cache.LoadOrStore(v.ID, v)
+		c.remember(v) // as the database has it now
 		live, err := c.Get(ctx, v.ID)
 		if err != nil {
 			before, listed := last[v.ID]
@@ -113,7 +116,7 @@ func (c *Catalog) OpenAt(ctx context.Context, t time.Time) []int64 {
 		}
 	}
 	c.cache.Range(func(_, value any) bool {
-		if v := value.(Voucher); open(v) && !seen[v.ID] {
+		if v := value.(cachedVoucher).v; open(v) && !seen[v.ID] {
 			seen[v.ID] = true
 			out = append(out, v.ID)
 		}
@@ -192,7 +195,7 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 		derr := c.repo.DeleteVoucher(context.WithoutCancel(ctx), v.ID)
 		return Wrap("load voucher", CodeUnavailable, errors.Join(err, derr))
 	}
-	c.cache.Store(v.ID, *v)
+	c.remember(*v)
 	c.recovery.Verified(ctx, v.ID)
 	c.unknown.Forget(v.ID)
 	if c.nudger != nil {
@@ -206,13 +209,13 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 // database's, not the live one): after the first look-up on this
 // instance, a map read.
 func (c *Catalog) Details(ctx context.Context, id int64) (Voucher, error) {
-	if cached, ok := c.cache.Load(id); ok {
-		return cached.(Voucher), nil
+	if cached, known := c.cached(id); known {
+		return cached.v, nil
 	}
 	found, err, _ := c.lookups.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		v, err := c.unknown.Find(ctx, id, c.repo.FindVoucher)
 		if err == nil {
-			c.cache.Store(id, v)
+			c.remember(v)
 		}
 		return v, err
 	})
@@ -222,14 +225,74 @@ func (c *Catalog) Details(ctx context.Context, id int64) (Voucher, error) {
 	return found.(Voucher), nil
 }
 
+// detailsTTL is how long a voucher's details are kept before they are
+// read again: how long an instance that missed an operator's change (its
+// nudge lost) may show the voucher as it was. The reservation never reads
+// them: it refuses by the live state at once, on every instance.
+const detailsTTL = time.Second
+
+// cachedVoucher is a voucher's details as read at at; refreshing is set
+// while they are read again.
+type cachedVoucher struct {
+	v          Voucher
+	at         time.Time
+	refreshing *atomic.Bool
+}
+
+// cached is the voucher's details as last read, if known. Details read
+// longer than detailsTTL ago are read again in the background, and the
+// caller meanwhile has the last read: a database slow or away must not
+// hold up a sale the live store runs.
+func (c *Catalog) cached(id int64) (cachedVoucher, bool) {
+	got, ok := c.cache.Load(id)
+	if !ok {
+		return cachedVoucher{}, false
+	}
+	cv := got.(cachedVoucher)
+	if c.now().Sub(cv.at) >= detailsTTL && cv.refreshing.CompareAndSwap(false, true) {
+		go c.refresh(cv)
+	}
+	return cv, true
+}
+
+// refreshTimeout bounds a background read of a voucher's details.
+const refreshTimeout = 2 * time.Second
+
+func (c *Catalog) refresh(cv cachedVoucher) {
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	defer cancel()
+	v, err := c.repo.FindVoucher(ctx, cv.v.ID)
+	switch {
+	case err == nil:
+		c.remember(v)
+	case errors.Is(err, ErrVoucherNotFound):
+		c.cache.CompareAndDelete(cv.v.ID, cv)
+	default:
+		cv.refreshing.Store(false) // the next caller tries again
+	}
+}
+
+func (c *Catalog) remember(v Voucher) {
+	c.cache.Store(v.ID, cachedVoucher{v: v, at: c.now(), refreshing: &atomic.Bool{}})
+}
+
+// Forget drops what this catalog keeps of the voucher: an operator
+// changed it (here, or on another instance that said so).
+func (c *Catalog) Forget(voucherID int64) {
+	c.cache.Delete(voucherID)
+	c.listingMu.Lock()
+	c.listing = nil
+	c.listingMu.Unlock()
+}
+
 // Peek is Details for a caller that must not decide a voucher unknown
 // (the room check before a seckill): ok is false for a voucher the
 // unknown-voucher memo rules out, or the repository does not have, and
 // nothing is remembered of it; the seckill answers such an id itself, as
 // it did before rooms.
 func (c *Catalog) Peek(ctx context.Context, id int64) (v Voucher, ok bool, err error) {
-	if cached, ok := c.cache.Load(id); ok {
-		return cached.(Voucher), true, nil
+	if cached, known := c.cached(id); known {
+		return cached.v, true, nil
 	}
 	if c.unknown.RuledOut(ctx, id) {
 		return Voucher{}, false, nil
@@ -237,7 +300,7 @@ func (c *Catalog) Peek(ctx context.Context, id int64) (v Voucher, ok bool, err e
 	found, err, _ := c.lookups.Do("peek:"+strconv.FormatInt(id, 10), func() (any, error) {
 		v, err := c.repo.FindVoucher(ctx, id)
 		if err == nil {
-			c.cache.Store(id, v)
+			c.remember(v)
 		}
 		return v, err
 	})

@@ -25,8 +25,16 @@ const (
 	CodeNotAdmitted Code = "not_admitted"
 	// CodePuzzleRequired: a join of a room that asks a proof of work,
 	// without a valid solution (SECKILL_ROOM_POW_BITS).
-	CodePuzzleRequired   Code = "pow_required"
-	CodeEnded            Code = "ended"
+	CodePuzzleRequired Code = "pow_required"
+	CodeEnded          Code = "ended"
+	// CodePaused: an operator paused the sale (or the kill switch holds).
+	CodePaused Code = "paused"
+	// CodeNotSupported: the backend cannot do what was asked (consumers
+	// to pause under sync, which has none).
+	CodeNotSupported Code = "not_supported"
+	// CodeAlreadyBegun: a change only allowed before the sale (or its
+	// room) begins.
+	CodeAlreadyBegun     Code = "already_begun"
 	CodeSoldOut          Code = "sold_out"
 	CodeAlreadyPurchased Code = "already_purchased"
 	CodeOrderNotFound    Code = "order_not_found"
@@ -62,6 +70,7 @@ var Codes = []Code{
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
 	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted, CodePuzzleRequired,
+	CodePaused, CodeNotSupported, CodeAlreadyBegun,
 }
 
 // Error carries a Code, a message fit for a client, the operation that
@@ -151,6 +160,7 @@ var (
 	ErrVoucherNotFound  = E(CodeVoucherNotFound, "voucher not found")
 	ErrNotStarted       = E(CodeNotStarted, "the sale has not started")
 	ErrEnded            = E(CodeEnded, "the sale has ended")
+	ErrPaused           = E(CodePaused, "the sale is paused: try again later")
 	ErrSoldOut          = E(CodeSoldOut, "sold out")
 	ErrAlreadyPurchased = E(CodeAlreadyPurchased, "you already have an order for this voucher")
 	ErrOrderNotFound    = E(CodeOrderNotFound, "order not found")

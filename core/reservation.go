@@ -25,6 +25,8 @@ const (
 	// DeadlinePassed: the reservation reached the live store after the
 	// request's deadline (the caller had given up): nothing was reserved.
 	DeadlinePassed
+	// Paused: an operator (or the kill switch) paused the sale.
+	Paused
 )
 
 // Err maps a refused reservation onto the contract's error; nil for Reserved.
@@ -46,6 +48,8 @@ func (r ReservationResult) Err() error {
 		return &RateLimitedError{RetryAfter: time.Second}
 	case DeadlinePassed:
 		return ErrDeadlinePassed
+	case Paused:
+		return ErrPaused
 	}
 	return E(CodeInternal, "unknown reservation result")
 }

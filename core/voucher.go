@@ -26,6 +26,56 @@ type Voucher struct {
 	// Room, if set, sells the voucher through a waiting room (nil: the
 	// shoppers race at the opening, as before rooms).
 	Room *Room
+	// Pause is who paused the sale, if anyone: no reservation succeeds
+	// while it is not NotPaused (the reservation itself refuses).
+	Pause Pause
+}
+
+// Pause says whether, and by whom, a voucher's sale is paused.
+type Pause uint8
+
+const (
+	NotPaused Pause = iota
+	// PausedByOperator: an operator paused this voucher.
+	PausedByOperator
+	// PausedBySwitch: the kill switch paused every voucher; its resume
+	// resumes these, not those an operator paused.
+	PausedBySwitch
+)
+
+// Paused reports whether the voucher's sale is paused.
+func (v Voucher) Paused() bool { return v.Pause != NotPaused }
+
+// SaleState is a voucher's sale as a shopper sees it.
+type SaleState string
+
+const (
+	StateNotStarted SaleState = "not_started"
+	StateOnSale     SaleState = "on_sale"
+	StatePaused     SaleState = "paused"
+	StateSoldOut    SaleState = "sold_out"
+	StateEnded      SaleState = "ended"
+)
+
+// StateAt is the voucher's sale state at now with remaining units left:
+// ended and not started before paused (a paused sale that has ended is
+// ended), paused before sold out (a paused sale's units may come back and
+// be sold once it resumes, but not now).
+func (v Voucher) StateAt(now time.Time, remaining int64) SaleState {
+	switch {
+	case !now.Before(v.EndAt):
+		return StateEnded
+	case now.Before(v.BeginAt):
+		if v.Paused() {
+			return StatePaused
+		}
+		return StateNotStarted
+	case v.Paused():
+		return StatePaused
+	case remaining <= 0:
+		return StateSoldOut
+	}
+	return StateOnSale
 }
 
 // BucketCount is v.Buckets, 1 when unset.
@@ -79,6 +129,14 @@ func (v Voucher) Validate() error {
 		return E(CodeBadRequest, "stock must be between 1 and 1000000000")
 	case v.Buckets < 0 || v.Buckets > MaxBuckets:
 		return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d", MaxBuckets))
+	}
+	return v.ValidateWindow()
+}
+
+// ValidateWindow reports the first problem with a voucher's window (and
+// its room's, which lies in it): what an operator moving it must keep.
+func (v Voucher) ValidateWindow() error {
+	switch {
 	case v.BeginAt.IsZero():
 		return E(CodeBadRequest, "beginTime is required")
 	case v.EndAt.IsZero():

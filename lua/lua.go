@@ -65,6 +65,11 @@ var ReclaimList string
 //go:embed move_voucher.lua
 var MoveVoucher string
 
+// SteerWindow writes an operator's change of a voucher's window and pause.
+//
+//go:embed steer_window.lua
+var SteerWindow string
+
 // RestoreVoucher replaces a voucher's live state with a rebuild's.
 //
 //go:embed restore_voucher.lua

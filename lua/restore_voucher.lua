@@ -31,6 +31,8 @@
 -- ARGV[8] -> how many buckets the voucher has
 -- ARGV[9] -> the voucher's units over all its buckets, each left or a
 --            buyer's (read_bucket.lua)
+-- ARGV[10] -> the operator's pause, as the database has it (seckill.lua's
+--            paused: '0' on sale)
 --
 -- Returns:
 --   1   restored (a replay of this restore too: go-redis resends a call
@@ -63,7 +65,7 @@ redis.call('DEL', KEYS[2], KEYS[5])
 -- total: the units on sale, each left or a buyer's (seckill.lua checks it).
 local total = tonumber(ARGV[4]) + buyers
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5], 'total', total,
-  'gen', ARGV[7], 'buckets', ARGV[8], 'units', ARGV[9])
+  'gen', ARGV[7], 'buckets', ARGV[8], 'units', ARGV[9], 'paused', ARGV[10] or '0')
 -- node: this server's run_id (none on a server that cannot tell it), and
 -- mark: the shard's forgetting mark, so that reverify_voucher.lua carries
 -- the state over to a new incarnation only while the server that wrote it

@@ -11,7 +11,9 @@
 --            writes a limit state raises it to cover it (an absent one is
 --            taken as a second from now: a state lapses within a second of
 --            its last write), so seckill_batch.lua reads a shopper's state
---            only before it: in a sale of new shoppers, never
+--            only before it: in a sale of new shoppers, never; paused: an
+--            operator's pause ('1', '2' the kill switch's; absent or '0':
+--            on sale), written by steer_window.lua
 -- KEYS[3] -> seckill:order:{shard}:voucherId   hash: user id -> order id
 -- KEYS[4] -> the queue key the hand-off writes (core.Handoff.Key), which
 --            carries the same {shard} tag; without a hand-off, any key of
@@ -63,9 +65,10 @@
 --   {6, "", ms}           over the rate limit: retry after ms milliseconds
 --   {7, "", ms}           the request's deadline passed ms milliseconds ago:
 --                         nothing reserved
+--   {8, "", 0}            an operator paused the sale
 --
 -- Checks run in this order: loaded, replay, deadline, rate limit, window,
--- one per user, stock. The limit counts every request that gets that far
+-- paused, one per user, stock. The limit counts every request that gets that far
 -- and is refused; a reservation is not counted, because it marks the
 -- shopper as a buyer, whose every later request is refused (already
 -- purchased) all the same: writing its limit state (a key per new shopper
@@ -79,7 +82,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {1, '', 0}
 end
-local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'total', 'limitsUntil')
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'total', 'limitsUntil', 'paused')
 if not window[1] or not window[2] then
   return {1, '', 0}
 end
@@ -144,6 +147,9 @@ if now < tonumber(window[1]) then
 end
 if now >= tonumber(window[2]) then
   return refuse({3, '', now - tonumber(window[2])})
+end
+if window[5] and window[5] ~= '0' then
+  return refuse({8, '', 0})
 end
 
 -- The buyer before the stock: a shopper who holds an order learns its id

@@ -97,20 +97,21 @@ local function voucherState(stockKey, windowKey, ordersKey)
     return v
   end
   v = {sold = 0, window = windowKey, missing = false, stock = 0, begin = 0, finish = 0, limitsUntil = 0,
-    limitsChanged = false}
+    limitsChanged = false, paused = false}
   local stock = redis.call('GET', stockKey)
   local window
   if whole then
-    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil', 'total')
+    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil', 'paused', 'total')
   else
-    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil')
+    window = redis.call('HMGET', windowKey, 'begin', 'end', 'limitsUntil', 'paused')
   end
   if not stock or not window[1] or not window[2] then
     v.missing = true
-  elseif whole and window[4] and redis.call('HLEN', ordersKey) + stock ~= window[4] + 0 then
+  elseif whole and window[5] and redis.call('HLEN', ordersKey) + stock ~= window[5] + 0 then
     v.missing = true -- not whole: seckill.lua's answer 1
   else
     v.stock, v.begin, v.finish = stock + 0, window[1] + 0, window[2] + 0
+    v.paused = window[4] ~= false and window[4] ~= '0' -- an operator's pause (seckill.lua's header)
     -- limitsUntil (seckill.lua's header): no shopper's limit state of the
     -- voucher is live from then on, so its members need not read theirs.
     -- Absent (a window written since), it is taken as a second from now
@@ -179,7 +180,8 @@ local function reserve(i)
     return 1, '', 0
   end
   local limitTat, wait = admit(limitKey, v)
-  if (deadline == 0 or now <= deadline) and not wait and now >= v.begin and now < v.finish and v.stock - v.sold > 0 then
+  if (deadline == 0 or now <= deadline) and not wait and now >= v.begin and now < v.finish and not v.paused
+    and v.stock - v.sold > 0 then
     -- What most members are: a new shopper, in time, within the limit,
     -- the sale open, a unit left. One HSETNX both checks that the shopper
     -- holds no order and marks the buyer; only a member it finds marked
@@ -217,6 +219,8 @@ local function reserve(i)
     code, id, value = 2, '', v.begin - now
   elseif now >= v.finish then
     code, id, value = 3, '', now - v.finish
+  elseif v.paused then
+    code, id, value = 8, '', 0
   elseif held then
     code, id, value = 5, held, 0
   else

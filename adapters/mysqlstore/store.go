@@ -227,6 +227,7 @@ type seckillVoucherRow struct {
 	BeginTime     time.Time `bun:"begin_time"`
 	EndTime       time.Time `bun:"end_time"`
 	Buckets       int       `bun:"buckets"`
+	Paused        int       `bun:"paused"`
 	CreateTime    time.Time `bun:"create_time"`
 	UpdateTime    time.Time `bun:"update_time"`
 }
@@ -518,7 +519,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *core.Voucher) error {
 			return fmt.Errorf("mysqlstore: insert voucher: %w", err)
 		}
 		sk := seckillVoucherRow{VoucherID: row.ID, Stock: v.Stock, BeginTime: v.BeginAt.UTC(),
-			EndTime: v.EndAt.UTC(), Buckets: v.BucketCount(), CreateTime: now, UpdateTime: now}
+			EndTime: v.EndAt.UTC(), Buckets: v.BucketCount(), Paused: int(v.Pause), CreateTime: now, UpdateTime: now}
 		if _, err := tx.NewInsert().Model(&sk).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: insert seckill voucher: %w", err)
 		}
@@ -587,6 +588,7 @@ type voucherWithRoom struct {
 	BeginTime      time.Time      `bun:"begin_time"`
 	EndTime        time.Time      `bun:"end_time"`
 	Buckets        int            `bun:"buckets"`
+	Paused         int            `bun:"paused"`
 	RoomOpensAt    bun.NullTime   `bun:"opens_at"`
 	AdmitPerSecond sql.NullInt64  `bun:"admit_per_second"`
 	AdmissionTTLMs sql.NullInt64  `bun:"admission_ttl_ms"`
@@ -599,7 +601,7 @@ type voucherWithRoom struct {
 // selectVouchers selects voucherWithRoom's columns.
 func selectVouchers(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets, sv.paused").
 		ColumnExpr("r.opens_at, r.admit_per_second, r.admission_ttl_ms, r.seed, r.salt_key, r.beacon_url, r.beacon_round").
 		TableExpr("tb_voucher AS v").
 		Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
@@ -608,7 +610,7 @@ func selectVouchers(db bun.IDB) *bun.SelectQuery {
 
 func (r voucherWithRoom) voucher() core.Voucher {
 	v := core.Voucher{ID: r.ID, Title: r.Title, PayValue: r.PayValue, ActualValue: r.ActualValue,
-		Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC(), Buckets: r.Buckets}
+		Stock: r.Stock, BeginAt: r.BeginTime.UTC(), EndAt: r.EndTime.UTC(), Buckets: r.Buckets, Pause: core.Pause(r.Paused)}
 	if !r.RoomOpensAt.IsZero() && len(r.Seed) == 32 {
 		room := &core.Room{OpensAt: r.RoomOpensAt.Time.UTC(), AdmitPerSecond: int(r.AdmitPerSecond.Int64),
 			AdmissionTTL: time.Duration(r.AdmissionTTLMs.Int64) * time.Millisecond}

@@ -65,26 +65,15 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 			return err
 		}
 		now := ss.now()
-		switch {
-		case held == o.ID:
-			res = core.Reservation{Result: core.Reserved, OrderID: o.ID}
-			return errRefused // a replay: nothing to write
-		case now.Before(sv.BeginTime):
-			res = core.Reservation{Result: core.NotStarted}
-			return errRefused
-		case !now.Before(sv.EndTime):
-			res = core.Reservation{Result: core.Ended}
-			return errRefused
-		case held != 0: // the buyer before the stock, as the script checks
-			res = core.Reservation{Result: core.AlreadyPurchased, OrderID: held}
-			return errRefused
-		case sv.Stock <= 0:
-			res = core.Reservation{Result: core.SoldOut}
+		if r, refused := syncRefusal(sv, held, o, now); refused {
+			res = r
 			return errRefused
 		}
 		u, err := tx.NewUpdate().Table("tb_seckill_voucher").
 			Set("stock = stock - 1").Set("update_time = ?", now.UTC()).
-			Where("voucher_id = ?", o.VoucherID).Where("stock > 0").Exec(ctx)
+			// paused = 0 here too: the update reads the row as committed
+			// now, so a pause committed since the select above holds.
+			Where("voucher_id = ?", o.VoucherID).Where("stock > 0").Where("paused = 0").Exec(ctx)
 		if err != nil {
 			return err
 		}
@@ -92,6 +81,9 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 			return err
 		} else if n == 0 {
 			res = core.Reservation{Result: core.SoldOut}
+			if paused, perr := pausedNow(ctx, tx, o.VoucherID, ss.s.dialect == dialectMySQL); perr == nil && paused {
+				res = core.Reservation{Result: core.Paused}
+			}
 			return errRefused
 		}
 		row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: orderStatusCreated,
@@ -120,6 +112,39 @@ func (ss *SyncSale) reserveOnce(ctx context.Context, o core.Order) (core.Reserva
 		return core.Reservation{Result: core.AlreadyPurchased, OrderID: held}, nil
 	}
 	return core.Reservation{}, err
+}
+
+// syncRefusal is the rule book's answer before any write, in the script's
+// order: a replay, the window, the pause, the buyer, the stock.
+func syncRefusal(sv seckillVoucherRow, held int64, o core.Order, now time.Time) (core.Reservation, bool) {
+	switch {
+	case held == o.ID:
+		return core.Reservation{Result: core.Reserved, OrderID: o.ID}, true // a replay: nothing to write
+	case now.Before(sv.BeginTime):
+		return core.Reservation{Result: core.NotStarted}, true
+	case !now.Before(sv.EndTime):
+		return core.Reservation{Result: core.Ended}, true
+	case sv.Paused != 0:
+		return core.Reservation{Result: core.Paused}, true
+	case held != 0: // the buyer before the stock, as the script checks
+		return core.Reservation{Result: core.AlreadyPurchased, OrderID: held}, true
+	case sv.Stock <= 0:
+		return core.Reservation{Result: core.SoldOut}, true
+	}
+	return core.Reservation{}, false
+}
+
+// pausedNow reads whether the voucher is paused as committed now: a
+// locking read on MySQL (a plain one reads the transaction's snapshot);
+// SQLite, one writer at a time, sees every commit before.
+func pausedNow(ctx context.Context, db bun.IDB, voucherID int64, lockingReads bool) (bool, error) {
+	var paused int
+	q := db.NewSelect().Model((*seckillVoucherRow)(nil)).Column("paused").Where("voucher_id = ?", voucherID)
+	if lockingReads {
+		q = q.For("UPDATE")
+	}
+	err := q.Scan(ctx, &paused)
+	return paused != 0, err
 }
 
 func heldOrder(ctx context.Context, db bun.IDB, userID, voucherID int64) (int64, error) {

@@ -244,7 +244,7 @@ func (r *sale) restoreBucket(ctx context.Context, v core.Voucher, bk BucketKeys,
 	}
 	n, err := restoreScript.Run(ctx, r.rdb,
 		[]string{bk.Stock, bk.Window, bk.Orders, staging, bk.Transfers(), bk.Forgets()},
-		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets, units).Int()
+		token, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), stock, incarnation, len(buyers), token, buckets, units, int(v.Pause)).Int()
 	if err != nil {
 		return fmt.Errorf("redisreserve: restore voucher %d: %w", v.ID, err)
 	}

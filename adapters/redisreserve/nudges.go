@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,11 +42,28 @@ func (n *StockNudges) NudgeStockBack(ctx context.Context, voucherID int64) error
 	return n.rdb.Publish(ctx, n.channel, strconv.FormatInt(voucherID, 10)).Err()
 }
 
-// Listen calls forget with each nudged voucher until ctx ends. It calls
-// reset each time the subscription starts or starts again after a lost
+// changedMark starts the nudge of a voucher an operator changed.
+const changedMark = "changed:"
+
+// NudgeChanged publishes that an operator changed the voucher (its pause,
+// its window): every instance forgets what it keeps of it.
+func (n *StockNudges) NudgeChanged(ctx context.Context, voucherID int64) error {
+	return n.rdb.Publish(ctx, n.channel, changedMark+strconv.FormatInt(voucherID, 10)).Err()
+}
+
+// Nudged are what a listener does with the nudges: Forget a voucher
+// whose stock came back, Changed one an operator changed (its answers
+// are forgotten too), Reset all (nudges may have been missed).
+type Nudged struct {
+	Forget, Changed func(voucherID int64)
+	Reset           func()
+}
+
+// Listen hands each nudge to its function until ctx ends. It calls Reset
+// each time the subscription starts or starts again after a lost
 // connection, and when it fails: nudges sent while nobody listened are
 // missed, so everything remembered is in doubt.
-func (n *StockNudges) Listen(ctx context.Context, forget func(voucherID int64), reset func()) {
+func (n *StockNudges) Listen(ctx context.Context, on Nudged) {
 	ps := n.rdb.Subscribe(ctx, n.channel)
 	defer ps.Close()
 	// Receive blocks in a read that ctx does not interrupt; closing the
@@ -58,7 +76,7 @@ func (n *StockNudges) Listen(ctx context.Context, forget func(voucherID int64), 
 			return
 		}
 		if err != nil {
-			reset()
+			on.Reset()
 			n.log.Warn("stock nudges: subscription lost; answers from memory lapse on their own until it is back", "err", err)
 			select {
 			case <-ctx.Done():
@@ -69,10 +87,14 @@ func (n *StockNudges) Listen(ctx context.Context, forget func(voucherID int64), 
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			reset()
+			on.Reset()
 		case *redis.Message:
-			if v, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-				forget(v)
+			if id, changed := strings.CutPrefix(m.Payload, changedMark); changed {
+				if v, err := strconv.ParseInt(id, 10, 64); err == nil {
+					on.Changed(v)
+				}
+			} else if v, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
+				on.Forget(v)
 			}
 		}
 	}

@@ -281,7 +281,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, takeBackScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, unfenceScript, fenceScript,
+	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, takeBackScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, steerWindowScript, unfenceScript, fenceScript,
 		pendScript, takeScript, giveScript, readBucketScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)
@@ -447,6 +447,7 @@ var scriptResults = map[int64]core.ReservationResult{
 	5: core.AlreadyPurchased,
 	6: core.RateLimited,
 	7: core.DeadlinePassed,
+	8: core.Paused,
 }
 
 func (r *sale) parseReservation(res []any) (core.Reservation, error) {
@@ -742,7 +743,7 @@ func (r *Reserver) LoadVoucher(ctx context.Context, v core.Voucher) error {
 		bk := r.keys.Bucket(v.ID, b, n)
 		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, bk.Window, "begin", v.BeginAt.UnixMilli(), "end", v.EndAt.UnixMilli(), "epoch", inc, "total", shares[b], "buckets", n,
-				"units", v.Stock)
+				"units", v.Stock, "paused", int(v.Pause))
 			p.Set(ctx, bk.Stock, shares[b], 0)
 			markNodeScript.Eval(ctx, p, []string{bk.Window, bk.Forgets()})
 			return nil

@@ -243,6 +243,14 @@ func TestTheStorefrontSellsInABrowser(t *testing.T) {
 			t.Fatalf("the answer shown: %q, want plain words and a six-digit reference", got)
 		}
 		b.waitJS(watcher, "the second tab sees the stock fall", `document.querySelector('`+card+` .stock').textContent === '2 left'`)
+		// An operator's pause: shoppers read paused, not sold out, and no
+		// button to press; the resume gives it back.
+		voucher := int64(body["id"].(float64))
+		h.steer(voucher, "pause", nil)
+		b.waitJS(watcher, "the second tab shows the pause", `document.querySelector('`+card+` .stock').textContent === 'Paused (2 left)'`)
+		b.waitJS(watcher, "its button says paused", `document.querySelector('`+card+` .buy').textContent === 'Paused' && document.querySelector('`+card+` .buy').disabled`)
+		h.steer(voucher, "resume", nil)
+		b.waitJS(watcher, "the second tab shows the sale again", `document.querySelector('`+card+` .stock').textContent === '2 left'`)
 		b.screenshot(shop, "storefront-phone", 390, 844, true)
 		b.clean()
 	})

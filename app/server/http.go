@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/steer"
 	"github.com/seckill-lab/seckill/docs"
 )
 
@@ -156,12 +157,12 @@ func statusOf(code core.Code) int {
 		return fiber.StatusBadRequest
 	case core.CodeUnauthorized, core.CodeBadCode, core.CodeBadSignature:
 		return fiber.StatusUnauthorized
-	case core.CodeNotStarted, core.CodeEnded, core.CodeNotAdmitted, core.CodePuzzleRequired:
+	case core.CodeNotStarted, core.CodeEnded, core.CodeNotAdmitted, core.CodePuzzleRequired, core.CodePaused:
 		return fiber.StatusForbidden
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound
 	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable,
-		core.CodeNotPayable, core.CodePaymentsDisabled:
+		core.CodeNotPayable, core.CodePaymentsDisabled, core.CodeNotSupported, core.CodeAlreadyBegun:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests
@@ -214,6 +215,9 @@ func (a *api) handleError(c *fiber.Ctx, err error) error {
 	}
 	code := core.CodeOf(err)
 	status := statusOf(code)
+	if steer.IsConflict(err) {
+		status = fiber.StatusConflict // the voucher's state refused an operator's action
+	}
 	if status >= 500 {
 		a.log.ErrorContext(c.UserContext(), "request failed", "request_id", requestID(c), "method", c.Method(),
 			"path", c.Path(), "user", shopperID(c), "code", code, "err", err)

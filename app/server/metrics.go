@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
+	"github.com/seckill-lab/seckill/core/steer"
 )
 
 // metrics are the Prometheus series of one server, by what they measure.
@@ -23,6 +24,7 @@ type metrics struct {
 	pipelineMetrics
 	liveMetrics
 	lifecycleMetrics
+	steeringMetrics
 }
 
 // requestMetrics are the requests': seckills and logins.
@@ -159,7 +161,26 @@ func newMetrics(queue string) *metrics {
 	m.unheldVouchers = f(prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_units_unheld_vouchers", Help: "Vouchers on sale with units nobody holds (seckill_units_unheld).", ConstLabels: labels,
 	})).(prometheus.Gauge)
+	m.steeringMetrics = newSteeringMetrics(f, labels)
 	return m
+}
+
+// steeringMetrics are the operators' actions on running sales.
+type steeringMetrics struct {
+	operatorActions *prometheus.CounterVec
+}
+
+func newSteeringMetrics(f func(prometheus.Collector) prometheus.Collector, labels prometheus.Labels) steeringMetrics {
+	return steeringMetrics{
+		operatorActions: f(prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_operator_actions_total", Help: "Operators' actions on running sales, by action (pause, resume, end, reschedule, …), counted once done on the live state.", ConstLabels: labels,
+		}, []string{"action"})).(*prometheus.CounterVec),
+	}
+}
+
+// Acted implements steer.Observer.
+func (m *steeringMetrics) Acted(kind steer.Kind) {
+	m.operatorActions.WithLabelValues(string(kind)).Inc()
 }
 
 // The lifecycle's events, as core.LifecycleObserver.

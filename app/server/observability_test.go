@@ -53,6 +53,7 @@ func exportedSeries(t *testing.T) map[string][]string {
 		newRelayCollector("nats", nil, nil).Describe(descs)
 		newDeadLetterCollector("streamgroup", nil, nil).Describe(descs)
 		newClockCollector("streamgroup", nil).Describe(descs)
+		newPausedCollector("streamgroup", nil).Describe(descs)
 		close(descs)
 	}()
 	shape := regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)

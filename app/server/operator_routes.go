@@ -34,6 +34,8 @@ type operatorRoutes struct {
 	deadLetters deadletters.Register
 	desk        *deadletters.Desk
 	dashboard   *dashboard
+	// steering is the actions on running sales (steering_routes.go).
+	steering *steeringRoutes
 }
 
 func (a *operatorRoutes) mount(app *fiber.App, e *api) {
@@ -51,6 +53,7 @@ func (a *operatorRoutes) mount(app *fiber.App, e *api) {
 	// volume) are the operator's.
 	app.Get("/api/dashboard", admin, a.dashboardData)
 	app.Get("/api/dashboard/charts/:name", admin, pageHeaders, a.dashboardChart)
+	a.steering.mount(app, e)
 }
 
 // phoneCollisions lists the phones several users share once normalised

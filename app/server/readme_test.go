@@ -47,7 +47,8 @@ func TestTheREADMEWalkThroughWorksAsWritten(t *testing.T) {
 		cmd.Env = append(os.Environ(), "ADMIN="+admin)
 		out, err := cmd.CombinedOutput()
 		text := string(out)
-		for _, want := range []string{"already_purchased", `"status":"created"`, `"payBy"`, `"title":"100 off 80"`, `"stock":99`} {
+		for _, want := range []string{"already_purchased", `"status":"created"`, `"payBy"`, `"title":"100 off 80"`, `"stock":99`,
+			`{"error":{"code":"paused"`, `"operator":"alice"`, `"state":"on_sale"`} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the walk-through's output lacks %s", want)
 			}

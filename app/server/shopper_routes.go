@@ -72,6 +72,8 @@ type voucherJSON struct {
 	Stock       int64     `json:"stock"`
 	BeginTime   time.Time `json:"beginTime"`
 	EndTime     time.Time `json:"endTime"`
+	// State is the sale's: not_started, on_sale, paused, sold_out, ended.
+	State core.SaleState `json:"state"`
 	// Buckets is shown only for a voucher split over several (a hot one).
 	Buckets int `json:"buckets,omitempty"`
 	// Room is shown for a voucher sold through a waiting room, with
@@ -82,7 +84,7 @@ type voucherJSON struct {
 
 func toVoucherJSON(v core.Voucher) voucherJSON {
 	out := voucherJSON{ID: v.ID, Title: v.Title, PayValue: v.PayValue, ActualValue: v.ActualValue,
-		Stock: v.Stock, BeginTime: v.BeginAt.UTC(), EndTime: v.EndAt.UTC()}
+		Stock: v.Stock, BeginTime: v.BeginAt.UTC(), EndTime: v.EndAt.UTC(), State: v.StateAt(time.Now(), v.Stock)}
 	if v.Buckets > 1 {
 		out.Buckets = v.Buckets
 	}

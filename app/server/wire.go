@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/core/room"
+	"github.com/seckill-lab/seckill/core/steer"
 )
 
 // Server is one wired instance: its connections, what it keeps of Redis,
@@ -100,6 +101,8 @@ type saleParts struct {
 	consumers orderConsumers
 	// lifecycle cancels and expires orders and puts their units back.
 	lifecycle *core.Lifecycle
+	// steering carries out the operators' actions on running sales.
+	steering *steer.Steering
 	// background is what the parts wired run beside the requests.
 	background background
 }
@@ -218,8 +221,12 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	ids := redisreserve.NewIDWorker(s.rdb, idCfg)
 	var nudger core.StockNudger
+	// Where instances share no Redis sale (sync), the others' details of
+	// a voucher an operator changed lapse within the catalog's second.
+	changed := func(context.Context, int64) error { return nil }
 	if sale.inRedis {
-		nudger = s.listenToNudges(redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log))
+		nudges := s.listenToNudges(redisreserve.NewStockNudges(s.rdb, cfg.KeyPrefix, log))
+		nudger, changed = nudges, nudges.NudgeChanged
 	}
 	s.memo = core.NewAnswerMemo(cfg.AnswerMemo, nudger)
 	s.unknown = core.NewUnknownVouchers(core.DefaultUnknownLifetime, s.store.HighestVoucherID)
@@ -253,6 +260,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	if sale.inRedis {
 		s.watchRecovery()
 	}
+	s.steering = s.newSteering(sale, changed)
 	return seckill
 }
 
@@ -260,9 +268,11 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 // unknown vouchers both forget on a nudge.
 func (s *Server) listenToNudges(nudges *redisreserve.StockNudges) *redisreserve.StockNudges {
 	s.background.listeners = append(s.background.listeners, core.NewService("stock nudges", func(ctx context.Context) error {
-		nudges.Listen(ctx,
-			func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
-			func() { s.memo.Clear(); s.unknown.Clear() })
+		nudges.Listen(ctx, redisreserve.Nudged{
+			Forget:  func(v int64) { s.memo.Forget(v); s.unknown.Forget(v) },
+			Changed: func(v int64) { s.memo.Forget(v); s.unknown.Forget(v); s.catalog.Forget(v) },
+			Reset:   func() { s.memo.Clear(); s.unknown.Clear() },
+		})
 		return nil
 	}))
 	return nudges

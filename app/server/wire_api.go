@@ -42,7 +42,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, p
 		codeRate: redis_rate.PerMinute(cfg.CodeRate), loginRate: redis_rate.PerMinute(cfg.LoginRate)}
 	a.payments = &paymentRoutes{payments: payments, pages: pages(s, payments)}
 	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, repairs: s.repairs(sale),
-		deadLetters: s.store.DeadLetters(),
+		deadLetters: s.store.DeadLetters(), steering: newSteeringRoutes(s.steering, cfg.AdminToken),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),
 			Orders: s.store, Withdrawer: s.lifecycle, Units: sale.units, Guard: s.guard, Bodies: sale.bodies, PayWindow: cfg.PayWindow, Limit: cfg.RedriveLimit, Observer: s.metrics}),
 		dashboard: &dashboard{src: s.dashboardSources(), now: time.Now, eviction: func() *redisreserve.EvictionState { return s.eviction.Load() }}}

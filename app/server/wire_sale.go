@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
+	"github.com/seckill-lab/seckill/core/steer"
 )
 
 // registerQueueMetrics registers the dead-letter register's collector, and
@@ -100,12 +101,7 @@ type sale struct {
 	// side; nil under sync).
 	buckets   core.BucketBoard
 	publisher core.Publisher // nil when the reservation script enqueues
-	// inRedis: the sale is the shared Redis reservation feeding a queue
-	// (every backend but one with a Sale of its own, sync): recovery
-	// rebuilds its state in live, and instances nudge each other of stock
-	// that comes back.
-	inRedis bool
-	live    recovery.LiveSale
+	liveParts
 	// caps is what the queue declares: recovery reads its Holder (the
 	// orders it holds) and Holding (whether a queue without a Holder whose
 	// orders outlive Redis, RabbitMQ, holds any, for the first rebuild
@@ -123,6 +119,17 @@ type sale struct {
 	// hot voucher's buckets.
 	duties []core.Duty
 	letterParts
+}
+
+// liveParts are where the sale's live state is: inRedis, the shared Redis
+// reservation feeding a queue (every backend but one with a Sale of its
+// own, sync), whose state recovery rebuilds in live, operators' changes
+// are written into by steering, and instances nudge each other of; else
+// the database, which steering's first half writes (steer.DatabaseIsLive).
+type liveParts struct {
+	inRedis  bool
+	live     recovery.LiveSale
+	steering steer.Live
 }
 
 // letterParts are what the consumers and the dead letters' desk need of
@@ -157,7 +164,7 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	if b.Sale != nil {
 		reserver, board := b.Sale(Deps{Config: s.cfg, Redis: s.rdb, Store: s.store, Log: s.log})
-		return sale{reserver: reserver, board: board, returner: core.DatabaseLiveState,
+		return sale{reserver: reserver, board: board, returner: core.DatabaseLiveState, liveParts: liveParts{steering: steer.DatabaseIsLive},
 			evictionIs: func(redisreserve.EvictionState) {}}, nil // Redis holds no sale
 	}
 	layout, err := s.planLayout(ctx, b)
@@ -192,8 +199,8 @@ func (s *Server) openSale(ctx context.Context) (_ sale, err error) {
 	}
 	caps := core.CapabilitiesOf(q)
 	live := reserver.Live()
-	out := sale{inRedis: true, queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
-		live: live, buckets: reserver, limit: reserver, caps: caps, returner: live,
+	out := sale{queue: q, shards: shards, layout: layout, reserver: reserver, board: reserver, publisher: publisher,
+		liveParts: liveParts{inRedis: true, live: live, steering: reserver.Steering()}, buckets: reserver, limit: reserver, caps: caps, returner: live,
 		duties: []core.Duty{reserver.TransfersDuty()}, evictionIs: reserver.EvictionIs}
 	if s.cfg.Expiry != ExpirySweep {
 		out.deadlines = live

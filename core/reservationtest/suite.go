@@ -35,6 +35,7 @@ func Run(t *testing.T, s Subject) {
 	ids := &orderIDs{}
 	t.Run("UnknownVoucherIsMissing", func(t *testing.T) { unknownVoucher(t, s, ids) })
 	t.Run("WindowJudgedByTheImplementationsClock", func(t *testing.T) { window(t, s, ids) })
+	t.Run("APausedSaleRefusesAfterTheWindow", func(t *testing.T) { paused(t, s, ids) })
 	t.Run("ExactlyTheStockIsSoldToConcurrentBuyers", func(t *testing.T) { stock(t, s, ids) })
 	t.Run("OneOrderPerUserUnderConcurrency", func(t *testing.T) { onePerUser(t, s, ids) })
 	t.Run("ReplayOfTheSameOrderIsSuccess", func(t *testing.T) { replay(t, s, ids) })
@@ -133,6 +134,29 @@ func window(t *testing.T, s Subject, ids *orderIDs) {
 		}
 		if n := remaining(t, s, v); n != want {
 			t.Fatalf("%s: stock %d after the attempt, want %d", c.what, n, want)
+		}
+	}
+}
+
+// paused: a sale an operator paused refuses every reservation, Paused,
+// after the window's answers (a paused sale that ended is ended) and
+// before the buyer's and the stock's; nothing is taken.
+func paused(t *testing.T, s Subject, ids *orderIDs) {
+	now := s.Now(t)
+	for _, c := range []struct {
+		what       string
+		begin, end time.Time
+		want       core.ReservationResult
+	}{
+		{"paused on sale", now.Add(-time.Hour), now.Add(time.Hour), core.Paused},
+		{"paused and ended", now.Add(-time.Hour), now.Add(-300 * time.Millisecond), core.Ended},
+		{"paused, not started", now.Add(time.Second), now.Add(time.Hour), core.NotStarted},
+	} {
+		v := s.Create(t, core.Voucher{Title: "rules", PayValue: 1, ActualValue: 2, Stock: 5, BeginAt: c.begin, EndAt: c.end,
+			Pause: core.PausedByOperator})
+		expect(t, c.what, reserve(t, s, ids.order(1, v)), c.want)
+		if n := remaining(t, s, v); n != 5 {
+			t.Fatalf("%s: stock %d after the attempt, want 5", c.what, n)
 		}
 	}
 }

@@ -324,6 +324,11 @@ func (r *Rooms) admit(ctx context.Context, v core.Voucher) error {
 	if err != nil {
 		return fmt.Errorf("stock: %w", err)
 	}
+	if live.Paused() || !r.now().Before(live.EndAt) {
+		// An operator paused or ended the sale (the details are at most a
+		// second old): the queue stays, nobody more is admitted.
+		return nil
+	}
 	draw, drawn, err := r.drawOf(ctx, v)
 	if err != nil {
 		return fmt.Errorf("draw: %w", err)

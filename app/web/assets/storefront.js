@@ -29,6 +29,7 @@ const messages = {
   not_started: "The sale has not started yet.",
   not_admitted: "Wait for your turn in the queue.",
   ended: "The sale has ended.",
+  paused: "The sale is paused for a moment: try again shortly.",
   busy: "Busy, try again in a moment.",
   rate_limited: "Too many tries, wait a second.",
   unconfirmed: "Reserved, but not yet confirmed: following your order…",
@@ -66,6 +67,8 @@ function buyButton(card, now) {
     label = "Held for review"; can = false;
   } else if (now >= Date.parse(v.endTime)) {
     label = "Ended"; can = false;
+  } else if (v.state === "paused") {
+    label = "Paused"; can = false; // not sold out: it may sell again
   } else if (v.room) {
     [label, can] = roomButton(card, now, in_);
   } else if (now < Date.parse(v.beginTime)) {
@@ -406,7 +409,7 @@ function render(vouchers) {
     card.li.querySelector(".title").textContent = v.title;
     card.li.querySelector(".pay").textContent = money(v.payValue);
     card.li.querySelector(".actual").textContent = money(v.actualValue);
-    card.li.querySelector(".stock").textContent = v.stock > 0 ? v.stock + " left" : "Sold out";
+    card.li.querySelector(".stock").textContent = v.state === "paused" ? "Paused (" + v.stock + " left)" : v.stock > 0 ? v.stock + " left" : "Sold out";
   }
   for (const [id, card] of cards) {
     if (!seen.has(id)) { card.li.remove(); cards.delete(id); }

@@ -1,0 +1,167 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/steer"
+)
+
+// Steering is the database's side of steering a live sale (steer.Store):
+// the voucher's columns an action changes, and the record of actions
+// (tb_operator_action).
+type Steering struct{ s *Store }
+
+// NewSteering is the store's steering side.
+func NewSteering(s *Store) *Steering { return &Steering{s} }
+
+// actionRow is a recorded action.
+type actionRow struct {
+	bun.BaseModel    `bun:"table:tb_operator_action"`
+	ID               int64         `bun:"id,pk,autoincrement"`
+	At               time.Time     `bun:"at"`
+	Operator         string        `bun:"operator"`
+	TokenFingerprint string        `bun:"token_fingerprint"`
+	Action           string        `bun:"action"`
+	VoucherID        sql.NullInt64 `bun:"voucher_id"`
+	BeforeState      string        `bun:"before_state"`
+	AfterState       string        `bun:"after_state"`
+	Note             string        `bun:"note"`
+	State            string        `bun:"state"`
+}
+
+const (
+	actionPending = "pending"
+	actionDone    = "done"
+)
+
+func (r actionRow) action() steer.Action {
+	return steer.Action{ID: r.ID, At: r.At.UTC(), Operator: steer.Operator{Name: r.Operator, TokenFingerprint: r.TokenFingerprint},
+		Kind: steer.Kind(r.Action), VoucherID: r.VoucherID.Int64, Before: rawJSON(r.BeforeState),
+		After: rawJSON(r.AfterState), Note: r.Note}
+}
+
+// rawJSON is a recorded JSON object, null when none was recorded.
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// Steer implements steer.Store: the voucher's row locked (MySQL; SQLite
+// has one writer at a time), decide's settings written with the action.
+func (st *Steering) Steer(ctx context.Context, voucherID int64, decide func(core.Voucher) (core.Voucher, steer.Action, error)) (core.Voucher, int64, error) {
+	var after core.Voucher
+	var id int64
+	err := st.s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		lock := tx.NewSelect().Model((*seckillVoucherRow)(nil)).Column("voucher_id").Where("voucher_id = ?", voucherID)
+		if st.s.dialect == dialectMySQL {
+			lock = lock.For("UPDATE")
+		}
+		var locked int64
+		if err := lock.Scan(ctx, &locked); errors.Is(err, sql.ErrNoRows) {
+			return core.ErrVoucherNotFound
+		} else if err != nil {
+			return err
+		}
+		before, err := findVoucher(ctx, tx, voucherID)
+		if err != nil {
+			return err
+		}
+		v, a, err := decide(before)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.NewUpdate().Model((*seckillVoucherRow)(nil)).Set("paused = ?", int(v.Pause)).
+			Set("begin_time = ?", v.BeginAt.UTC()).Set("end_time = ?", v.EndAt.UTC()).Set("update_time = ?", time.Now().UTC()).
+			Where("voucher_id = ?", voucherID).Exec(ctx); err != nil {
+			return err
+		}
+		row := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
+			Action: string(a.Kind), VoucherID: sql.NullInt64{Int64: a.VoucherID, Valid: a.VoucherID != 0},
+			BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+		if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+			return err
+		}
+		after, id = v, row.ID
+		return nil
+	})
+	switch {
+	case err == nil:
+		return after, id, nil
+	case errors.Is(err, core.ErrVoucherNotFound), core.CodeOf(err) != core.CodeInternal, steer.IsConflict(err):
+		return core.Voucher{}, 0, err // a refusal, as decided
+	}
+	return core.Voucher{}, 0, fmt.Errorf("mysqlstore: steer voucher %d: %w", voucherID, err)
+}
+
+// truncate keeps the first n bytes of s, cut at a rune's start.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// Done implements steer.Store.
+func (st *Steering) Done(ctx context.Context, actionID int64) error {
+	_, err := st.s.db.NewUpdate().Model((*actionRow)(nil)).Set("state = ?", actionDone).Where("id = ?", actionID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mysqlstore: action done: %w", err)
+	}
+	return nil
+}
+
+// Pending implements steer.Store.
+func (st *Steering) Pending(ctx context.Context, before time.Time, limit int) ([]steer.Action, error) {
+	var rows []actionRow
+	err := st.s.db.NewSelect().Model(&rows).Where("state = ?", actionPending).Where("at < ?", before.UTC()).
+		Order("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: pending actions: %w", err)
+	}
+	out := make([]steer.Action, len(rows))
+	for i, r := range rows {
+		out[i] = r.action()
+	}
+	return out, nil
+}
+
+// Actions implements steer.Store.
+func (st *Steering) Actions(ctx context.Context, f steer.Filter) ([]steer.Action, error) {
+	var rows []actionRow
+	q := st.s.db.NewSelect().Model(&rows).OrderExpr("id DESC").Limit(int64(f.Limit))
+	if f.VoucherID != 0 {
+		q = q.Where("voucher_id = ?", f.VoucherID)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("at >= ?", f.Since.UTC())
+	}
+	if f.Before > 0 {
+		q = q.Where("id < ?", f.Before)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("mysqlstore: actions: %w", err)
+	}
+	out := make([]steer.Action, len(rows))
+	for i, r := range rows {
+		out[i] = r.action()
+	}
+	return out, nil
+}
+
+// FindVoucher implements steer.Store.
+func (st *Steering) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
+	return st.s.FindVoucher(ctx, id)
+}

@@ -1,0 +1,219 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// steer posts an operator's action on a voucher and fails the test unless
+// it is answered 200.
+func (h *harness) steer(voucher int64, action string, body any) map[string]any {
+	h.t.Helper()
+	status, out := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/"+action, h.cfg.AdminToken, body)
+	if status != 200 {
+		h.t.Fatalf("%s voucher %d: %d %v", action, voucher, status, out)
+	}
+	return out
+}
+
+// TestAPauseHoldsOnEveryInstanceFromItsAnswer: 40 shoppers buy through two
+// instances; once the pause is answered, no seckill sent after it is
+// answered 200 on either instance, and each answers paused at once; after
+// the resume, both sell again at once. The reservation itself refuses:
+// no instance polls for it.
+func TestAPauseHoldsOnEveryInstanceFromItsAnswer(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, a *harness) {
+		cfgB := a.cfg
+		cfgB.Consumers = 0
+		if a.srv.mini != nil {
+			cfgB.RedisURL = "redis://" + a.srv.mini.Addr()
+		}
+		b := startWith(t, cfgB)
+		voucher := a.openVoucher(100000)
+		first := a.shopper(1)
+		if status, body := a.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", first, nil); status != 200 {
+			t.Fatalf("the first buy: %d %v", status, body)
+		}
+		b.seesOrder(voucher, first)
+
+		// pausedAt: the pause's answer; resumedAt: the resume's request (unix
+		// ns, 0: not yet).
+		var pausedAt, resumedAt atomic.Int64
+		var soldAfterPause, sold atomic.Int64
+		firstPaused := [2]atomic.Int64{}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var user atomic.Int64
+		user.Store(1000)
+		for c := range 40 {
+			h := []*harness{a, b}[c%2]
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					sent := time.Now().UnixNano()
+					status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(user.Add(1)), nil)
+					p, r := pausedAt.Load(), resumedAt.Load()
+					switch {
+					// Sent after the pause's answer, answered before the
+					// resume was asked for: its reservation ran between.
+					case status == 200 && p != 0 && sent > p && r == 0:
+						soldAfterPause.Add(1)
+						t.Logf("sold %v after the pause's answer: %v (instance %d)", time.Duration(sent-p), body, c%2)
+					case status == 200:
+						sold.Add(1)
+					case errorCode(body) == "paused":
+						firstPaused[c%2].CompareAndSwap(0, time.Now().UnixNano())
+					case status != 429:
+						t.Errorf("seckill: %d %v", status, body)
+					}
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond)
+		out := a.steer(voucher, "pause", map[string]any{"note": "bots"})
+		pausedAt.Store(time.Now().UnixNano())
+		if out["state"] != "paused" {
+			t.Fatalf("pause answered %v, want state paused", out)
+		}
+		time.Sleep(500 * time.Millisecond)
+		for i := range firstPaused {
+			if at := firstPaused[i].Load(); at == 0 || time.Duration(at-pausedAt.Load()) > time.Second {
+				t.Errorf("instance %d: first paused answer %v after the pause, want within 1 s", i, time.Duration(at-pausedAt.Load()))
+			}
+		}
+		before := sold.Load()
+		resumedAt.Store(time.Now().UnixNano()) // sent from now on, a seckill may be sold
+		a.steer(voucher, "resume", nil)
+		time.Sleep(time.Second)
+		close(stop)
+		wg.Wait()
+		if n := soldAfterPause.Load(); n != 0 {
+			t.Fatalf("%d seckills sent after the pause's answer were answered 200", n)
+		}
+		if sold.Load() <= before {
+			t.Fatalf("nothing sold in the second after the resume (%d before, %d after)", before, sold.Load())
+		}
+	})
+}
+
+// TestAPausedSaleStaysPausedAcrossARebuild: Redis forgets the voucher; the
+// rebuild reads the pause from the database with the rest.
+func TestAPausedSaleStaysPausedAcrossARebuild(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(10)
+		path := "/api/vouchers/" + idString(voucher) + "/seckill"
+		if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		h.steer(voucher, "pause", nil)
+		if status, body := h.do("POST", path, h.shopper(2), nil); status != 403 || errorCode(body) != "paused" {
+			t.Fatalf("a seckill of a paused sale: %d %v, want 403 paused", status, body)
+		}
+		forgetSale(t, h)
+		if status, body := h.do("POST", path, h.shopper(3), nil); status != 403 || errorCode(body) != "paused" {
+			t.Fatalf("after Redis forgot the voucher: %d %v, want 403 paused (the rebuild keeps the pause)", status, body)
+		}
+		_, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil)
+		if v["state"] != "paused" {
+			t.Fatalf("the voucher shows %v, want state paused", v["state"])
+		}
+		if m := h.metricsText(); !strings.Contains(m, `voucher="`+idString(voucher)+`"} 1`) {
+			t.Fatalf("seckill_sale_paused does not show the pause:\n%s", grepLines(m, "sale_paused"))
+		}
+		h.steer(voucher, "resume", nil)
+		if status, body := h.do("POST", path, h.shopper(4), nil); status != 200 {
+			t.Fatalf("after the resume: %d %v", status, body)
+		}
+	})
+}
+
+// TestEndNowAndMovingTheWindow: an end now is ended everywhere at once
+// (remembered answers forgotten), a later end opens it again; the begin
+// moves only before the sale begins; every action is in the record with
+// its operator, the token's fingerprint, before, after and the note.
+func TestEndNowAndMovingTheWindow(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.AnswerMemo = time.Minute }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(10)
+		path := "/api/vouchers/" + idString(voucher) + "/seckill"
+		h.steer(voucher, "end", map[string]any{"note": "mispriced"})
+		for u := int64(1); u <= 2; u++ { // the second from memory
+			if status, body := h.do("POST", path, h.shopper(u), nil); status != 403 || errorCode(body) != "ended" {
+				t.Fatalf("after the end: %d %v, want 403 ended", status, body)
+			}
+		}
+		if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/pause", h.cfg.AdminToken, nil); status != 409 || errorCode(body) != "ended" {
+			t.Fatalf("pausing an ended sale: %d %v, want 409 ended", status, body)
+		}
+		later := time.Now().Add(time.Hour).UTC()
+		status, body := h.do("PATCH", "/api/admin/vouchers/"+idString(voucher), h.cfg.AdminToken, map[string]any{"endTime": later})
+		if status != 200 || body["state"] != "on_sale" {
+			t.Fatalf("a later end: %d %v, want 200 on_sale", status, body)
+		}
+		if status, body := h.do("POST", path, h.shopper(3), nil); status != 200 {
+			t.Fatalf("after the end moved later: %d %v (a remembered ended answer?)", status, body)
+		}
+		status, body = h.do("PATCH", "/api/admin/vouchers/"+idString(voucher), h.cfg.AdminToken, map[string]any{"beginTime": time.Now().Add(time.Minute)})
+		if status != 409 || errorCode(body) != "already_begun" {
+			t.Fatalf("moving the begin of a running sale: %d %v, want 409 already_begun", status, body)
+		}
+		status, body = h.do("PATCH", "/api/admin/vouchers/"+idString(voucher), h.cfg.AdminToken, map[string]any{"endTime": time.Now().Add(-2 * time.Hour)})
+		if status != 400 {
+			t.Fatalf("an end before the begin: %d %v, want 400", status, body)
+		}
+		upcoming := h.createVoucher(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+		status, body = h.do("PATCH", "/api/admin/vouchers/"+idString(upcoming), h.cfg.AdminToken, map[string]any{"beginTime": time.Now().Add(-time.Second)})
+		if status != 200 || body["state"] != "on_sale" {
+			t.Fatalf("moving an upcoming sale's begin to now: %d %v", status, body)
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(upcoming)+"/seckill", h.shopper(9), nil); status != 200 {
+			t.Fatalf("a seckill once the begin moved to now: %d %v", status, body)
+		}
+
+		operator := http.Header{"Content-Type": {"application/json"}, "X-Seckill-Operator": {"alice"}}
+		if status, body, _ := h.request("POST", "/api/admin/vouchers/"+idString(voucher)+"/pause", h.cfg.AdminToken, map[string]any{"note": "a bot wave"}, operator); status != 200 {
+			t.Fatalf("pause as alice: %d %v", status, body)
+		}
+		status, body = h.do("GET", "/api/admin/actions?voucher="+idString(voucher), h.cfg.AdminToken, nil)
+		items, _ := body["items"].([]any)
+		if status != 200 || len(items) != 3 {
+			t.Fatalf("the record of voucher %d: %d %v, want end, reschedule and pause", voucher, status, body)
+		}
+		last := items[0].(map[string]any)
+		if last["action"] != "pause" || last["operator"] != "alice" || last["note"] != "a bot wave" || len(last["tokenFingerprint"].(string)) != 16 ||
+			last["before"].(map[string]any)["state"] != "on_sale" || last["after"].(map[string]any)["state"] != "paused" {
+			t.Fatalf("the pause's record: %v", last)
+		}
+		if strings.Contains(fmt.Sprint(body), h.cfg.AdminToken) {
+			t.Fatal("the record shows the admin token")
+		}
+		if m := h.metricsText(); !strings.Contains(m, `seckill_operator_actions_total{action="pause"`) {
+			t.Fatalf("no action metric:\n%s", grepLines(m, "operator"))
+		}
+	})
+}
+
+// TestSyncPausesInItsTransaction: the baseline sells from the database, so
+// the pause is the database's alone and its transaction refuses.
+func TestSyncPausesInItsTransaction(t *testing.T) {
+	forEachStack(t, func(c *Config) { c.Queue = "sync"; c.Expiry = ExpirySweep }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(10)
+		path := "/api/vouchers/" + idString(voucher) + "/seckill"
+		h.steer(voucher, "pause", nil)
+		if status, body := h.do("POST", path, h.shopper(1), nil); status != 403 || errorCode(body) != "paused" {
+			t.Fatalf("a seckill of a paused sale under sync: %d %v, want 403 paused", status, body)
+		}
+		h.steer(voucher, "resume", nil)
+		if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 {
+			t.Fatalf("after the resume: %d %v", status, body)
+		}
+	})
+}

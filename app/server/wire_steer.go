@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redislock"
+	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/steer"
+)
+
+// newSteering builds the operators' steering of running sales: the
+// database's half in the store, the live half where the sale's live state
+// is, the voucher's lock in Redis, and its duty (finishing the actions an
+// instance left pending) among the sweeps.
+func (s *Server) newSteering(sale sale, changed func(context.Context, int64) error) *steer.Steering {
+	st := steer.New(steer.Config{Store: mysqlstore.NewSteering(s.store), Live: sale.steering,
+		Locker:    redislock.New(s.rdb, s.cfg.KeyPrefix),
+		Announcer: voucherChanges{catalog: s.catalog, memo: s.memo, unknown: s.unknown, nudge: changed, log: s.log},
+		Observer:  s.metrics, Log: s.log})
+	s.background.sweeps = append(s.background.sweeps, st.Duty())
+	s.metrics.registry.MustRegister(newPausedCollector(s.cfg.Queue, s.catalog))
+	return st
+}
+
+// voucherChanges tells every instance that an operator changed a voucher
+// (steer.Announcer): this one forgets its details and remembered answers
+// at once, the others when the nudge reaches them (or within the
+// catalog's second, should it not).
+type voucherChanges struct {
+	catalog *core.Catalog
+	memo    *core.AnswerMemo
+	unknown *core.UnknownVouchers
+	nudge   func(context.Context, int64) error
+	log     *slog.Logger
+}
+
+func (c voucherChanges) VoucherChanged(ctx context.Context, voucherID int64) {
+	c.catalog.Forget(voucherID)
+	c.memo.Forget(voucherID)
+	c.unknown.Forget(voucherID)
+	if err := c.nudge(ctx, voucherID); err != nil {
+		c.log.Warn("steer: the other instances were not told of a change; their details lapse within a second", "voucher", voucherID, "err", err)
+	}
+}
+
+// pausedCollector is seckill_sale_paused{voucher}: 1 for each voucher on
+// sale or upcoming that is paused, 0 for the others, from the storefront's
+// listing (read at most once a second, however often it is scraped).
+type pausedCollector struct {
+	catalog *core.Catalog
+	desc    *prometheus.Desc
+}
+
+func newPausedCollector(queue string, catalog *core.Catalog) *pausedCollector {
+	return &pausedCollector{catalog: catalog, desc: prometheus.NewDesc("seckill_sale_paused",
+		"1 for a voucher on sale or upcoming whose sale an operator (or the kill switch) paused, 0 for the others.",
+		[]string{"voucher"}, prometheus.Labels{"queue": queue})}
+}
+
+func (c *pausedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pausedCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	vouchers, err := c.catalog.Current(ctx)
+	if err != nil {
+		return // the database away: no series rather than a wrong one
+	}
+	for _, v := range vouchers {
+		paused := 0.0
+		if v.Paused() {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, paused, strconv.FormatInt(v.ID, 10))
+	}
+}
