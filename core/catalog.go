@@ -38,7 +38,8 @@ type Catalog struct {
 	unknown *UnknownVouchers
 	nudger  StockNudger
 
-	lister VoucherLister
+	lister   VoucherLister
+	creating func(ctx context.Context) (Pause, func(), error)
 	// listing is the last answer of Current, shared by every caller for
 	// listingTTL: a crowd watching the storefront costs the stores one
 	// listing per interval, however large it is.
@@ -136,6 +137,10 @@ type CatalogConfig struct {
 	Buckets BucketBoard
 	// Lister answers Current (nil: Current answers unavailable).
 	Lister VoucherLister
+	// Creating is what a voucher being created starts as (the kill
+	// switch's pause while it holds), with the release to call once its
+	// live state is written (nil: on sale, nothing to release).
+	Creating func(ctx context.Context) (Pause, func(), error)
 	// Unknown answers ids the repository was just found without, and
 	// Nudger tells every instance to forget an id when a voucher of that
 	// id is created (either may be nil).
@@ -151,8 +156,11 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 	if cfg.Vouchers == nil || cfg.Board == nil {
 		panic("core: NewCatalog needs Vouchers and a Board")
 	}
+	if cfg.Creating == nil {
+		cfg.Creating = func(context.Context) (Pause, func(), error) { return NotPaused, func() {}, nil }
+	}
 	return &Catalog{repo: cfg.Vouchers, board: cfg.Board, buckets: cfg.Buckets, lister: cfg.Lister, unknown: cfg.Unknown,
-		nudger: cfg.Nudger, recovery: GuardOr(cfg.Recovery), now: time.Now}
+		nudger: cfg.Nudger, recovery: GuardOr(cfg.Recovery), creating: cfg.Creating, now: time.Now}
 }
 
 // Create validates, stores and loads a voucher; v.ID is set on success.
@@ -186,6 +194,12 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 			return E(CodeBadRequest, fmt.Sprintf("buckets must be from 1 to %d here (a bucket per shard: SECKILL_SHARDS)", c.buckets.MaxBuckets()))
 		}
 	}
+	pause, release, err := c.creating(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	v.Pause = pause
 	if err := c.repo.CreateVoucher(ctx, v); err != nil {
 		return Wrap("create voucher", CodeUnavailable, err)
 	}

@@ -165,3 +165,97 @@ func (st *Steering) Actions(ctx context.Context, f steer.Filter) ([]steer.Action
 func (st *Steering) FindVoucher(ctx context.Context, id int64) (core.Voucher, error) {
 	return st.s.FindVoucher(ctx, id)
 }
+
+// switchRow is the kill switch's one row.
+type switchRow struct {
+	bun.BaseModel `bun:"table:tb_sale_switch"`
+	ID            int       `bun:"id,pk"`
+	Paused        int       `bun:"paused"`
+	UpdateTime    time.Time `bun:"update_time"`
+}
+
+// SwitchOn implements steer.Store.
+func (st *Steering) SwitchOn(ctx context.Context) (bool, error) {
+	var paused int
+	err := st.s.db.NewSelect().Model((*switchRow)(nil)).Column("paused").Where("id = 1").Scan(ctx, &paused)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mysqlstore: the kill switch: %w", err)
+	}
+	return paused != 0, nil
+}
+
+// Switch implements steer.Store: the switch set, and every voucher whose
+// sale has not ended paused by it (on) or resumed from it (off), with the
+// action recorded, in one transaction; the vouchers changed are returned.
+func (st *Steering) Switch(ctx context.Context, on bool, a steer.Action) ([]int64, int64, error) {
+	var ids []int64
+	var actionID int64
+	err := st.s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now := time.Now().UTC()
+		if err := setSwitch(ctx, tx, on, now); err != nil {
+			return err
+		}
+		from, to := int(core.NotPaused), int(core.PausedBySwitch)
+		if !on {
+			from, to = to, from
+		}
+		q := tx.NewSelect().Model((*seckillVoucherRow)(nil)).Column("voucher_id").Where("paused = ?", from).Where("end_time > ?", now)
+		if st.s.dialect == dialectMySQL {
+			q = q.For("UPDATE")
+		}
+		if err := q.Scan(ctx, &ids); err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if _, err := tx.NewUpdate().Model((*seckillVoucherRow)(nil)).Set("paused = ?", to).Set("update_time = ?", now).
+				Where("voucher_id IN (?)", bun.List(ids)).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		a.After = json.RawMessage(fmt.Sprintf(`{"switch":%t,"vouchers":%d}`, on, len(ids)))
+		ar := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
+			Action: string(a.Kind), BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+		if _, err := tx.NewInsert().Model(&ar).Exec(ctx); err != nil {
+			return err
+		}
+		actionID = ar.ID
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("mysqlstore: the kill switch: %w", err)
+	}
+	return ids, actionID, nil
+}
+
+// setSwitch writes the switch's row (made at its first use; the steering's
+// lock keeps two switches from making it at once).
+func setSwitch(ctx context.Context, tx bun.Tx, on bool, now time.Time) error {
+	row := switchRow{ID: 1, Paused: map[bool]int{true: 1}[on], UpdateTime: now}
+	res, err := tx.NewUpdate().Model(&row).Column("paused", "update_time").WherePK().Exec(ctx)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	if _, err = tx.NewInsert().Model(&row).Exec(ctx); isDuplicateKey(err) {
+		return nil // there, and as wanted: MySQL counts an unchanged row as unaffected
+	}
+	return err
+}
+
+// Unended implements steer.Store: every voucher whose sale has not ended.
+func (st *Steering) Unended(ctx context.Context, now time.Time) ([]core.Voucher, error) {
+	var rows []voucherWithRoom
+	if err := selectVouchers(st.s.db).Where("sv.end_time > ?", now.UTC()).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("mysqlstore: vouchers not ended: %w", err)
+	}
+	out := make([]core.Voucher, len(rows))
+	for i, r := range rows {
+		out[i] = r.voucher()
+	}
+	return out, nil
+}

@@ -35,6 +35,37 @@ func (a *steeringRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/admin/vouchers/:id/end", admin, a.action(a.steering.EndNow))
 	app.Patch("/api/admin/vouchers/:id", admin, requireJSON, a.reschedule)
 	app.Get("/api/admin/actions", admin, a.actions)
+	app.Post("/api/admin/sales/pause", admin, a.killSwitch(true))
+	app.Post("/api/admin/sales/resume", admin, a.killSwitch(false))
+}
+
+// killSwitch pauses every voucher at once (on), or resumes those it paused:
+// {"paused": n} the vouchers the switch holds paused now, and on resume
+// {"resumed": n}.
+func (a *steeringRoutes) killSwitch(on bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		var body noteBody
+		r, err := a.operator(c, &body)
+		if err != nil {
+			return err
+		}
+		if err := checkNote(body.Note); err != nil {
+			return err
+		}
+		r.Note = body.Note
+		if on {
+			n, err := a.steering.PauseAll(c.UserContext(), r)
+			if err != nil {
+				return err
+			}
+			return c.JSON(fiber.Map{"paused": n})
+		}
+		n, err := a.steering.ResumeAll(c.UserContext(), r)
+		if err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{"paused": 0, "resumed": n})
+	}
 }
 
 // maxOperatorName bounds X-Seckill-Operator as recorded.
@@ -47,11 +78,18 @@ func (a *steeringRoutes) request(c *fiber.Ctx, body any) (steer.Request, error) 
 	if err != nil {
 		return steer.Request{}, err
 	}
+	r, err := a.operator(c, body)
+	r.VoucherID = id
+	return r, err
+}
+
+// operator reads who acts and the body (optional), without a voucher.
+func (a *steeringRoutes) operator(c *fiber.Ctx, body any) (steer.Request, error) {
 	name := strings.TrimSpace(c.Get("X-Seckill-Operator"))
 	if len(name) > maxOperatorName {
 		return steer.Request{}, badRequest("X-Seckill-Operator: at most %d bytes", maxOperatorName)
 	}
-	r := steer.Request{VoucherID: id, Operator: steer.Operator{Name: name, TokenFingerprint: a.fingerprint}}
+	r := steer.Request{Operator: steer.Operator{Name: name, TokenFingerprint: a.fingerprint}}
 	if len(c.Body()) > 0 {
 		if err := decodeStrict(c, body); err != nil {
 			return r, err

@@ -217,3 +217,41 @@ func TestSyncPausesInItsTransaction(t *testing.T) {
 		}
 	})
 }
+
+// TestTheKillSwitchPausesEveryVoucherAndOnlyItsResumeLiftsIt: every sale
+// not ended is paused at once, a voucher created meanwhile too; its resume
+// lifts its own pauses, not one an operator made.
+func TestTheKillSwitchPausesEveryVoucherAndOnlyItsResumeLiftsIt(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		a, b, own := h.openVoucher(10), h.openVoucher(10), h.openVoucher(10)
+		h.steer(own, "pause", map[string]any{"note": "its own reason"})
+		status, body := h.do("POST", "/api/admin/sales/pause", h.cfg.AdminToken, map[string]any{"note": "incident"})
+		if status != 200 || body["paused"].(float64) < 2 {
+			t.Fatalf("the kill switch: %d %v, want at least the two sales on", status, body)
+		}
+		created := h.openVoucher(10)
+		for _, v := range []int64{a, b, own, created} {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(v)+"/seckill", h.shopper(1), nil); status != 403 || errorCode(body) != "paused" {
+				t.Fatalf("voucher %d under the kill switch: %d %v, want 403 paused", v, status, body)
+			}
+		}
+		status, body = h.do("POST", "/api/admin/sales/resume", h.cfg.AdminToken, nil)
+		if status != 200 || body["resumed"].(float64) < 3 {
+			t.Fatalf("the switch's resume: %d %v", status, body)
+		}
+		for _, v := range []int64{a, b, created} {
+			if status, body := h.do("POST", "/api/vouchers/"+idString(v)+"/seckill", h.shopper(1), nil); status != 200 {
+				t.Fatalf("voucher %d after the switch's resume: %d %v", v, status, body)
+			}
+		}
+		if status, body := h.do("POST", "/api/vouchers/"+idString(own)+"/seckill", h.shopper(1), nil); status != 403 || errorCode(body) != "paused" {
+			t.Fatalf("the operator's own pause after the switch's resume: %d %v, want still paused", status, body)
+		}
+		_, body = h.do("GET", "/api/admin/actions?limit=2", h.cfg.AdminToken, nil)
+		items := body["items"].([]any)
+		if items[0].(map[string]any)["action"] != "resume_all" || items[1].(map[string]any)["action"] != "pause_all" ||
+			items[1].(map[string]any)["note"] != "incident" {
+			t.Fatalf("the record: %v", items)
+		}
+	})
+}

@@ -245,7 +245,10 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	}
 	s.board = sale.board
 	s.catalog = core.NewCatalog(core.CatalogConfig{Vouchers: s.store, Board: sale.board, Buckets: sale.buckets, Lister: s.store,
-		Unknown: s.unknown, Nudger: nudger, Recovery: s.guard})
+		Unknown: s.unknown, Nudger: nudger, Recovery: s.guard,
+		// The steering is built below, over the catalog; a creation asks
+		// it at the time.
+		Creating: func(ctx context.Context) (core.Pause, func(), error) { return s.steering.Creating(ctx) }})
 	s.rooms = s.newRooms()
 	s.intake = core.OpenIntake
 	if in := s.capabilities().Intake; in != nil {

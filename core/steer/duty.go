@@ -34,25 +34,39 @@ func (s *Steering) finishPending(ctx context.Context) error {
 }
 
 func (s *Steering) finish(ctx context.Context, a Action) error {
-	release, err := s.locker.Lock(ctx, lockName(a.VoucherID), lockTTL)
+	release, err := s.locker.Lock(ctx, lockName, lockTTL)
 	if err != nil {
 		return err
 	}
 	defer release()
-	v, err := s.store.FindVoucher(ctx, a.VoucherID)
+	vouchers, err := s.touched(ctx, a)
 	if err != nil {
 		return err
 	}
-	// The end as the database has it: an "end now" recorded its time.
-	if err := s.live.Apply(ctx, v, false); err != nil {
-		return err
+	for _, v := range vouchers {
+		// The end as the database has it: an "end now" recorded its time.
+		if err := s.live.Apply(ctx, v, false); err != nil {
+			return err
+		}
 	}
 	if err := s.store.Done(ctx, a.ID); err != nil {
 		return err
 	}
 	s.log.Warn("steer: finished an action its instance left pending", "action", a.ID, "kind", a.Kind, "voucher", a.VoucherID)
-	s.announce.VoucherChanged(ctx, a.VoucherID)
+	for _, v := range vouchers {
+		s.announce.VoucherChanged(ctx, v.ID)
+	}
 	return nil
+}
+
+// touched are the vouchers an action may have changed, as the database has
+// them now: its voucher, or for the kill switch every voucher not ended.
+func (s *Steering) touched(ctx context.Context, a Action) ([]core.Voucher, error) {
+	if a.VoucherID == 0 {
+		return s.store.Unended(ctx, s.now())
+	}
+	v, err := s.store.FindVoucher(ctx, a.VoucherID)
+	return []core.Voucher{v}, err
 }
 
 // Actions pages the record of actions, newest first.

@@ -30,6 +30,9 @@ const (
 	Resume     Kind = "resume"
 	End        Kind = "end"
 	Reschedule Kind = "reschedule"
+	// PauseAll and ResumeAll are the kill switch: every voucher at once.
+	PauseAll  Kind = "pause_all"
+	ResumeAll Kind = "resume_all"
 )
 
 // Operator is who acted: the name they gave (free text, may be empty) and
@@ -69,6 +72,15 @@ type Store interface {
 	Actions(ctx context.Context, f Filter) ([]Action, error)
 	// FindVoucher reads a voucher as the database has it now.
 	FindVoucher(ctx context.Context, id int64) (core.Voucher, error)
+	// SwitchOn reads the kill switch.
+	SwitchOn(ctx context.Context) (bool, error)
+	// Switch sets the kill switch and, in the same transaction, pauses by
+	// it every voucher whose sale has not ended and is not paused (on), or
+	// resumes every voucher it paused (off), and records the action,
+	// pending; it returns the vouchers it changed.
+	Switch(ctx context.Context, on bool, a Action) ([]int64, int64, error)
+	// Unended lists the vouchers whose sale has not ended at now.
+	Unended(ctx context.Context, now time.Time) ([]core.Voucher, error)
 }
 
 // Filter selects recorded actions: of one voucher (0: any), at or after

@@ -58,6 +58,16 @@ func (m *memStore) Actions(context.Context, steer.Filter) ([]steer.Action, error
 	return m.actions, nil
 }
 
+func (m *memStore) SwitchOn(context.Context) (bool, error) { return false, nil }
+
+func (m *memStore) Switch(context.Context, bool, steer.Action) ([]int64, int64, error) {
+	return nil, 0, errors.New("not kept here")
+}
+
+func (m *memStore) Unended(context.Context, time.Time) ([]core.Voucher, error) {
+	return []core.Voucher{m.v}, nil
+}
+
 func (m *memStore) FindVoucher(context.Context, int64) (core.Voucher, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

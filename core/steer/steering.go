@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -140,7 +139,7 @@ func (s *Steering) Reschedule(ctx context.Context, r Request, w Window) (core.Vo
 // its record, then the live store's half, then done.
 func (s *Steering) act(ctx context.Context, r Request, kind Kind, endNow bool,
 	change func(core.Voucher, time.Time) (core.Voucher, error)) (core.Voucher, error) {
-	release, err := s.locker.Lock(ctx, lockName(r.VoucherID), lockTTL)
+	release, err := s.locker.Lock(ctx, lockName, lockTTL)
 	if err != nil {
 		return core.Voucher{}, core.Wrap("steer: lock the voucher", core.CodeBusy, err)
 	}
@@ -186,7 +185,10 @@ func (s *Steering) applyLive(ctx context.Context, v core.Voucher, endNow bool) e
 	}
 }
 
-func lockName(voucherID int64) string { return fmt.Sprintf("steer:%d", voucherID) }
+// lockName is the one lock every action takes: actions are rare, and one
+// lock keeps the kill switch and a voucher's own action from interleaving
+// their halves, and a voucher created meanwhile from missing the switch.
+const lockName = "steer"
 
 // settings are what an action records of a voucher before and after it.
 func settings(v core.Voucher, now time.Time) json.RawMessage {

@@ -1,0 +1,6 @@
+-- See the MySQL migration of the same name.
+CREATE TABLE IF NOT EXISTS tb_sale_switch (
+  id          INTEGER PRIMARY KEY,
+  paused      INTEGER NOT NULL DEFAULT 0,
+  update_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
