@@ -37,10 +37,11 @@ func deadLetters(args []string) int {
 	return runDeadLetters(args, os.Getenv, os.Stdout, os.Stderr)
 }
 
-// deadLetterClient calls one instance's dead-letter API.
+// deadLetterClient calls one instance's admin API: its dead letters, and
+// the steering of its sales (seckill sale), as operator when named.
 type deadLetterClient struct {
-	base, token string
-	http        *http.Client
+	base, token, operator string
+	http                  *http.Client
 }
 
 // do sends body (nil: none) and decodes the 200 answer into out.
@@ -56,6 +57,9 @@ func (c deadLetterClient) do(method, path string, body, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
+	if c.operator != "" {
+		req.Header.Set("X-Seckill-Operator", c.operator)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
