@@ -5,7 +5,7 @@
 //	seckill env       an environment file of every variable, with its default
 //	seckill health    0 when the server at SECKILL_ADDR answers /readyz 200
 //	seckill deadletters list|show|redrive|discard   an instance's dead letters
-//	seckill sale pause|resume|end|kill|revive|actions   steer a running sale
+//	seckill sale pause|resume|end|stock|kill|revive|actions   steer a running sale
 //	seckill help      this list; seckill version: the build
 //
 // The labs (compare, lifecycle, bench) are a program of their own,
@@ -37,7 +37,7 @@ var program = cmdline.Program{
 		{Name: "health", Summary: "ask the server at SECKILL_ADDR whether it is ready (GET /readyz): exit 0 if so, 1 if not; an image's HEALTHCHECK", Run: health},
 		{Name: "env", Summary: "print an environment file of every setting, commented out with its default: the start of a deployment's configuration", Run: printEnv},
 		{Name: "deadletters", Summary: "list, show, re-drive or discard a running instance's dead letters (seckill deadletters -h)", Run: deadLetters},
-		{Name: "sale", Summary: "pause, resume or end a running sale, the kill switch, the record of actions (seckill sale -h)", Run: sale},
+		{Name: "sale", Summary: "pause, resume or end a running sale, change its stock, the kill switch, the record of actions (seckill sale -h)", Run: sale},
 	},
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // saleUsage is `seckill sale -h`.
-const saleUsage = `Usage: seckill sale <pause|resume|end|kill|revive|actions> [ID] [flags]
+const saleUsage = `Usage: seckill sale <pause|resume|end|stock|kill|revive|actions> [ID] [flags]
 
 Steers a running instance's sales through its admin API, with the token in
 SECKILL_ADMIN_TOKEN; every action holds on every instance once answered,
@@ -20,6 +20,7 @@ and is recorded with -operator (default $USER) and the token's fingerprint:
   pause   ID     no reservation of the voucher succeeds from the answer on
   resume  ID     lift the pause
   end     ID     end the sale now
+  stock   ID -delta N   add (or, negative, take) units while it sells
   kill           the kill switch: every voucher not ended paused at once
   revive         turn the kill switch off (its own pauses only)
   actions [-voucher ID] [-limit N]   the record, newest first
@@ -51,6 +52,7 @@ func runSale(args []string, env func(string) string, stdout, stderr io.Writer) i
 	operator := fs.String("operator", env("USER"), "who acts, as recorded")
 	voucher := fs.Int64("voucher", 0, "actions: only this voucher's")
 	limit := fs.Int("limit", 20, "actions: how many")
+	delta := fs.Int64("delta", 0, "stock: the units to add (negative: to take)")
 	rest, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return 2
@@ -75,6 +77,8 @@ func runSale(args []string, env func(string) string, stdout, stderr io.Writer) i
 			return 2
 		}
 		err = c.do("POST", "/api/admin/vouchers/"+rest[0]+"/"+cmd, body, &out)
+	case cmd == "stock" && len(rest) == 1:
+		err = c.do("POST", "/api/admin/vouchers/"+rest[0]+"/stock", map[string]any{"delta": *delta, "note": *note}, &out)
 	case cmd == "kill" && len(rest) == 0:
 		err = c.do("POST", "/api/admin/sales/pause", body, &out)
 	case cmd == "revive" && len(rest) == 0:
@@ -113,6 +117,8 @@ func describeSteered(cmd string, out map[string]any) string {
 		return fmt.Sprintf("kill switch on: %v voucher(s) paused", out["paused"])
 	case "revive":
 		return fmt.Sprintf("kill switch off: %v voucher(s) resumed", out["resumed"])
+	case "stock":
+		return fmt.Sprintf("voucher %v: %v left", out["voucherId"], out["stock"])
 	}
 	return fmt.Sprintf("voucher %v: %v (ends %v)", out["voucherId"], out["state"], out["endTime"])
 }

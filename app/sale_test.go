@@ -83,6 +83,12 @@ func TestTheSaleCommandSteersARunningInstance(t *testing.T) {
 	if out := run(0, "resume", id); !strings.Contains(out, "on_sale") {
 		t.Fatalf("resume:\n%s", out)
 	}
+	if out := run(0, "stock", id, "-delta", "3"); !strings.Contains(out, "8 left") {
+		t.Fatalf("stock +3 of 5:\n%s", out)
+	}
+	if out := run(1, "stock", id, "-delta", "-9"); !strings.Contains(out, "not_enough_stock") {
+		t.Fatalf("stock -9 of 8:\n%s", out)
+	}
 	if out := run(0, "kill", "-note", "incident"); !strings.Contains(out, "1 voucher(s) paused") {
 		t.Fatalf("kill:\n%s", out)
 	}

@@ -32,6 +32,9 @@ const (
 	// CodeNotSupported: the backend cannot do what was asked (consumers
 	// to pause under sync, which has none).
 	CodeNotSupported Code = "not_supported"
+	// CodeNotEnoughStock: an operator asked to take more units than
+	// remain (sold units are never taken back).
+	CodeNotEnoughStock Code = "not_enough_stock"
 	// CodeAlreadyBegun: a change only allowed before the sale (or its
 	// room) begins.
 	CodeAlreadyBegun     Code = "already_begun"
@@ -70,7 +73,7 @@ var Codes = []Code{
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
 	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted, CodePuzzleRequired,
-	CodePaused, CodeNotSupported, CodeAlreadyBegun,
+	CodePaused, CodeNotSupported, CodeAlreadyBegun, CodeNotEnoughStock,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

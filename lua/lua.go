@@ -70,6 +70,11 @@ var MoveVoucher string
 //go:embed steer_window.lua
 var SteerWindow string
 
+// SteerStock changes a voucher's live stock by an operator's delta, once.
+//
+//go:embed steer_stock.lua
+var SteerStock string
+
 // RestoreVoucher replaces a voucher's live state with a rebuild's.
 //
 //go:embed restore_voucher.lua

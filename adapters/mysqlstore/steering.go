@@ -259,3 +259,66 @@ func (st *Steering) Unended(ctx context.Context, now time.Time) ([]core.Voucher,
 	}
 	return out, nil
 }
+
+// BeginStock implements steer.Store.
+func (st *Steering) BeginStock(ctx context.Context, a steer.Action) (int64, error) {
+	row := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
+		Action: string(a.Kind), VoucherID: sql.NullInt64{Int64: a.VoucherID, Valid: true},
+		BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+	if _, err := st.s.db.NewInsert().Model(&row).Exec(ctx); err != nil {
+		return 0, fmt.Errorf("mysqlstore: record a stock action: %w", err)
+	}
+	return row.ID, nil
+}
+
+// actionRefused is a stock action that would have taken more than remains.
+const actionRefused = "refused"
+
+// FinishStock implements steer.Store: the record leaves pending and the
+// column moves in one transaction, so a second finisher finds it done.
+func (st *Steering) FinishStock(ctx context.Context, actionID, voucherID, delta int64, applied bool) (refused, ok bool, err error) {
+	err = st.s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		state := actionRefused
+		if applied {
+			res, err := tx.NewUpdate().Model((*seckillVoucherRow)(nil)).Set("stock = stock + ?", delta).
+				Set("update_time = ?", time.Now().UTC()).Where("voucher_id = ?", voucherID).Where("stock + ? >= 0", delta).Exec(ctx)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				state = actionDone
+			}
+		}
+		var stock int64
+		if err := tx.NewSelect().Model((*seckillVoucherRow)(nil)).Column("stock").Where("voucher_id = ?", voucherID).Scan(ctx, &stock); err != nil {
+			return err
+		}
+		after, _ := json.Marshal(map[string]any{"delta": delta, "applied": state == actionDone, "stockColumn": stock})
+		res, err := tx.NewUpdate().Model((*actionRow)(nil)).Set("state = ?", state).Set("after_state = ?", string(after)).
+			Where("id = ?", actionID).Where("state = ?", actionPending).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			ok = false
+			if err == nil {
+				err = errFinished // roll the column back: another finished it
+			}
+			return err
+		}
+		ok, refused = true, state == actionRefused
+		return nil
+	})
+	if errors.Is(err, errFinished) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("mysqlstore: finish a stock action: %w", err)
+	}
+	return refused, ok, nil
+}
+
+// errFinished rolls back a finish that found its action finished already.
+var errFinished = errors.New("finished already")

@@ -281,7 +281,7 @@ func (r *Reserver) Keys() Keys { return r.keys }
 // Load puts the scripts into Redis's script cache, so each request is one
 // EVALSHA. (redis.Script falls back to EVAL after a SCRIPT FLUSH.)
 func (r *Reserver) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, takeBackScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, steerWindowScript, unfenceScript, fenceScript,
+	for _, s := range []*redis.Script{r.seckill, seckillBatchScript, r.release, returnUnitScript, takeBackScript, claimScript, nextIDScript, restoreScript, restoreBuyersScript, steerWindowScript, steerStockScript, unfenceScript, fenceScript,
 		pendScript, takeScript, giveScript, readBucketScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("redisreserve: load script: %w", err)

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/steer"
 	"github.com/seckill-lab/seckill/lua"
 )
 
@@ -43,4 +44,26 @@ func (st *Steering) Apply(ctx context.Context, v core.Voucher, endNow bool) erro
 		}
 	}
 	return nil
+}
+
+var steerStockScript = redis.NewScript(lua.SteerStock)
+
+// ChangeStock takes or adds delta units in the voucher's live stock, once
+// for the action (steer_stock.lua): applied, or refused when more would be
+// taken than remains. A voucher in several buckets is not changed here
+// (core/steer refuses it first). core.ErrBusy: not loaded (a rebuild runs,
+// or Redis forgot the sale); asked again, it applies once.
+func (st *Steering) ChangeStock(ctx context.Context, v core.Voucher, actionID, delta int64) (steer.StockChange, error) {
+	bk := st.s.keys.Bucket(v.ID, 0, 1)
+	res, err := steerStockScript.Run(ctx, st.s.rdb, []string{bk.Stock, bk.Window}, actionID, delta).Int64Slice()
+	if err != nil {
+		return steer.StockChange{}, fmt.Errorf("redisreserve: steer the stock of voucher %d: %w", v.ID, err)
+	}
+	if len(res) != 2 {
+		return steer.StockChange{}, fmt.Errorf("redisreserve: steer_stock.lua answered %v", res)
+	}
+	if res[0] < 0 {
+		return steer.StockChange{}, core.Wrap("steer: the voucher is being rebuilt", core.CodeBusy, core.ErrBusy)
+	}
+	return steer.StockChange{Applied: res[0] == 1, Remaining: res[1]}, nil
 }

@@ -162,7 +162,7 @@ func statusOf(code core.Code) int {
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound
 	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable,
-		core.CodeNotPayable, core.CodePaymentsDisabled, core.CodeNotSupported, core.CodeAlreadyBegun:
+		core.CodeNotPayable, core.CodePaymentsDisabled, core.CodeNotSupported, core.CodeAlreadyBegun, core.CodeNotEnoughStock:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests

@@ -34,6 +34,7 @@ func (a *steeringRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/admin/vouchers/:id/resume", admin, a.action(a.steering.Resume))
 	app.Post("/api/admin/vouchers/:id/end", admin, a.action(a.steering.EndNow))
 	app.Patch("/api/admin/vouchers/:id", admin, requireJSON, a.reschedule)
+	app.Post("/api/admin/vouchers/:id/stock", admin, requireJSON, a.stock)
 	app.Get("/api/admin/actions", admin, a.actions)
 	app.Post("/api/admin/sales/pause", admin, a.killSwitch(true))
 	app.Post("/api/admin/sales/resume", admin, a.killSwitch(false))
@@ -165,6 +166,30 @@ func (a *steeringRoutes) reschedule(c *fiber.Ctx) error {
 	out := toVoucherJSON(v)
 	out.State = v.StateAt(time.Now(), 1)
 	return c.JSON(out)
+}
+
+// stock takes or adds units with sales running: {"delta": N, "note"}.
+func (a *steeringRoutes) stock(c *fiber.Ctx) error {
+	var body struct {
+		Delta *int64 `json:"delta"`
+		Note  string `json:"note"`
+	}
+	r, err := a.request(c, &body)
+	if err != nil {
+		return err
+	}
+	if err := checkNote(body.Note); err != nil {
+		return err
+	}
+	if body.Delta == nil {
+		return badRequest("delta is required: the units to add (or, negative, to take)")
+	}
+	r.Note = body.Note
+	left, err := a.steering.ChangeStock(c.UserContext(), r, *body.Delta)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"voucherId": r.VoucherID, "stock": left})
 }
 
 // actions pages the record: ?voucher=&since=&cursor=&limit=.

@@ -215,6 +215,16 @@ func TestSyncPausesInItsTransaction(t *testing.T) {
 		if status, body := h.do("POST", path, h.shopper(1), nil); status != 200 {
 			t.Fatalf("after the resume: %d %v", status, body)
 		}
+		stock := "/api/admin/vouchers/" + idString(voucher) + "/stock"
+		if status, body := h.do("POST", stock, h.cfg.AdminToken, map[string]any{"delta": 2}); status != 200 || body["stock"] != 11.0 {
+			t.Fatalf("+2 under sync: %d %v, want 11 left", status, body)
+		}
+		if status, body := h.do("POST", stock, h.cfg.AdminToken, map[string]any{"delta": -12}); status != 409 || errorCode(body) != "not_enough_stock" {
+			t.Fatalf("-12 of 11 under sync: %d %v", status, body)
+		}
+		if rows, column := h.rows(voucher); rows != 1 || column != 11 {
+			t.Fatalf("under sync: %d rows, column %d; want 1 and 11", rows, column)
+		}
 	})
 }
 
@@ -252,6 +262,87 @@ func TestTheKillSwitchPausesEveryVoucherAndOnlyItsResumeLiftsIt(t *testing.T) {
 		if items[0].(map[string]any)["action"] != "resume_all" || items[1].(map[string]any)["action"] != "pause_all" ||
 			items[1].(map[string]any)["note"] != "incident" {
 			t.Fatalf("the record: %v", items)
+		}
+	})
+}
+
+// TestStockAddedWhileSellingIsSoldOnce: +20 while 60 shoppers buy a stock
+// of 50 through two instances: exactly 70 sold once drained, the column at
+// 0, live orders = initial + deltas - column; taking more than remains is
+// 409 and changes nothing; the record says what was done.
+func TestStockAddedWhileSellingIsSoldOnce(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(50)
+		path := "/api/vouchers/" + idString(voucher) + "/seckill"
+		var wg sync.WaitGroup
+		var sold atomic.Int64
+		for u := int64(1); u <= 60; u++ {
+			wg.Go(func() {
+				if status, _ := h.do("POST", path, h.shopper(u), nil); status == 200 {
+					sold.Add(1)
+				}
+			})
+			if u == 20 {
+				wg.Go(func() {
+					status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": 20, "note": "found in the warehouse"})
+					if status != 200 {
+						t.Errorf("+20: %d %v", status, body)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for u := int64(61); sold.Load() < 70 && u < 200; u++ {
+			if status, _ := h.do("POST", path, h.shopper(u), nil); status == 200 {
+				sold.Add(1)
+			}
+		}
+		if status, body := h.do("POST", path, h.shopper(500), nil); status != 409 || errorCode(body) != "sold_out" || sold.Load() != 70 {
+			t.Fatalf("%d sold, then %d %v; want 70 sold, then sold out", sold.Load(), status, body)
+		}
+		h.waitForRows(voucher, 70, 15*time.Second)
+		if rows, column := h.rows(voucher); rows != 70 || column != 0 {
+			t.Fatalf("%d live rows, stock column %d; want 70 = 50 + 20 - 0", rows, column)
+		}
+		status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": -1})
+		if status != 409 || errorCode(body) != "not_enough_stock" {
+			t.Fatalf("taking a unit of a sold-out voucher: %d %v, want 409 not_enough_stock", status, body)
+		}
+		if rows, column := h.rows(voucher); rows != 70 || column != 0 {
+			t.Fatalf("after the refused take: %d rows, column %d", rows, column)
+		}
+		_, body = h.do("GET", "/api/admin/actions?voucher="+idString(voucher), h.cfg.AdminToken, nil)
+		items := body["items"].([]any)
+		added := items[len(items)-1].(map[string]any)
+		if added["action"] != "stock" || added["after"].(map[string]any)["delta"] != 20.0 || added["note"] != "found in the warehouse" {
+			t.Fatalf("the record: %v", items)
+		}
+	})
+}
+
+// TestAStockChangeSurvivesARebuild: Redis forgets the sale after stock was
+// added and taken; the rebuild, reading the database, has the same units,
+// and the audit finds no difference.
+func TestAStockChangeSurvivesARebuild(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(10)
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/seckill", h.shopper(1), nil); status != 200 {
+			t.Fatalf("buy: %d %v", status, body)
+		}
+		for _, delta := range []int{5, -3} {
+			if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": delta}); status != 200 {
+				t.Fatalf("stock %+d: %d %v", delta, status, body)
+			}
+		}
+		h.waitForRows(voucher, 1, 10*time.Second)
+		forgetSale(t, h)
+		if _, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); v["stock"] != 11.0 {
+			t.Fatalf("after the rebuild the voucher shows %v left, want 11 (10 + 5 - 3 - 1 sold)", v["stock"])
+		}
+		_, au := h.do("GET", "/api/admin/vouchers/"+idString(voucher)+"/audit", h.cfg.AdminToken, nil)
+		if au["expectedStock"] != 11.0 || au["redis"].(map[string]any)["stock"] != 11.0 || au["mysql"].(map[string]any)["stock"] != 11.0 ||
+			strings.Contains(fmt.Sprint(au["differences"]), "stock") {
+			t.Fatalf("the audit after the rebuild: %v", au)
 		}
 	})
 }

@@ -39,6 +39,9 @@ func (s *Steering) finish(ctx context.Context, a Action) error {
 		return err
 	}
 	defer release()
+	if a.Kind == Stock {
+		return s.finishStock(ctx, a)
+	}
 	vouchers, err := s.touched(ctx, a)
 	if err != nil {
 		return err

@@ -30,6 +30,8 @@ const (
 	Resume     Kind = "resume"
 	End        Kind = "end"
 	Reschedule Kind = "reschedule"
+	// Stock takes or adds units with sales running.
+	Stock Kind = "stock"
 	// PauseAll and ResumeAll are the kill switch: every voucher at once.
 	PauseAll  Kind = "pause_all"
 	ResumeAll Kind = "resume_all"
@@ -81,6 +83,14 @@ type Store interface {
 	Switch(ctx context.Context, on bool, a Action) ([]int64, int64, error)
 	// Unended lists the vouchers whose sale has not ended at now.
 	Unended(ctx context.Context, now time.Time) ([]core.Voucher, error)
+	// BeginStock records a stock action, pending, its delta in a.After
+	// (core.ErrVoucherNotFound: no such voucher).
+	BeginStock(ctx context.Context, a Action) (int64, error)
+	// FinishStock ends a pending stock action once: applied, the stock
+	// column moves by delta (unless that would take it below zero: then
+	// refused, as when not applied); ok is false when the action was
+	// finished already (by another instance), and nothing is done twice.
+	FinishStock(ctx context.Context, actionID, voucherID, delta int64, applied bool) (refused, ok bool, err error)
 }
 
 // Filter selects recorded actions: of one voucher (0: any), at or after
@@ -99,6 +109,20 @@ type Filter struct {
 // state is being rebuilt; asked again, it writes.
 type Live interface {
 	Apply(ctx context.Context, v core.Voucher, endNow bool) error
+	// ChangeStock takes or adds delta units in the live stock, once for
+	// the action: a second call with its id answers as the first (unless
+	// a rebuild since read the database, which lacks it: then it applies
+	// afresh). Refused (not Applied) when more would be taken than
+	// remains.
+	ChangeStock(ctx context.Context, v core.Voucher, actionID, delta int64) (StockChange, error)
+}
+
+// StockChange is what the live store did with a stock action.
+type StockChange struct {
+	Applied bool
+	// Remaining is the live stock after (-1: the live store is the
+	// database, whose column says).
+	Remaining int64
 }
 
 // DatabaseIsLive is the Live of a sale whose live state is its database
@@ -108,6 +132,12 @@ var DatabaseIsLive Live = databaseIsLive{}
 type databaseIsLive struct{}
 
 func (databaseIsLive) Apply(context.Context, core.Voucher, bool) error { return nil }
+
+// ChangeStock of a sale whose live state is its database: the column's
+// own update (FinishStock) decides.
+func (databaseIsLive) ChangeStock(context.Context, core.Voucher, int64, int64) (StockChange, error) {
+	return StockChange{Applied: true, Remaining: -1}, nil
+}
 
 // Locker serialises the actions on one voucher across instances.
 type Locker interface {

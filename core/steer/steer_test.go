@@ -68,6 +68,29 @@ func (m *memStore) Unended(context.Context, time.Time) ([]core.Voucher, error) {
 	return []core.Voucher{m.v}, nil
 }
 
+func (m *memStore) BeginStock(_ context.Context, a steer.Action) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a.ID = int64(len(m.actions) + 1)
+	m.actions = append(m.actions, a)
+	return a.ID, nil
+}
+
+// FinishStock moves the column once per action, as the database does.
+func (m *memStore) FinishStock(_ context.Context, id, _, delta int64, applied bool) (bool, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done[id] {
+		return false, false, nil
+	}
+	m.done[id] = true
+	if !applied || m.v.Stock+delta < 0 {
+		return true, true, nil
+	}
+	m.v.Stock += delta
+	return false, true, nil
+}
+
 func (m *memStore) FindVoucher(context.Context, int64) (core.Voucher, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -82,6 +105,30 @@ type flakyLive struct {
 	busyFor    int
 	applied    core.Voucher
 	applyCalls int
+	stock      int64
+	stockOf    map[int64]bool // action id -> applied
+}
+
+// ChangeStock keeps a live stock of its own, once per action id (the
+// script's steered field); down, it fails as Apply does.
+func (l *flakyLive) ChangeStock(_ context.Context, _ core.Voucher, id, delta int64) (steer.StockChange, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down {
+		return steer.StockChange{}, errors.New("connection refused")
+	}
+	if l.stockOf == nil {
+		l.stockOf = map[int64]bool{}
+	}
+	if ok, seen := l.stockOf[id]; seen {
+		return steer.StockChange{Applied: ok, Remaining: l.stock}, nil
+	}
+	ok := l.stock+delta >= 0
+	l.stockOf[id] = ok
+	if ok {
+		l.stock += delta
+	}
+	return steer.StockChange{Applied: ok, Remaining: l.stock}, nil
 }
 
 func (l *flakyLive) Apply(_ context.Context, v core.Voucher, _ bool) error {
@@ -187,5 +234,41 @@ func TestTheVouchersStateRefusesSomeActions(t *testing.T) {
 	}
 	if _, err := s.Pause(context.Background(), steer.Request{VoucherID: 8}); !errors.Is(err, core.ErrVoucherNotFound) {
 		t.Fatalf("an unknown voucher: %v", err)
+	}
+}
+
+// TestAStockChangeCountsOnceWhateverDiesBetween: the live store takes the
+// units and the instance dies before the database follows (the live
+// store's reply lost); the duty finishes the action: the column moves
+// once, and the live store, asked again with the action's id, does not
+// take the units twice. Taking more than remains is refused, and nothing
+// moves.
+func TestAStockChangeCountsOnceWhateverDiesBetween(t *testing.T) {
+	s, store, live, _ := setup(onSale())
+	live.stock = 5 // the live units left; the column says 5 too
+	left, err := s.ChangeStock(context.Background(), steer.Request{VoucherID: 7}, 20)
+	if err != nil || left != 25 || store.v.Stock != 25 {
+		t.Fatalf("+20: %d %v, column %d; want 25 left both sides", left, err, store.v.Stock)
+	}
+	if _, err := s.ChangeStock(context.Background(), steer.Request{VoucherID: 7}, -26); !steer.IsConflict(err) || core.CodeOf(err) != core.CodeNotEnoughStock {
+		t.Fatalf("taking 26 of 25: %v, want not_enough_stock", err)
+	}
+	if live.stock != 25 || store.v.Stock != 25 {
+		t.Fatalf("after a refused take: live %d, column %d; want 25 both", live.stock, store.v.Stock)
+	}
+
+	// The live half done, the instance gone before the database's.
+	id, _ := store.BeginStock(context.Background(), steer.Action{At: time.Now().Add(-time.Minute), Kind: steer.Stock, VoucherID: 7,
+		After: []byte(`{"delta":-4}`)})
+	if _, err := live.ChangeStock(context.Background(), store.v, id, -4); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // two instances' duties, one after the other
+		if err := s.Duty().Do(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if live.stock != 21 || store.v.Stock != 21 || !store.done[id] {
+		t.Fatalf("after the duty: live %d, column %d, done %v; want 21 both, once", live.stock, store.v.Stock, store.done[id])
 	}
 }

@@ -171,9 +171,15 @@ func (s *Steering) act(ctx context.Context, r Request, kind Kind, endNow bool,
 // applyLive writes the settings into the live store, waiting out a rebuild
 // of the voucher for at most applyPatience.
 func (s *Steering) applyLive(ctx context.Context, v core.Voucher, endNow bool) error {
+	return s.patiently(ctx, func() error { return s.live.Apply(ctx, v, endNow) })
+}
+
+// patiently runs a live write again while a rebuild of the voucher holds
+// it (core.ErrBusy), for at most applyPatience.
+func (s *Steering) patiently(ctx context.Context, write func() error) error {
 	deadline := s.now().Add(applyPatience)
 	for {
-		err := s.live.Apply(ctx, v, endNow)
+		err := write()
 		if !errors.Is(err, core.ErrBusy) || s.now().After(deadline) {
 			return err
 		}
