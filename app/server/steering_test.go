@@ -344,5 +344,13 @@ func TestAStockChangeSurvivesARebuild(t *testing.T) {
 			strings.Contains(fmt.Sprint(au["differences"]), "stock") {
 			t.Fatalf("the audit after the rebuild: %v", au)
 		}
+		// Forgotten again, and nobody buys: the change loads it first.
+		forgetSale(t, h)
+		if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": 1}); status != 200 || body["stock"] != 12.0 {
+			t.Fatalf("+1 on a voucher Redis forgot: %d %v, want 12 left", status, body)
+		}
+		if rows, column := h.rows(voucher); rows != 1 || column != 12 {
+			t.Fatalf("%d rows, column %d; want 1 and 12", rows, column)
+		}
 	})
 }

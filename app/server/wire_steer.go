@@ -20,7 +20,7 @@ import (
 // instance left pending) among the sweeps.
 func (s *Server) newSteering(sale sale, changed func(context.Context, int64) error) *steer.Steering {
 	st := steer.New(steer.Config{Store: mysqlstore.NewSteering(s.store), Live: sale.steering,
-		Locker:    redislock.New(s.rdb, s.cfg.KeyPrefix),
+		Locker: redislock.New(s.rdb, s.cfg.KeyPrefix), Guard: s.guard,
 		Announcer: voucherChanges{catalog: s.catalog, memo: s.memo, unknown: s.unknown, nudge: changed, log: s.log},
 		Observer:  s.metrics, Log: s.log})
 	s.background.sweeps = append(s.background.sweeps, st.Duty())

@@ -14,9 +14,12 @@ import (
 // left out (the database is the live state; nothing to tell; nothing
 // counted).
 type Config struct {
-	Store     Store
-	Live      Live
-	Locker    Locker
+	Store  Store
+	Live   Live
+	Locker Locker
+	// Guard loads a voucher's live state before its stock is changed
+	// (nil: core.NoRecovery, the database is the live state).
+	Guard     core.LiveGuard
 	Announcer Announcer
 	Observer  Observer
 	Log       *slog.Logger
@@ -26,6 +29,7 @@ type Config struct {
 type Steering struct {
 	store    Store
 	live     Live
+	guard    core.LiveGuard
 	locker   Locker
 	announce Announcer
 	obs      Observer
@@ -35,7 +39,7 @@ type Steering struct {
 
 // New builds a Steering.
 func New(cfg Config) *Steering {
-	s := &Steering{store: cfg.Store, live: cfg.Live, locker: cfg.Locker, announce: cfg.Announcer, obs: cfg.Observer,
+	s := &Steering{store: cfg.Store, live: cfg.Live, guard: core.GuardOr(cfg.Guard), locker: cfg.Locker, announce: cfg.Announcer, obs: cfg.Observer,
 		log: cfg.Log, now: time.Now}
 	if s.live == nil {
 		s.live = DatabaseIsLive

@@ -55,6 +55,11 @@ func (s *Steering) ChangeStock(ctx context.Context, r Request, delta int64) (int
 func (s *Steering) settleStock(ctx context.Context, v core.Voucher, id, delta int64) (int64, error) {
 	var change StockChange
 	err := s.patiently(ctx, func() (err error) {
+		// A voucher nobody bought since Redis forgot it (or since this
+		// instance started) is loaded first, from the database.
+		if err := s.guard.Ensure(ctx, v.ID, core.Wait); err != nil {
+			return err
+		}
 		change, err = s.live.ChangeStock(ctx, v, id, delta)
 		return err
 	})
