@@ -354,3 +354,42 @@ func TestAStockChangeSurvivesARebuild(t *testing.T) {
 		}
 	})
 }
+
+// TestAPausedRoomKeepsItsQueueAndAdmitsNobody: a room admitting 2 a second
+// is paused after its first admissions; joins go on, nobody more is
+// admitted while it holds, and after the resume the next in line are.
+func TestAPausedRoomKeepsItsQueueAndAdmitsNobody(t *testing.T) {
+	h := startServer(t, "embedded", nil)
+	voucher, begin := h.roomVoucher(100, 2, "60s", 300*time.Millisecond)
+	for u := int64(1); u <= 3; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 {
+			t.Fatalf("join %d: %d %v", u, status, body)
+		}
+	}
+	time.Sleep(time.Until(begin))
+	h.waitForState(voucher, 1, "admitted", 5*time.Second)
+	h.steer(voucher, "pause", nil)
+	time.Sleep(1500 * time.Millisecond) // a second's admissions, were it not paused
+	for u := int64(4); u <= 6; u++ {
+		if status, body := h.do("POST", "/api/vouchers/"+idString(voucher)+"/room", h.shopper(u), nil); status != 200 || body["state"] != "waiting" {
+			t.Fatalf("a join while paused: %d %v, want waiting", status, body)
+		}
+	}
+	admitted := 0
+	for u := int64(1); u <= 6; u++ {
+		if h.roomOf(voucher, u)["state"] == "admitted" {
+			admitted++
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for u := int64(1); u <= 6; u++ {
+		if h.roomOf(voucher, u)["state"] == "admitted" {
+			admitted--
+		}
+	}
+	if admitted != 0 {
+		t.Fatalf("%d more admitted while the room was paused", -admitted)
+	}
+	h.steer(voucher, "resume", nil)
+	h.waitForState(voucher, 6, "admitted", 10*time.Second)
+}
