@@ -406,12 +406,32 @@ func TestARestoredDrawGivesEveryPlaceBack(t *testing.T) {
 	testenv.ForEachRedisAndCluster(t, func(t *testing.T, r testenv.Redis) {
 		ctx := context.Background()
 		b := newBoard(t, r)
-		v := roomVoucher(t, 48, 10, time.Minute, 2*time.Second) // the joins go in before it, on miniredis too
+		// The joins go in before the begin, from 16 shoppers' connections
+		// at once: one after another they took more than the 2 s lead
+		// this test had on a loaded CI machine (1,126 of 1,200 early).
+		v := roomVoucher(t, 48, 10, time.Minute, 4*time.Second)
 		const early = placeChunk + 200
+		joins := make(chan int64)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for u := range joins {
+					if err := b.Join(ctx, v, u, -1); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
 		for u := int64(1); u <= early; u++ {
-			if err := b.Join(ctx, v, u, -1); err != nil {
-				t.Fatal(err)
-			}
+			joins <- u
+		}
+		close(joins)
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		if late := time.Since(v.BeginAt); late >= 0 {
+			t.Fatalf("the early joins ended %v after the begin: the test's lead is too short for this machine", late)
 		}
 		waitUntil(v.BeginAt)
 		draw := drawAndPlace(t, b, v)
