@@ -210,6 +210,7 @@ func (c *Catalog) Create(ctx context.Context, v *Voucher) error {
 		return Wrap("load voucher", CodeUnavailable, errors.Join(err, derr))
 	}
 	c.remember(*v)
+	c.forgetListing() // shown on this instance's storefront at once
 	c.recovery.Verified(ctx, v.ID)
 	c.unknown.Forget(v.ID)
 	if c.nudger != nil {
@@ -294,6 +295,10 @@ func (c *Catalog) remember(v Voucher) {
 // changed it (here, or on another instance that said so).
 func (c *Catalog) Forget(voucherID int64) {
 	c.cache.Delete(voucherID)
+	c.forgetListing()
+}
+
+func (c *Catalog) forgetListing() {
 	c.listingMu.Lock()
 	c.listing = nil
 	c.listingMu.Unlock()

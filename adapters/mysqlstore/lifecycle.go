@@ -232,9 +232,10 @@ func (s *Store) VoucherSummaries(ctx context.Context, before int64, limit int) (
 		BeginTime   time.Time `bun:"begin_time"`
 		EndTime     time.Time `bun:"end_time"`
 		Buckets     int       `bun:"buckets"`
+		Paused      int       `bun:"paused"`
 	}
 	q := s.db.NewSelect().TableExpr("tb_voucher AS v").Join("JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id").
-		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets").
+		ColumnExpr("v.id, v.title, v.pay_value, v.actual_value, sv.stock, sv.begin_time, sv.end_time, sv.buckets, sv.paused").
 		OrderExpr("v.id DESC").Limit(int64(limit))
 	if before > 0 {
 		q = q.Where("v.id < ?", before)
@@ -247,7 +248,7 @@ func (s *Store) VoucherSummaries(ctx context.Context, before int64, limit int) (
 	ids := make([]int64, len(vouchers))
 	for i, v := range vouchers {
 		out[i].Voucher = core.Voucher{ID: v.ID, Title: v.Title, PayValue: v.PayValue, ActualValue: v.ActualValue,
-			Stock: v.Stock, BeginAt: v.BeginTime.UTC(), EndAt: v.EndTime.UTC(), Buckets: v.Buckets}
+			Stock: v.Stock, BeginAt: v.BeginTime.UTC(), EndAt: v.EndTime.UTC(), Buckets: v.Buckets, Pause: core.Pause(v.Paused)}
 		at[v.ID], ids[i] = i, v.ID
 	}
 	if len(ids) == 0 {

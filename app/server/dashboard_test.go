@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,31 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		b.click(p, "#audit")
 		b.waitJS(p, "the audit is shown", `(() => { const t = document.getElementById('admin-result').textContent;
 			return t.startsWith('200') && t.includes('"voucherId": `+id+`'); })()`)
+
+		// The voucher's row steers its sale: pause (a seckill is then
+		// refused, paused), units added, resume; the record lists them.
+		row := `#voucher-table tr[data-voucher="` + id + `"]`
+		b.waitJS(p, "the voucher's row has its buttons", `document.querySelector('`+row+` .steer.pause') !== null`)
+		// Clicked from the page's own script, in the step that finds the
+		// button: the table is redrawn every few seconds.
+		press := func(what string) {
+			b.waitJS(p, "press "+what, `(() => { const x = document.querySelector('`+row+` .steer.`+what+`'); if (!x) return false; x.click(); return true; })()`)
+		}
+		press("pause")
+		b.waitJS(p, "the row says paused", `document.querySelector('`+row+` .steer.resume') !== null && document.querySelector('`+row+`').textContent.includes('paused')`)
+		voucher, _ := strconv.ParseInt(id, 10, 64)
+		if status, body := h.do("POST", "/api/vouchers/"+id+"/seckill", h.shopper(1), nil); status != 403 || errorCode(body) != "paused" {
+			t.Fatalf("a seckill after the dashboard's pause: %d %v", status, body)
+		}
+		press("stock")
+		b.waitJS(p, "the units are added", `document.getElementById('admin-result').textContent.includes('"stock"')`)
+		press("resume")
+		b.waitJS(p, "the row says on sale", `document.querySelector('`+row+` .steer.pause') !== null`)
+		b.waitJS(p, "the record shows the three actions", `(() => { const t = document.getElementById('action-table').textContent;
+			return t.includes('pause') && t.includes('stock') && t.includes('resume') && t.includes('dashboard'); })()`)
+		if _, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); v["state"] != "on_sale" {
+			t.Fatalf("the voucher after the dashboard's resume: %v", v)
+		}
 		b.clean()
 	})
 }

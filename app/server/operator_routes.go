@@ -106,9 +106,11 @@ func (a *operatorRoutes) adminVouchers(c *fiber.Ctx) error {
 			state = "upcoming"
 		case !now.Before(v.EndAt):
 			state = "ended"
+		case v.Paused():
+			state = "paused"
 		}
 		out[i] = fiber.Map{"id": v.ID, "title": v.Title, "payValue": v.PayValue, "actualValue": v.ActualValue,
-			"databaseStock": v.Stock, "beginTime": v.BeginAt.UTC(), "endTime": v.EndAt.UTC(), "state": state,
+			"databaseStock": v.Stock, "beginTime": v.BeginAt.UTC(), "endTime": v.EndAt.UTC(), "state": state, "paused": v.Paused(),
 			"orders": fiber.Map{"unpaid": v.Unpaid, "paid": v.Paid, "cancelled": v.Cancelled, "refunded": v.Refunded}}
 	}
 	var next any

@@ -122,7 +122,7 @@ async function drawCharts(at, token) {
   }
 }
 
-const voucherStates = { upcoming: "upcoming", on_sale: "on sale", ended: "ended" };
+const voucherStates = { upcoming: "upcoming", on_sale: "on sale", paused: "paused", ended: "ended" };
 let vouchersAt = 0;
 
 // loadVouchers fills the operator's voucher table: the newest 50, every
@@ -144,10 +144,66 @@ async function loadVouchers(token) {
       td.textContent = String(c); // titles are text, never markup
       tr.append(td);
     }
+    tr.append(steerCell(v));
     return tr;
   });
   $("voucher-table").querySelector("tbody").replaceChildren(...rows);
   $("voucher-table").dataset.loaded = "1";
+  await loadActions(token);
+}
+
+// steerCell holds a voucher's buttons while its sale has not ended: pause
+// or resume, end now, and units added or taken (the number beside them).
+function steerCell(v) {
+  const td = document.createElement("td");
+  if (v.state === "ended") return td;
+  const button = (label, act) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.className = "steer " + act;
+    b.addEventListener("click", () => steer(v.id, act, td));
+    td.append(b);
+  };
+  button(v.paused ? "Resume" : "Pause", v.paused ? "resume" : "pause");
+  button("End now", "end");
+  const units = document.createElement("input");
+  units.type = "number";
+  units.className = "steer-units";
+  units.setAttribute("aria-label", "units to add (negative: to take) to voucher " + v.id);
+  units.value = "10";
+  td.append(units);
+  button("Stock ±", "stock");
+  return td;
+}
+
+// steer carries out a button's action, as the operator the page names.
+async function steer(id, act, td) {
+  const path = "/api/admin/vouchers/" + id + "/" + act;
+  const body = act === "stock" ? { delta: Number(td.querySelector(".steer-units").value || 0) } : {};
+  await admin("POST", path, body, { "X-Seckill-Operator": "dashboard" });
+  vouchersAt = 0; // the table shows the new state at once
+  await loadVouchers($("admin-token").value.trim());
+}
+
+// loadActions fills the record of operators' actions: the newest 20.
+async function loadActions(token) {
+  const resp = await fetch("/api/admin/actions?limit=20", { headers: { "Authorization": "Bearer " + token } });
+  if (!resp.ok) return;
+  const d = await resp.json();
+  const rows = d.items.map((a) => {
+    const tr = document.createElement("tr");
+    const cells = [a.at.replace("T", " ").slice(0, 19), a.operator || "—", a.action, a.voucherId === null ? "all" : a.voucherId,
+      JSON.stringify(a.after || {}), a.note];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c); // operators' notes are text, never markup
+      tr.append(td);
+    }
+    return tr;
+  });
+  $("action-table").querySelector("tbody").replaceChildren(...rows);
+  $("action-table").dataset.loaded = "1";
 }
 
 async function refresh() {
@@ -177,10 +233,10 @@ async function refresh() {
 // the storefront: never in a URL, gone with the tab.
 const adminKey = "seckill.admin";
 
-async function admin(method, path, body) {
+async function admin(method, path, body, extraHeaders) {
   const token = $("admin-token").value.trim();
   sessionStorage.setItem(adminKey, token);
-  const headers = { "Authorization": "Bearer " + token };
+  const headers = { "Authorization": "Bearer " + token, ...(extraHeaders || {}) };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let data = {};
