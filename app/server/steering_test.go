@@ -126,9 +126,10 @@ func TestAPausedSaleStaysPausedAcrossARebuild(t *testing.T) {
 		if v["state"] != "paused" {
 			t.Fatalf("the voucher shows %v, want state paused", v["state"])
 		}
-		if m := h.metricsText(); !strings.Contains(m, `voucher="`+idString(voucher)+`"} 1`) {
-			t.Fatalf("seckill_sale_paused does not show the pause:\n%s", grepLines(m, "sale_paused"))
-		}
+		// Read from the database at most once a second.
+		waitFor(t, 3*time.Second, "seckill_sale_paused to show the pause", func() bool {
+			return strings.Contains(h.metricsText(), `voucher="`+idString(voucher)+`"} 1`)
+		})
 		h.steer(voucher, "resume", nil)
 		if status, body := h.do("POST", path, h.shopper(4), nil); status != 200 {
 			t.Fatalf("after the resume: %d %v", status, body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +25,15 @@ func (s *Server) newSteering(sale sale, changed func(context.Context, int64) err
 		Announcer: voucherChanges{catalog: s.catalog, memo: s.memo, unknown: s.unknown, nudge: changed, log: s.log},
 		Observer:  s.metrics, Log: s.log})
 	s.background.sweeps = append(s.background.sweeps, st.Duty())
-	s.metrics.registry.MustRegister(newPausedCollector(s.cfg.Queue, s.catalog))
+	s.metrics.registry.MustRegister(newPausedCollector(s.cfg.Queue, func(ctx context.Context) ([]core.Voucher, error) {
+		return s.store.CurrentVouchers(ctx, time.Now(), maxPausedSeries)
+	}))
 	return st
 }
+
+// maxPausedSeries bounds seckill_sale_paused's series: the vouchers on sale
+// or upcoming, soonest first.
+const maxPausedSeries = 50
 
 // voucherChanges tells every instance that an operator changed a voucher
 // (steer.Announcer): this one forgets its details and remembered answers
@@ -50,15 +57,22 @@ func (c voucherChanges) VoucherChanged(ctx context.Context, voucherID int64) {
 }
 
 // pausedCollector is seckill_sale_paused{voucher}: 1 for each voucher on
-// sale or upcoming that is paused, 0 for the others, from the storefront's
-// listing (read at most once a second, however often it is scraped).
+// sale or upcoming that is paused, 0 for the others, from the database's
+// listing, read at most once a second however often it is gathered (the
+// dashboard gathers every second). Not the storefront's listing: that one
+// reads each voucher's live stock, and would rebuild every voucher an
+// instance has not served yet, from a metrics scrape.
 type pausedCollector struct {
-	catalog *core.Catalog
-	desc    *prometheus.Desc
+	list func(ctx context.Context) ([]core.Voucher, error)
+	desc *prometheus.Desc
+
+	mu     sync.Mutex
+	at     time.Time
+	listed []core.Voucher
 }
 
-func newPausedCollector(queue string, catalog *core.Catalog) *pausedCollector {
-	return &pausedCollector{catalog: catalog, desc: prometheus.NewDesc("seckill_sale_paused",
+func newPausedCollector(queue string, list func(ctx context.Context) ([]core.Voucher, error)) *pausedCollector {
+	return &pausedCollector{list: list, desc: prometheus.NewDesc("seckill_sale_paused",
 		"1 for a voucher on sale or upcoming whose sale an operator (or the kill switch) paused, 0 for the others.",
 		[]string{"voucher"}, prometheus.Labels{"queue": queue})}
 }
@@ -66,12 +80,16 @@ func newPausedCollector(queue string, catalog *core.Catalog) *pausedCollector {
 func (c *pausedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *pausedCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	vouchers, err := c.catalog.Current(ctx)
-	if err != nil {
-		return // the database away: no series rather than a wrong one
+	c.mu.Lock()
+	if time.Since(c.at) >= time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if vs, err := c.list(ctx); err == nil {
+			c.listed, c.at = vs, time.Now()
+		}
+		cancel()
 	}
+	vouchers := c.listed
+	c.mu.Unlock()
 	for _, v := range vouchers {
 		paused := 0.0
 		if v.Paused() {
