@@ -45,15 +45,10 @@ func (a *steeringRoutes) mount(app *fiber.App, e *api) {
 // {"resumed": n}.
 func (a *steeringRoutes) killSwitch(on bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		var body noteBody
-		r, err := a.operator(c, &body)
+		r, err := a.noted(c, a.operator)
 		if err != nil {
 			return err
 		}
-		if err := checkNote(body.Note); err != nil {
-			return err
-		}
-		r.Note = body.Note
 		if on {
 			n, err := a.steering.PauseAll(c.UserContext(), r)
 			if err != nil {
@@ -113,18 +108,28 @@ type noteBody struct {
 	Note string `json:"note"`
 }
 
+// noted reads an action whose body is at most a note, with read (request:
+// of a voucher; operator: of none).
+func (a *steeringRoutes) noted(c *fiber.Ctx, read func(*fiber.Ctx, any) (steer.Request, error)) (steer.Request, error) {
+	var body noteBody
+	r, err := read(c, &body)
+	if err != nil {
+		return r, err
+	}
+	if err := checkNote(body.Note); err != nil {
+		return r, err
+	}
+	r.Note = body.Note
+	return r, nil
+}
+
 // action answers a pause, a resume or an end: the voucher's state after.
 func (a *steeringRoutes) action(do func(ctx context.Context, r steer.Request) (core.Voucher, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		var body noteBody
-		r, err := a.request(c, &body)
+		r, err := a.noted(c, a.request)
 		if err != nil {
 			return err
 		}
-		if err := checkNote(body.Note); err != nil {
-			return err
-		}
-		r.Note = body.Note
 		v, err := do(c.UserContext(), r)
 		if err != nil {
 			return err

@@ -39,16 +39,25 @@ func (s *Steering) flip(ctx context.Context, r Request, on bool) (int, error) {
 	if err != nil {
 		return 0, core.Wrap("steer: the kill switch", core.CodeUnavailable, err)
 	}
+	changed := make(map[int64]bool, len(ids))
 	for _, vid := range ids {
-		v, err := s.store.FindVoucher(ctx, vid)
-		if err == nil {
-			err = s.applyLive(ctx, v, false)
-		}
+		changed[vid] = true
+	}
+	// One read of them all, as the database has them now.
+	vouchers, err := s.store.Unended(ctx, s.now())
+	for _, v := range vouchers {
 		if err != nil {
-			// Pending: the duty finishes every voucher.
-			return len(ids), core.Wrap("steer: the live state", core.CodeUnavailable, err)
+			break
 		}
-		s.announce.VoucherChanged(context.WithoutCancel(ctx), vid)
+		if changed[v.ID] {
+			if err = s.applyLive(ctx, v, false); err == nil {
+				s.announce.VoucherChanged(context.WithoutCancel(ctx), v.ID)
+			}
+		}
+	}
+	if err != nil {
+		// Pending: the duty finishes every voucher.
+		return len(ids), core.Wrap("steer: the live state", core.CodeUnavailable, err)
 	}
 	if err := s.store.Done(ctx, id); err != nil {
 		s.log.Warn("steer: an action's record stays pending; the duty finishes it", "action", id, "err", err)

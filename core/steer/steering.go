@@ -79,22 +79,21 @@ type Request struct {
 // Pause stops the voucher's sale: from its return on, no reservation of it
 // succeeds on any instance. A sale that has ended cannot be paused.
 func (s *Steering) Pause(ctx context.Context, r Request) (core.Voucher, error) {
-	return s.act(ctx, r, Pause, false, func(v core.Voucher, now time.Time) (core.Voucher, error) {
-		if !now.Before(v.EndAt) {
-			return v, conflict(core.CodeEnded, "the sale has ended: there is nothing to pause")
-		}
-		v.Pause = core.PausedByOperator
-		return v, nil
-	})
+	return s.setPause(ctx, r, Pause, core.PausedByOperator)
 }
 
 // Resume lifts a pause (the operator's or the kill switch's).
 func (s *Steering) Resume(ctx context.Context, r Request) (core.Voucher, error) {
-	return s.act(ctx, r, Resume, false, func(v core.Voucher, now time.Time) (core.Voucher, error) {
+	return s.setPause(ctx, r, Resume, core.NotPaused)
+}
+
+// setPause is a pause or a resume: refused once the sale has ended.
+func (s *Steering) setPause(ctx context.Context, r Request, kind Kind, pause core.Pause) (core.Voucher, error) {
+	return s.act(ctx, r, kind, false, func(v core.Voucher, now time.Time) (core.Voucher, error) {
 		if !now.Before(v.EndAt) {
-			return v, conflict(core.CodeEnded, "the sale has ended: there is nothing to resume")
+			return v, conflict(core.CodeEnded, "the sale has ended: there is nothing to "+string(kind))
 		}
-		v.Pause = core.NotPaused
+		v.Pause = pause
 		return v, nil
 	})
 }
