@@ -53,6 +53,10 @@ type PipelineConfig struct {
 	// reservation: each order is persisted with that deadline (PayBy).
 	// 0: orders never expire.
 	PayWindow time.Duration
+	// Gate is asked before each fetch: an operator's pause or cap of the
+	// consumers (nil: OpenGate). The drain after the stop signal does not
+	// ask: what it drains exists nowhere else.
+	Gate ConsumerGate
 }
 
 func (c *PipelineConfig) setDefaults() {
@@ -73,6 +77,9 @@ func (c *PipelineConfig) setDefaults() {
 	}
 	if c.AttemptTimeout <= 0 {
 		c.AttemptTimeout = 10 * time.Second
+	}
+	if c.Gate == nil {
+		c.Gate = OpenGate{}
 	}
 }
 
@@ -143,6 +150,7 @@ func NewPipeline(q Queue, store OrderStore, cfg PipelineConfig, log *slog.Logger
 // consumer has finished its batch in flight.
 func (p *Pipeline) Run(ctx context.Context) error {
 	n := p.Consumers()
+	p.cfg.Gate.Runs(n)
 	consumers := make([]Consumer, 0, n)
 	for i := 0; i < n; i++ {
 		c, err := p.queue.Consumer(ctx, i)
@@ -238,9 +246,18 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 		}
 	}
 	defer finishInflight()
+	gate := p.cfg.Gate
 	for ctx.Err() == nil {
+		if gate.Paused() {
+			// Paused: what this consumer holds is finished first, so once
+			// every consumer is parked no row is written until the resume.
+			finishInflight()
+			gate.Hold(ctx)
+			continue
+		}
 		readIn := p.incarnation(ctx)
-		ds, err := c.Fetch(ctx, p.cfg.BatchSize)
+		asked := gate.Batch(p.cfg.BatchSize)
+		ds, err := c.Fetch(ctx, asked)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -257,6 +274,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 			continue
 		}
 		p.obs.BatchFetched(len(ds))
+		gate.Charge(ctx, len(ds))
 		b := p.prepare(ctx, c, ds)
 		b.readIn = readIn
 		// One persist at a time: wait for the previous batch's before
@@ -266,7 +284,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 			r := <-inflight
 			previous, inflight = &r, nil
 		}
-		if len(b.orders) > 0 && readAhead && len(ds) == p.cfg.BatchSize {
+		if len(b.orders) > 0 && readAhead && len(ds) == asked {
 			// A full batch: more are likely waiting, so fetch the next
 			// one while this one is stored.
 			inflight = make(chan persisted, 1)
@@ -278,7 +296,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 		if len(b.orders) > 0 && inflight == nil {
 			p.finish(ctx, c, p.persistBatch(ctx, b))
 		}
-		if p.cfg.Linger > 0 && len(ds) < p.cfg.BatchSize {
+		if p.cfg.Linger > 0 && len(ds) < asked {
 			sleep(ctx, p.cfg.Linger)
 		}
 	}

@@ -88,6 +88,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("HeldOrdersAreTheQueuedAndTheUnacked", scoped(heldOrders))
 	t.Run("FetchNeverReturnsWhatTheProcessHolds", scoped(neverRefetchesHeld))
 	t.Run("RestartUnderTheSameNameRedeliversEachHeldOnce", scoped(restartUnderSameName))
+	t.Run("ConsumersPausedAndCapped", scoped(pausedAndCapped))
 }
 
 // scope is the backend bound to one test's namespace.
@@ -119,6 +120,14 @@ func Body(id int64) []byte { return core.EncodeOrder(Order(id)) }
 
 func publishRange(t *testing.T, b scope, q core.Queue, from, to int64) {
 	t.Helper()
+	if err := sell(t, b, q, from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sell is publishRange for another goroutine than the test's: it says
+// what failed instead of stopping the test.
+func sell(t *testing.T, b scope, q core.Queue, from, to int64) error {
 	for id := from; id <= to; id++ {
 		// A bounded queue refuses while full; the shopper would retry.
 		deadline := time.Now().Add(10 * time.Second)
@@ -128,9 +137,10 @@ func publishRange(t *testing.T, b scope, q core.Queue, from, to int64) {
 			err = b.publish(t, q, Order(id))
 		}
 		if err != nil {
-			t.Fatalf("publish %d: %v", id, err)
+			return fmt.Errorf("publish %d: %w", id, err)
 		}
 	}
+	return nil
 }
 
 func closeQueue(t *testing.T, q core.Queue) {
