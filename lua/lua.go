@@ -224,3 +224,20 @@ var RoomPlace string
 //
 //go:embed take_back.lua
 var TakeBack string
+
+// ConsumerSet writes the operator's setting of the consumers unless a later
+// version is there.
+//
+//go:embed consumer_set.lua
+var ConsumerSet string
+
+// ConsumerAck records the version an instance's consumers run, on Redis's
+// clock.
+//
+//go:embed consumer_ack.lua
+var ConsumerAck string
+
+// ConsumerAcks lists the instances heard from lately and their versions.
+//
+//go:embed consumer_acks.lua
+var ConsumerAcks string

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"log/slog"
 	"math"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/redisrate"
 	"github.com/seckill-lab/seckill/core"
 )
 
@@ -30,44 +30,7 @@ type rateLimits struct {
 }
 
 func newRateLimits(rdb redis.UniversalClient, prefix string, log *slog.Logger) *rateLimits {
-	return &rateLimits{limiter: redis_rate.NewLimiter(underPrefix{rdb, prefix}), prefix: "rl:", log: log}
-}
-
-// underPrefix is the client redis_rate gets: it puts the library's keys
-// ("rate:" + ours) under SECKILL_KEY_PREFIX, which the library has no
-// option for, so that every key the server writes starts with the prefix
-// (a shared Redis's ACL key patterns, a cleanup by prefix).
-type underPrefix struct {
-	redis.UniversalClient
-	prefix string
-}
-
-func (u underPrefix) keys(keys []string) []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = u.prefix + k
-	}
-	return out
-}
-
-func (u underPrefix) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return u.UniversalClient.Eval(ctx, script, u.keys(keys), args...)
-}
-
-func (u underPrefix) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return u.UniversalClient.EvalSha(ctx, sha1, u.keys(keys), args...)
-}
-
-func (u underPrefix) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return u.UniversalClient.EvalRO(ctx, script, u.keys(keys), args...)
-}
-
-func (u underPrefix) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return u.UniversalClient.EvalShaRO(ctx, sha1, u.keys(keys), args...)
-}
-
-func (u underPrefix) Del(ctx context.Context, keys ...string) *redis.IntCmd {
-	return u.UniversalClient.Del(ctx, u.keys(keys)...)
+	return &rateLimits{limiter: redisrate.NewLimiter(rdb, prefix), prefix: "rl:", log: log}
 }
 
 // limit admits at most `limit` requests per key; over it, 429 rate_limited
