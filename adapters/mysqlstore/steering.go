@@ -42,6 +42,13 @@ const (
 	actionDone    = "done"
 )
 
+// pendingRow is a's record, pending (a voucher id of 0: none).
+func pendingRow(a steer.Action) actionRow {
+	return actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
+		Action: string(a.Kind), VoucherID: sql.NullInt64{Int64: a.VoucherID, Valid: a.VoucherID != 0},
+		BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+}
+
 func (r actionRow) action() steer.Action {
 	return steer.Action{ID: r.ID, At: r.At.UTC(), Operator: steer.Operator{Name: r.Operator, TokenFingerprint: r.TokenFingerprint},
 		Kind: steer.Kind(r.Action), VoucherID: r.VoucherID.Int64, Before: rawJSON(r.BeforeState),
@@ -85,9 +92,7 @@ func (st *Steering) Steer(ctx context.Context, voucherID int64, decide func(core
 			Where("voucher_id = ?", voucherID).Exec(ctx); err != nil {
 			return err
 		}
-		row := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
-			Action: string(a.Kind), VoucherID: sql.NullInt64{Int64: a.VoucherID, Valid: a.VoucherID != 0},
-			BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+		row := pendingRow(a)
 		if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
 			return err
 		}
@@ -216,8 +221,7 @@ func (st *Steering) Switch(ctx context.Context, on bool, a steer.Action) ([]int6
 			}
 		}
 		a.After = json.RawMessage(fmt.Sprintf(`{"switch":%t,"vouchers":%d}`, on, len(ids)))
-		ar := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
-			Action: string(a.Kind), BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+		ar := pendingRow(a)
 		if _, err := tx.NewInsert().Model(&ar).Exec(ctx); err != nil {
 			return err
 		}
@@ -262,9 +266,7 @@ func (st *Steering) Unended(ctx context.Context, now time.Time) ([]core.Voucher,
 
 // BeginStock implements steer.Store.
 func (st *Steering) BeginStock(ctx context.Context, a steer.Action) (int64, error) {
-	row := actionRow{At: a.At.UTC(), Operator: truncate(a.Operator.Name, 128), TokenFingerprint: a.Operator.TokenFingerprint,
-		Action: string(a.Kind), VoucherID: sql.NullInt64{Int64: a.VoucherID, Valid: true},
-		BeforeState: string(a.Before), AfterState: string(a.After), Note: truncate(a.Note, 512), State: actionPending}
+	row := pendingRow(a)
 	if _, err := st.s.db.NewInsert().Model(&row).Exec(ctx); err != nil {
 		return 0, fmt.Errorf("mysqlstore: record a stock action: %w", err)
 	}

@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/consumergate"
 )
 
 // orderConsumers are the order pipeline as this server runs it: a queue's
@@ -23,8 +27,11 @@ type orderConsumers interface {
 // queueConsumers drain a queue into the database.
 type queueConsumers struct {
 	pipeline *core.Pipeline
-	queue    core.Queue
-	orders   core.OrderStore
+	// gate holds them as an operator says (paused, capped), read from
+	// Redis every 100 ms beside them.
+	gate   *consumergate.Gate
+	queue  core.Queue
+	orders core.OrderStore
 	// configured is SECKILL_CONSUMERS; batch is SECKILL_BATCH_SIZE.
 	configured, batch int
 	log               *slog.Logger
@@ -34,7 +41,7 @@ func (q queueConsumers) services() []core.Service {
 	if q.configured <= 0 {
 		return nil
 	}
-	return []core.Service{core.NewService("pipeline", func(ctx context.Context) error {
+	return []core.Service{core.NewService("consumers' gate", q.gate.Run), core.NewService("pipeline", func(ctx context.Context) error {
 		if err := q.pipeline.Run(ctx); err != nil {
 			// The API goes on answering (a reservation needs only Redis);
 			// the orders wait in the queue for a restart.
@@ -62,3 +69,14 @@ type noConsumers struct{}
 func (noConsumers) services() []core.Service         { return nil }
 func (noConsumers) running() int                     { return 0 }
 func (noConsumers) drain(context.Context, int) error { return nil }
+
+// instanceName names this instance's consumers in the operator's acks:
+// SECKILL_CONSUMER_NAME where set, else host, pid and a random part (the
+// tests run several instances in one process).
+func instanceName(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
+}

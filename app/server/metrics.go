@@ -168,6 +168,10 @@ func newMetrics(queue string) *metrics {
 // steeringMetrics are the operators' actions on running sales.
 type steeringMetrics struct {
 	operatorActions *prometheus.CounterVec
+	// consumersPaused is 1 while this instance's consumers run a pause,
+	// consumersCap the orders a second they are capped at in all (0: no
+	// cap).
+	consumersPaused, consumersCap prometheus.Gauge
 }
 
 func newSteeringMetrics(f func(prometheus.Collector) prometheus.Collector, labels prometheus.Labels) steeringMetrics {
@@ -175,7 +179,23 @@ func newSteeringMetrics(f func(prometheus.Collector) prometheus.Collector, label
 		operatorActions: f(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_operator_actions_total", Help: "Operators' actions on running sales, by action (pause, resume, end, reschedule, …), counted once done on the live state.", ConstLabels: labels,
 		}, []string{"action"})).(*prometheus.CounterVec),
+		consumersPaused: f(prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "seckill_consumers_paused", Help: "1 while an operator holds this instance's consumers paused (orders wait in the queue), else 0.", ConstLabels: labels,
+		})).(prometheus.Gauge),
+		consumersCap: f(prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "seckill_consumers_cap_per_second", Help: "The orders a second an operator caps persistence at, in all instances (0: no cap).", ConstLabels: labels,
+		})).(prometheus.Gauge),
 	}
+}
+
+// ConsumersRun is told each setting this instance's consumers start to run.
+func (m *steeringMetrics) ConsumersRun(s core.ConsumerSetting) {
+	paused := 0.0
+	if s.Paused {
+		paused = 1
+	}
+	m.consumersPaused.Set(paused)
+	m.consumersCap.Set(float64(s.PerSecond))
 }
 
 // Acted implements steer.Observer.

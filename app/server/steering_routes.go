@@ -38,6 +38,7 @@ func (a *steeringRoutes) mount(app *fiber.App, e *api) {
 	app.Get("/api/admin/actions", admin, a.actions)
 	app.Post("/api/admin/sales/pause", admin, a.killSwitch(true))
 	app.Post("/api/admin/sales/resume", admin, a.killSwitch(false))
+	a.mountConsumers(app, admin)
 }
 
 // killSwitch pauses every voucher at once (on), or resumes those it paused:

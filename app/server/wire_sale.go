@@ -7,9 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redisgate"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/adapters/userlock"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/consumergate"
 	"github.com/seckill-lab/seckill/core/deadletters"
 	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/core/steer"
@@ -63,11 +66,13 @@ func (s *Server) newConsumers(sale sale) orderConsumers {
 		log.Warn(warning)
 	}
 	orders = s.spans().Store(orders, "persist orders", core.CapabilitiesOf(s.queue).Name)
+	gate := consumergate.New(consumergate.Config{Board: redisgate.New(s.rdb, cfg.KeyPrefix), Truth: mysqlstore.NewSteering(s.store),
+		Instance: instanceName(cfg.ConsumerName), Changed: s.metrics.ConsumersRun, Log: log})
 	pipeline := core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.guard,
 		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
-		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused,
+		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused, Gate: gate,
 	}, log, s.metrics)
-	return queueConsumers{pipeline: pipeline, queue: s.queue, orders: s.ordersStore(), configured: cfg.Consumers, batch: cfg.BatchSize, log: log}
+	return queueConsumers{pipeline: pipeline, gate: gate, queue: s.queue, orders: s.ordersStore(), configured: cfg.Consumers, batch: cfg.BatchSize, log: log}
 }
 
 // idBlockSize is how many order ids a server takes from Redis at once. Each

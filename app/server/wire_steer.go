@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/adapters/redisgate"
 	"github.com/seckill-lab/seckill/adapters/redislock"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/steer"
@@ -23,7 +24,7 @@ func (s *Server) newSteering(sale sale, changed func(context.Context, int64) err
 	st := steer.New(steer.Config{Store: mysqlstore.NewSteering(s.store), Live: sale.steering,
 		Locker: redislock.New(s.rdb, s.cfg.KeyPrefix), Guard: s.guard,
 		Announcer: voucherChanges{catalog: s.catalog, memo: s.memo, unknown: s.unknown, nudge: changed, log: s.log},
-		Observer:  s.metrics, Log: s.log})
+		Observer:  s.metrics, Consumers: sale.consumerBoard(s), Log: s.log})
 	s.background.sweeps = append(s.background.sweeps, st.Duty())
 	s.metrics.registry.MustRegister(newPausedCollector(s.cfg.Queue, func(ctx context.Context) ([]core.Voucher, error) {
 		return s.store.CurrentVouchers(ctx, time.Now(), maxPausedSeries)
@@ -97,4 +98,13 @@ func (c *pausedCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, paused, strconv.FormatInt(v.ID, 10))
 	}
+}
+
+// consumerBoard is where an operator's hold on the consumers is written:
+// Redis, where the consumers of a queue read it; none under sync.
+func (sl sale) consumerBoard(s *Server) steer.ConsumerBoard {
+	if !sl.inRedis {
+		return steer.NoConsumers
+	}
+	return redisgate.New(s.rdb, s.cfg.KeyPrefix)
 }

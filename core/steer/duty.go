@@ -42,6 +42,9 @@ func (s *Steering) finish(ctx context.Context, a Action) error {
 	if a.Kind == Stock {
 		return s.finishStock(ctx, a)
 	}
+	if consumersKind(a.Kind) {
+		return s.finishConsumers(ctx, a)
+	}
 	vouchers, err := s.touched(ctx, a)
 	if err != nil {
 		return err

@@ -91,6 +91,14 @@ type Store interface {
 	// refused, as when not applied); ok is false when the action was
 	// finished already (by another instance), and nothing is done twice.
 	FinishStock(ctx context.Context, actionID, voucherID, delta int64, applied bool) (refused, ok bool, err error)
+	// ConsumerSetting reads the consumers' setting (never set: open,
+	// version 0).
+	ConsumerSetting(ctx context.Context) (core.ConsumerSetting, error)
+	// SetConsumers reads the setting, asks decide for the new one and the
+	// action that records it, and writes both, the setting's version one
+	// more and the action pending, in one transaction; it returns the
+	// setting written and the action's id.
+	SetConsumers(ctx context.Context, decide func(core.ConsumerSetting) (core.ConsumerSetting, Action)) (core.ConsumerSetting, int64, error)
 }
 
 // Filter selects recorded actions: of one voucher (0: any), at or after

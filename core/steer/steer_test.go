@@ -13,10 +13,28 @@ import (
 
 // memStore is a database of one voucher and the action record.
 type memStore struct {
-	mu      sync.Mutex
-	v       core.Voucher
-	actions []steer.Action
-	done    map[int64]bool
+	mu        sync.Mutex
+	v         core.Voucher
+	actions   []steer.Action
+	done      map[int64]bool
+	consumers core.ConsumerSetting
+}
+
+func (m *memStore) ConsumerSetting(context.Context) (core.ConsumerSetting, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.consumers, nil
+}
+
+func (m *memStore) SetConsumers(_ context.Context, decide func(core.ConsumerSetting) (core.ConsumerSetting, steer.Action)) (core.ConsumerSetting, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, a := decide(m.consumers)
+	c.Version = m.consumers.Version + 1
+	m.consumers = c
+	a.ID = int64(len(m.actions) + 1)
+	m.actions = append(m.actions, a)
+	return c, a.ID, nil
 }
 
 func (m *memStore) Steer(_ context.Context, id int64, decide func(core.Voucher) (core.Voucher, steer.Action, error)) (core.Voucher, int64, error) {

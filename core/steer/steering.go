@@ -22,27 +22,34 @@ type Config struct {
 	Guard     core.LiveGuard
 	Announcer Announcer
 	Observer  Observer
+	// Consumers is where every instance's consumers read the operator's
+	// setting (nil: NoConsumers, a sale with no queue).
+	Consumers ConsumerBoard
 	Log       *slog.Logger
 }
 
 // Steering carries out operators' actions on running sales.
 type Steering struct {
-	store    Store
-	live     Live
-	guard    core.LiveGuard
-	locker   Locker
-	announce Announcer
-	obs      Observer
-	log      *slog.Logger
-	now      func() time.Time
+	store     Store
+	live      Live
+	guard     core.LiveGuard
+	locker    Locker
+	announce  Announcer
+	obs       Observer
+	consumers ConsumerBoard
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 // New builds a Steering.
 func New(cfg Config) *Steering {
 	s := &Steering{store: cfg.Store, live: cfg.Live, guard: core.GuardOr(cfg.Guard), locker: cfg.Locker, announce: cfg.Announcer, obs: cfg.Observer,
-		log: cfg.Log, now: time.Now}
+		consumers: cfg.Consumers, log: cfg.Log, now: time.Now}
 	if s.live == nil {
 		s.live = DatabaseIsLive
+	}
+	if s.consumers == nil {
+		s.consumers = NoConsumers
 	}
 	if s.announce == nil {
 		s.announce = silent{}
