@@ -119,6 +119,25 @@ func TestGroupIsCreatedAtStartAndSeesEarlierEntries(t *testing.T) {
 	})
 }
 
+// TestTheLagOfAGroupThatReadNothingIsTheBacklogsAge: a group made before
+// its first entry says 0-0 delivered; its lag is measured from the first
+// entry (the dashboard showed 56 years).
+func TestTheLagOfAGroupThatReadNothingIsTheBacklogsAge(t *testing.T) {
+	testenv.ForEachRedis(t, func(t *testing.T, r testenv.Redis) {
+		q := newQueue(t, r, "p", time.Minute)
+		publish(t, r, q, 1, 1)
+		time.Sleep(20 * time.Millisecond)
+		publish(t, r, q, 2, 2)
+		s, err := q.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Lag < 15*time.Millisecond || s.Lag > time.Minute {
+			t.Fatalf("lag %v with nothing delivered, want the 20 ms between the entries", s.Lag)
+		}
+	})
+}
+
 // Classic bug: XACK on another key than the one read, leaving every entry
 // pending forever.
 func TestAckClearsPendingOnTheStreamRead(t *testing.T) {

@@ -86,7 +86,14 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 		}
 		s.Lag = 0
 		if len(last) == 1 && g.LastDeliveredID != "" && streamid.Less(g.LastDeliveredID, last[0].ID) {
-			s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(g.LastDeliveredID))
+			// Nothing delivered yet ("0-0", or "0" on the stand-in: a group
+			// made before the first entry): measured from the first entry,
+			// not from 1970.
+			from, err := q.firstAfter(ctx, g.LastDeliveredID)
+			if err != nil {
+				return s, err
+			}
+			s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(from))
 		}
 		s.OldestPending = 0
 		if g.Pending > 0 {
@@ -108,3 +115,19 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 // depthCountCap bounds the entries counted when the server cannot report
 // a group's lag.
 const depthCountCap = 10000
+
+// firstAfter is the id the group's lag is measured from: the last one
+// delivered, or where nothing was, the stream's first entry.
+func (q *Queue) firstAfter(ctx context.Context, lastDelivered string) (string, error) {
+	if streamid.Time(lastDelivered).UnixMilli() > 0 {
+		return lastDelivered, nil
+	}
+	first, err := q.rdb.XRangeN(ctx, q.cfg.Stream, "-", "+", 1).Result()
+	if err != nil {
+		return "", fmt.Errorf("streamgroup: stats: %w", err)
+	}
+	if len(first) == 0 {
+		return lastDelivered, nil
+	}
+	return first[0].ID, nil
+}

@@ -300,13 +300,17 @@ func (q *Queue) Stats(ctx context.Context) (core.QueueStats, error) {
 	}
 	cursor := q.saved
 	q.mu.Unlock()
-	s.Lag = 0
-	if len(last) == 1 && streamid.Less(cursor, last[0].ID) {
-		s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(cursor))
-	}
 	after, err := q.rdb.XRangeN(ctx, q.cfg.Stream, "("+cursor, "+", depthCountCap).Result()
 	if err != nil {
 		return s, fmt.Errorf("streamqueue: stats: %w", err)
+	}
+	s.Lag = 0
+	if len(last) == 1 && streamid.Less(cursor, last[0].ID) {
+		from := cursor
+		if streamid.Time(cursor).UnixMilli() == 0 && len(after) > 0 {
+			from = after[0].ID // nothing read yet: from the first entry, not from 1970
+		}
+		s.Lag = streamid.Time(last[0].ID).Sub(streamid.Time(from))
 	}
 	s.Depth = max(int64(len(after))-s.Pending, 0)
 	return s, nil

@@ -105,6 +105,11 @@ func TestStatsCountWhatIsWaitingAndWhatIsHeld(t *testing.T) {
 		for i := int64(1); i <= 5; i++ {
 			publish(r, "stats", queuetest.Body(i))
 		}
+		// Nothing read yet: the lag is the backlog's span, not the time
+		// since 1970 (the dashboard showed 56 years).
+		if st, err := q.Stats(ctx); err != nil || st.Lag < 0 || st.Lag > time.Minute {
+			t.Fatalf("before any read: %+v, %v; want the lag within the backlog's span", st, err)
+		}
 		c, _ := q.Consumer(ctx, 0)
 		ds, _ := c.Fetch(ctx, 2)
 		if st, err := q.Stats(ctx); err != nil || st.Depth != 3 || st.Pending != 2 {
