@@ -11,7 +11,7 @@ import (
 )
 
 // saleUsage is `seckill sale -h`.
-const saleUsage = `Usage: seckill sale <pause|resume|end|stock|kill|revive|actions> [ID] [flags]
+const saleUsage = `Usage: seckill sale <pause|resume|end|stock|kill|revive|consumers|actions> [ID] [flags]
 
 Steers a running instance's sales through its admin API, with the token in
 SECKILL_ADMIN_TOKEN; every action holds on every instance once answered,
@@ -23,6 +23,10 @@ and is recorded with -operator (default $USER) and the token's fingerprint:
   stock   ID -delta N   add (or, negative, take) units while it sells
   kill           the kill switch: every voucher not ended paused at once
   revive         turn the kill switch off (its own pauses only)
+  consumers pause|resume   every instance's consumers stop taking orders
+                 from the queue (reservations go on, queued) or start again
+  consumers rate N         persist at most N orders a second in all (0: no cap)
+  consumers      the consumers' setting
   actions [-voucher ID] [-limit N]   the record, newest first
 
 -note TEXT: why, kept in the record.
@@ -83,6 +87,8 @@ func runSale(args []string, env func(string) string, stdout, stderr io.Writer) i
 		err = c.do("POST", "/api/admin/sales/pause", body, &out)
 	case cmd == "revive" && len(rest) == 0:
 		err = c.do("POST", "/api/admin/sales/resume", body, &out)
+	case cmd == "consumers":
+		return steerConsumers(c, rest, *note, stdout, stderr)
 	case cmd == "actions" && len(rest) == 0:
 		return listActions(c, *voucher, *limit, stdout, stderr)
 	default:
@@ -149,5 +155,44 @@ func listActions(c deadLetterClient, voucher int64, limit int, stdout, stderr io
 		}
 		fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\tvoucher %s\t%s\n", a.ID, a.At, a.Operator, a.Action, v, a.Note)
 	}
+	return 0
+}
+
+// steerConsumers is `seckill sale consumers [pause|resume|rate N]`.
+func steerConsumers(c deadLetterClient, rest []string, note string, stdout, stderr io.Writer) int {
+	var out struct {
+		Paused    bool  `json:"paused"`
+		PerSecond int64 `json:"perSecond"`
+		Version   int64 `json:"version"`
+	}
+	var err error
+	switch {
+	case len(rest) == 0:
+		err = c.do("GET", "/api/admin/consumers", nil, &out)
+	case len(rest) == 1 && (rest[0] == "pause" || rest[0] == "resume"):
+		err = c.do("POST", "/api/admin/consumers/"+rest[0], map[string]string{"note": note}, &out)
+	case len(rest) == 2 && rest[0] == "rate":
+		n, perr := strconv.ParseInt(rest[1], 10, 32)
+		if perr != nil || n < 0 {
+			fmt.Fprintf(stderr, "seckill sale consumers rate: %q is not a rate (orders a second, 0: no cap)\n", rest[1])
+			return 2
+		}
+		err = c.do("PUT", "/api/admin/consumers/rate", map[string]any{"perSecond": n, "note": note}, &out)
+	default:
+		fmt.Fprintf(stderr, "seckill sale consumers: %q\n\n%s", rest, saleUsage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "seckill sale consumers:", err)
+		return 1
+	}
+	state, limit := "running", "no cap"
+	if out.Paused {
+		state = "paused"
+	}
+	if out.PerSecond > 0 {
+		limit = fmt.Sprintf("at most %d orders a second in all", out.PerSecond)
+	}
+	fmt.Fprintf(stdout, "consumers %s, %s (version %d)\n", state, limit, out.Version)
 	return 0
 }

@@ -101,6 +101,23 @@ func TestTheSaleCommandSteersARunningInstance(t *testing.T) {
 	if got := seckill(); got != "ok" {
 		t.Fatalf("a seckill after the switch is off: %s", got)
 	}
+	if out := run(0, "consumers", "pause", "-note", "MySQL failover"); !strings.Contains(out, "consumers paused, no cap") {
+		t.Fatalf("consumers pause:\n%s", out)
+	}
+	if out := run(0, "consumers", "rate", "40"); !strings.Contains(out, "consumers paused, at most 40 orders a second") {
+		t.Fatalf("consumers rate:\n%s", out)
+	}
+	if out := run(0, "consumers", "resume"); !strings.Contains(out, "consumers running, at most 40") {
+		t.Fatalf("consumers resume:\n%s", out)
+	}
+	if out := run(0, "consumers"); !strings.Contains(out, "(version 3)") {
+		t.Fatalf("consumers:\n%s", out)
+	}
+	run(2, "consumers", "rate", "-5")
+	run(2, "consumers", "stop")
+	if out := run(0, "actions"); !strings.Contains(out, "consumers_pause") || !strings.Contains(out, "MySQL failover") {
+		t.Fatalf("actions after the consumers':\n%s", out)
+	}
 	out := run(0, "actions", "-voucher", id)
 	if !strings.Contains(out, "bob\tpause") || !strings.Contains(out, "bots") || !strings.Contains(out, "ops\tresume") {
 		t.Fatalf("actions:\n%s", out)

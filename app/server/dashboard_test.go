@@ -252,6 +252,30 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		if _, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); v["state"] != "on_sale" {
 			t.Fatalf("the voucher after the dashboard's resume: %v", v)
 		}
+
+		// The consumers: paused (a seckill's order then waits in the
+		// queue), capped, resumed; the record lists them.
+		b.click(p, "#consumers-pause")
+		b.waitJS(p, "the consumers say paused", `document.getElementById('consumers-state').dataset.paused === 'true'`)
+		if status, body := h.do("POST", "/api/vouchers/"+id+"/seckill", h.shopper(2), nil); status != 200 {
+			t.Fatalf("a seckill with the consumers paused: %d %v", status, body)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if rows, _ := h.rows(voucher); rows != 0 {
+			t.Fatalf("%d rows with the consumers paused from the dashboard", rows)
+		}
+		b.must("clear the cap", p.MustElement("#consumers-rate").SelectAllText())
+		b.input(p, "#consumers-rate", "25")
+		b.click(p, "#consumers-cap")
+		b.waitJS(p, "the cap is shown", `document.getElementById('consumers-state').textContent.includes('at most 25 orders a second')`)
+		b.click(p, "#consumers-resume")
+		b.waitJS(p, "the consumers say running", `document.getElementById('consumers-state').dataset.paused === 'false'`)
+		if rows := h.waitForRows(voucher, 1, 10*time.Second); rows != 1 {
+			t.Fatalf("%d rows after the dashboard's resume, want the queued order", rows)
+		}
+		b.waitJS(p, "the record shows the consumers' actions", `(() => { const t = document.getElementById('action-table').textContent;
+			return t.includes('consumers_pause') && t.includes('consumers_rate') && t.includes('consumers_resume'); })()`)
+		b.screenshot(p, "dashboard-steering", 1280, 1600, false)
 		b.clean()
 	})
 }

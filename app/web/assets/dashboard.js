@@ -149,6 +149,7 @@ async function loadVouchers(token) {
   });
   $("voucher-table").querySelector("tbody").replaceChildren(...rows);
   $("voucher-table").dataset.loaded = "1";
+  await loadConsumers(token);
   await loadActions(token);
 }
 
@@ -184,6 +185,25 @@ async function steer(id, act, td) {
   await admin("POST", path, body, { "X-Seckill-Operator": "dashboard" });
   vouchersAt = 0; // the table shows the new state at once
   await loadVouchers($("admin-token").value.trim());
+}
+
+// loadConsumers shows the operator's hold on the consumers (none under a
+// backend with no queue: the section says so).
+async function loadConsumers(token) {
+  const resp = await fetch("/api/admin/consumers", { headers: { "Authorization": "Bearer " + token } });
+  if (!resp.ok) return;
+  const c = await resp.json();
+  $("consumers-state").textContent = (c.paused ? "paused" : "running") +
+    (c.perSecond > 0 ? ", at most " + c.perSecond + " orders a second in all" : ", no cap");
+  $("consumers-state").dataset.paused = String(c.paused);
+}
+
+// steerConsumers pauses, resumes or caps every instance's consumers.
+async function steerConsumers(method, action, body) {
+  await admin(method, "/api/admin/consumers/" + action, body, { "X-Seckill-Operator": "dashboard" });
+  const token = $("admin-token").value.trim();
+  await loadConsumers(token);
+  await loadActions(token);
 }
 
 // loadActions fills the record of operators' actions: the newest 20.
@@ -357,6 +377,9 @@ document.addEventListener("DOMContentLoaded", () => {
     refresh();
   });
   $("create-voucher").addEventListener("click", createVoucher);
+  $("consumers-pause").addEventListener("click", () => steerConsumers("POST", "pause", {}));
+  $("consumers-resume").addEventListener("click", () => steerConsumers("POST", "resume", {}));
+  $("consumers-cap").addEventListener("click", () => steerConsumers("PUT", "rate", { perSecond: Number($("consumers-rate").value || 0) }));
   $("audit").addEventListener("click", () => admin("GET", voucherPath("audit")));
   $("reconcile").addEventListener("click", () => admin("POST", voucherPath("reconcile")));
   refresh();
