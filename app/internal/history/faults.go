@@ -27,6 +27,9 @@ type Faults struct {
 	// for a while (Letters.Slip), the letters then rebuilt over and
 	// re-driven.
 	Letters *LetterFault
+	// Steer, if set, is an operator pausing, resuming and restocking
+	// vouchers while they sell.
+	Steer *SteerFault
 }
 
 // LetterFault is an operator's slip on one voucher (the one with the most
@@ -45,6 +48,10 @@ type LetterFault struct {
 	// Slip adds delta to the voucher's stock column (SQL: stock = stock +
 	// delta, so that the consumers' own changes in between are kept).
 	Slip func(ctx context.Context, voucher, delta int64) error
+	// Leave tells a voucher the slip may not strike (nil: none): one an
+	// operator steers meanwhile, whose stock changes the slipped column
+	// would refuse.
+	Leave func(voucher int64) bool
 
 	voucher  atomic.Int64
 	slipping atomic.Bool
@@ -99,6 +106,9 @@ func (f *LetterFault) strike(ctx context.Context, s Sale, rec *Recorder) {
 func (f *LetterFault) choose(ctx context.Context, s Sale) (int64, bool) {
 	v, most := int64(0), int64(-1)
 	for _, id := range s.Vouchers {
+		if f.Leave != nil && f.Leave(id) {
+			continue
+		}
 		var got struct{ Stock int64 }
 		status, err := Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(id, 10), &got)
 		if err != nil || status != 200 {
@@ -145,6 +155,9 @@ func Run(ctx context.Context, s Sale, f Faults) []porcupine.Operation {
 	var wg sync.WaitGroup
 	if f.Letters != nil {
 		wg.Go(func() { f.Letters.strike(ctx, s, rec) })
+	}
+	if f.Steer != nil {
+		wg.Go(func() { f.Steer.run(ctx, s, rec) })
 	}
 	if f.ReconcileEvery > 0 {
 		wg.Go(func() {

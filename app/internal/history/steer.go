@@ -1,0 +1,164 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Operators' actions on a voucher, beside the sale's and the lifecycle's.
+const (
+	// PauseSale is POST /api/admin/vouchers/{id}/pause.
+	PauseSale Kind = iota + Cancel + 1
+	// ResumeSale is POST /api/admin/vouchers/{id}/resume.
+	ResumeSale
+	// ChangeStock is POST /api/admin/vouchers/{id}/stock {"delta":
+	// Input.Delta}; Accepted answers the stock left (Output.Stock).
+	ChangeStock
+)
+
+// Paused: 403 paused (Buy).
+const Paused Outcome = Denied + 1
+
+// SteerFault is an operator steering the sale while it runs: every Every,
+// on a random voucher, a pause (resumed after a while), or, with Stock, a
+// few units added or one taken. Each action is an operation of the
+// history (the model learns the pause and the stock it moves).
+type SteerFault struct {
+	Every time.Duration
+	// Stock: change stock too (not for vouchers in buckets, which refuse).
+	Stock bool
+	// Skip tells a voucher to leave alone (nil: none).
+	Skip func(voucher int64) bool
+}
+
+// steerClient is the client id an operator's actions are recorded under.
+const steerClient = -1
+
+// run steers until ctx ends.
+func (f *SteerFault) run(ctx context.Context, s Sale, rec *Recorder) {
+	client := &http.Client{Timeout: s.Timeout}
+	paused := map[int64]bool{}
+	for ctx.Err() == nil {
+		sleep(ctx, f.Every)
+		v := s.Vouchers[rand.IntN(len(s.Vouchers))]
+		if f.Skip != nil && f.Skip(v) {
+			continue
+		}
+		in := Input{Voucher: v, Kind: PauseSale}
+		switch p := rand.IntN(4); {
+		case paused[v]:
+			in.Kind = ResumeSale
+		case f.Stock && p == 0:
+			in.Kind, in.Delta = ChangeStock, 1+rand.Int64N(3)
+		case f.Stock && p == 1:
+			in.Kind, in.Delta = ChangeStock, -1
+		}
+		call := rec.Now()
+		out := f.steer(ctx, client, s, in)
+		rec.Add(steerClient, in, call, out)
+		if in.Kind == PauseSale || in.Kind == ResumeSale {
+			paused[v] = in.Kind == PauseSale
+		}
+	}
+	// The sale ends on sale: a pause left in place would hold its last
+	// shoppers' buys.
+	for v, on := range paused {
+		if on {
+			in := Input{Voucher: v, Kind: ResumeSale}
+			call := rec.Now()
+			rec.Add(steerClient, in, call, f.steer(context.WithoutCancel(ctx), client, s, in))
+		}
+	}
+}
+
+// steer sends one action and classifies its answer.
+func (f *SteerFault) steer(ctx context.Context, client *http.Client, s Sale, in Input) Output {
+	path := "/api/admin/vouchers/" + strconv.FormatInt(in.Voucher, 10) + "/"
+	body := "{}"
+	switch in.Kind {
+	case PauseSale:
+		path += "pause"
+	case ResumeSale:
+		path += "resume"
+	case ChangeStock:
+		path += "stock"
+		body = `{"delta":` + strconv.FormatInt(in.Delta, 10) + `}`
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", s.URLs[rand.IntN(len(s.URLs))]+path, strings.NewReader(body))
+	if err != nil {
+		return Output{Outcome: Wrong, Body: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Seckill-Operator", "history")
+	resp, err := client.Do(req)
+	if err != nil {
+		return Output{Outcome: Unknown, Body: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var got struct {
+		Stock *int64 `json:"stock"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &got)
+	out := Output{Status: resp.StatusCode, Body: string(raw)}
+	switch {
+	case resp.StatusCode >= 500:
+		out.Outcome = Unknown // recorded and pending: the duty may yet finish it
+	case resp.StatusCode == 200 && in.Kind != ChangeStock:
+		out.Outcome = Accepted
+	case resp.StatusCode == 200 && got.Stock != nil:
+		out.Outcome, out.Stock = Accepted, *got.Stock
+	case got.Error.Code == "not_enough_stock":
+		out.Outcome = Denied
+	default:
+		out.Outcome = Wrong
+	}
+	return out
+}
+
+// steered is the states an operator's action answered out may leave.
+func (s state) steered(in Input, out Output) []any {
+	switch in.Kind {
+	case PauseSale, ResumeSale:
+		next := s.pausedAs(in.Kind == PauseSale)
+		switch out.Outcome {
+		case Accepted:
+			return []any{next}
+		case Unknown:
+			return []any{s, next}
+		}
+	case ChangeStock:
+		after := s.stock + in.Delta
+		switch {
+		case out.Outcome == Accepted && after >= 0 && out.Stock == after:
+			return []any{s.stocked(after)}
+		case out.Outcome == Denied && after < 0:
+			return []any{s}
+		case out.Outcome == Unknown && after >= 0:
+			return []any{s, s.stocked(after)}
+		case out.Outcome == Unknown:
+			return []any{s}
+		}
+	}
+	return nil
+}
+
+func (s state) pausedAs(paused bool) state {
+	s.paused = paused
+	return s
+}
+
+func (s state) stocked(stock int64) state {
+	s.stock = stock
+	return s
+}
