@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,8 +273,17 @@ func TestTheKillSwitchPausesEveryVoucherAndOnlyItsResumeLiftsIt(t *testing.T) {
 // 0, live orders = initial + deltas - column; taking more than remains is
 // 409 and changes nothing; the record says what was done.
 func TestStockAddedWhileSellingIsSoldOnce(t *testing.T) {
-	forEachStack(t, nil, func(t *testing.T, h *harness) {
-		voucher := h.openVoucher(50)
+	for _, buckets := range []int{1, 3} {
+		t.Run(strconv.Itoa(buckets)+" buckets", func(t *testing.T) { stockAddedWhileSelling(t, buckets) })
+	}
+}
+
+// stockAddedWhileSelling is TestStockAddedWhileSellingIsSoldOnce for a
+// voucher in buckets buckets: in several, the change is made inside a
+// reconcile's fence (the sale of the voucher waits a few milliseconds).
+func stockAddedWhileSelling(t *testing.T, buckets int) {
+	forEachStack(t, func(c *Config) { c.Shards = max(c.Shards, buckets) }, func(t *testing.T, h *harness) {
+		voucher := h.openVoucherIn(50, buckets)
 		path := "/api/vouchers/" + idString(voucher) + "/seckill"
 		var wg sync.WaitGroup
 		var sold atomic.Int64
@@ -317,6 +327,24 @@ func TestStockAddedWhileSellingIsSoldOnce(t *testing.T) {
 		added := items[len(items)-1].(map[string]any)
 		if added["action"] != "stock" || added["after"].(map[string]any)["delta"] != 20.0 || added["note"] != "found in the warehouse" {
 			t.Fatalf("the record: %v", items)
+		}
+		// Two more, one taken back before a shopper buys it: one sold.
+		h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": 2})
+		if status, body := h.do("POST", "/api/admin/vouchers/"+idString(voucher)+"/stock", h.cfg.AdminToken, map[string]any{"delta": -1}); status != 200 || body["stock"] != 1.0 {
+			t.Fatalf("+2 then -1 of a sold-out voucher: %d %v, want 1 left", status, body)
+		}
+		sold.Store(0)
+		for u := int64(600); u < 700; u++ {
+			if status, _ := h.do("POST", path, h.shopper(u), nil); status == 200 {
+				sold.Add(1)
+			}
+		}
+		h.waitForRows(voucher, 71, 15*time.Second)
+		if rows, column := h.rows(voucher); sold.Load() != 1 || rows != 71 || column != 0 {
+			t.Fatalf("after +2 -1: %d sold, %d rows, column %d; want 1, 71 = 50 + 21 - 0, 0", sold.Load(), rows, column)
+		}
+		if _, audit := h.do("GET", "/api/admin/vouchers/"+idString(voucher)+"/audit", h.cfg.AdminToken, nil); len(audit["differences"].([]any)) != 0 {
+			t.Fatalf("the audit after the stock changes: %v", audit)
 		}
 	})
 }

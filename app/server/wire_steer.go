@@ -24,7 +24,7 @@ func (s *Server) newSteering(sale sale, changed func(context.Context, int64) err
 	st := steer.New(steer.Config{Store: mysqlstore.NewSteering(s.store), Live: sale.steering,
 		Locker: redislock.New(s.rdb, s.cfg.KeyPrefix), Guard: s.guard,
 		Announcer: voucherChanges{catalog: s.catalog, memo: s.memo, unknown: s.unknown, nudge: changed, log: s.log},
-		Observer:  s.metrics, Consumers: sale.consumerBoard(s), Log: s.log})
+		Observer:  s.metrics, Consumers: sale.consumerBoard(s), Restock: sale.restocker(s), Log: s.log})
 	s.background.sweeps = append(s.background.sweeps, st.Duty())
 	s.metrics.registry.MustRegister(newPausedCollector(s.cfg.Queue, func(ctx context.Context) ([]core.Voucher, error) {
 		return s.store.CurrentVouchers(ctx, time.Now(), maxPausedSeries)
@@ -107,4 +107,14 @@ func (sl sale) consumerBoard(s *Server) steer.ConsumerBoard {
 		return steer.NoConsumers
 	}
 	return redisgate.New(s.rdb, s.cfg.KeyPrefix)
+}
+
+// restocker changes the stock of a voucher in buckets: the recovery
+// guard's reconcile, where the sale is in Redis (none under sync, which
+// has no buckets).
+func (sl sale) restocker(s *Server) steer.Restocker {
+	if !sl.inRedis {
+		return nil
+	}
+	return s.recovery
 }

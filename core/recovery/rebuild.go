@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
@@ -34,7 +35,7 @@ type Report struct {
 // Rebuild rebuilds the voucher's live state, one rebuild at a time per
 // voucher in this process; callers that arrive during one wait for it.
 func (r *Guard) Rebuild(ctx context.Context, voucherID int64) error {
-	_, err := r.run(ctx, voucherID, core.Wait, false)
+	_, err := r.run(ctx, voucherID, core.Wait, asRebuild)
 	return err
 }
 
@@ -49,14 +50,60 @@ func (r *Guard) Rebuild(ctx context.Context, voucherID int64) error {
 // No rebuild can tell which, so while there are any, Reconcile refuses
 // with CodeNotReconcilable rather than sell their units again.
 func (r *Guard) Reconcile(ctx context.Context, voucherID int64) (Report, error) {
-	return r.run(ctx, voucherID, core.Wait, true)
+	return r.run(ctx, voucherID, core.Wait, asReconcile)
+}
+
+// StockChange is an operator's stock change made inside a reconcile's
+// fence: given the units the voucher has left (the database's column less
+// the orders the queue holds unpersisted), it records the change in the
+// database and answers the units to add to what is restored (0: refused,
+// or recorded by an earlier attempt, whose column the snapshot has).
+type StockChange func(ctx context.Context, remaining int64) (add int64, err error)
+
+// rebuildAs is how a rebuild runs: an operator's reconcile (the live
+// store made the database's and the queue's, as asked) or a rebuild after
+// a loss, and the stock change made within its fence.
+type rebuildAs struct {
+	operator bool
+	change   StockChange
+}
+
+func noChange(context.Context, int64) (int64, error) { return 0, nil }
+
+var (
+	asRebuild   = rebuildAs{change: noChange}
+	asReconcile = rebuildAs{operator: true, change: noChange}
+)
+
+// ReconcileChanging is a reconcile with a stock change made within its
+// fence, for a voucher in buckets (whose stock no one script can move):
+// the sale of the voucher waits for the rebuild, a few milliseconds, and
+// the change lands in the database and the live store together, or in
+// neither. A reconcile already under way (here or on another instance)
+// is waited out, and this one runs after it.
+func (r *Guard) ReconcileChanging(ctx context.Context, voucherID int64, change StockChange) (Report, error) {
+	var ran atomic.Bool // set on the rebuild's goroutine, which may outlive ctx
+	as := rebuildAs{operator: true, change: func(ctx context.Context, remaining int64) (int64, error) {
+		ran.Store(true)
+		return change(ctx, remaining)
+	}}
+	for attempt := 0; ; attempt++ {
+		report, err := r.run(ctx, voucherID, core.Wait, as)
+		if err != nil || ran.Load() {
+			return report, err
+		}
+		if attempt == 10 {
+			return report, core.Wrap("recovery: reconcile with a stock change", core.CodeBusy, core.ErrBusy)
+		}
+	}
 }
 
 // ErrNotReconcilable: see Reconcile.
 var ErrNotReconcilable = core.E(core.CodeNotReconcilable,
 	"this backend cannot list the orders it holds, and some of this voucher's are reserved and not yet persisted: retry once they are")
 
-func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, operator bool) (Report, error) {
+func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, as rebuildAs) (Report, error) {
+	operator := as.operator
 	// Cached by the live store's adapter: no round trip. An error leaves
 	// it "", which no failure was recorded in.
 	inc, _ := r.live.Incarnation(ctx)
@@ -80,7 +127,7 @@ func (r *Guard) run(ctx context.Context, voucherID int64, p core.Patience, opera
 			// instance's as long as the fence allows, whoever started it.
 			rctx, cancel := context.WithTimeout(context.Background(), r.fenceTTL/2)
 			defer cancel()
-			b.report, b.err = r.rebuild(rctx, voucherID, operator)
+			b.report, b.err = r.rebuild(rctx, voucherID, as)
 			r.mu.Lock()
 			delete(r.running, voucherID)
 			r.backOff(voucherID, inc, b.err)
@@ -172,7 +219,8 @@ func (r *Guard) backOff(voucherID int64, inc string, err error) {
 // closed is a channel that is always ready.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (r *Guard) rebuild(ctx context.Context, voucherID int64, operator bool) (Report, error) {
+func (r *Guard) rebuild(ctx context.Context, voucherID int64, as rebuildAs) (Report, error) {
+	operator := as.operator
 	start := time.Now()
 	// A voucher the database does not have is not fenced: requests for
 	// made-up ids leave nothing behind in Redis.
@@ -202,7 +250,7 @@ func (r *Guard) rebuild(ctx context.Context, voucherID int64, operator bool) (Re
 	if !ok {
 		return Report{VoucherID: voucherID}, r.waitForOther(ctx, voucherID)
 	}
-	report, err := r.rebuildFenced(ctx, found, token, start, before, operator)
+	report, err := r.rebuildFenced(ctx, found, token, start, before, as)
 	if err != nil && !errors.Is(err, core.ErrVoucherNotFound) && !errors.Is(err, ErrNotReconcilable) {
 		if uerr := r.live.Unfence(ctx, voucherID, token); uerr != nil {
 			r.log.Warn("rebuild: could not lift the fence; it expires on its own", "voucher", voucherID, "err", uerr)
@@ -211,8 +259,8 @@ func (r *Guard) rebuild(ctx context.Context, voucherID int64, operator bool) (Re
 	return report, err
 }
 
-func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token string, start time.Time, before LiveState, operator bool) (Report, error) {
-	voucherID := found.ID
+func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token string, start time.Time, before LiveState, as rebuildAs) (Report, error) {
+	voucherID, operator := found.ID, as.operator
 	inc, err := r.live.Incarnation(ctx)
 	if err != nil {
 		return Report{}, r.failed(voucherID, core.Wrap("recovery: incarnation", core.CodeUnavailable, err))
@@ -256,6 +304,11 @@ func (r *Guard) rebuildFenced(ctx context.Context, found core.Voucher, token str
 			"voucher", voucherID, "stock_column", v.Stock+int64(heldOnly), "held_unpersisted", heldOnly)
 		v.Stock = 0
 	}
+	add, err := as.change(ctx, v.Stock)
+	if err != nil {
+		return Report{}, r.failed(voucherID, core.Wrap("recovery: stock change", core.CodeUnavailable, err))
+	}
+	v.Stock += add
 	if err := r.live.Restore(ctx, RestoredSale{Voucher: v, Buyers: sale.buyers, Incarnation: inc}, token); err != nil {
 		return Report{}, r.failed(voucherID, core.Wrap("recovery: restore", core.CodeUnavailable, err))
 	}

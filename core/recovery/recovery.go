@@ -336,7 +336,7 @@ func (r *Guard) Ensure(ctx context.Context, voucherID int64, p core.Patience) er
 		r.verified.Store(voucherID, inc)
 		return nil
 	}
-	_, err = r.run(ctx, voucherID, p, false)
+	_, err = r.run(ctx, voucherID, p, asRebuild)
 	return err
 }
 
@@ -402,7 +402,7 @@ func (r *Guard) Recheck(ctx context.Context, voucherID int64, p core.Patience) (
 		return false, nil
 	}
 	r.verified.Delete(voucherID)
-	_, err = r.run(ctx, voucherID, p, false)
+	_, err = r.run(ctx, voucherID, p, asRebuild)
 	return true, err
 }
 
@@ -429,7 +429,7 @@ func (r *Guard) reverify(ctx context.Context, voucherID int64, was, inc string) 
 // incarnation): the voucher is rebuilt.
 func (r *Guard) Lost(ctx context.Context, voucherID int64, p core.Patience) error {
 	r.verified.Delete(voucherID)
-	_, err := r.run(ctx, voucherID, p, false)
+	_, err := r.run(ctx, voucherID, p, asRebuild)
 	return err
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/recovery"
 )
 
 // Kind is what an operator did.
@@ -131,6 +132,19 @@ type StockChange struct {
 	// Remaining is the live stock after (-1: the live store is the
 	// database, whose column says).
 	Remaining int64
+}
+
+// Restocker changes the stock of a voucher in buckets within a
+// reconcile's fence (recovery.Guard).
+type Restocker interface {
+	ReconcileChanging(ctx context.Context, voucherID int64, change recovery.StockChange) (recovery.Report, error)
+}
+
+// noRestock is the Restocker of a sale with no buckets (sync).
+type noRestock struct{}
+
+func (noRestock) ReconcileChanging(context.Context, int64, recovery.StockChange) (recovery.Report, error) {
+	return recovery.Report{}, conflict(core.CodeNotSupported, "this sale keeps no voucher in buckets")
 }
 
 // DatabaseIsLive is the Live of a sale whose live state is its database

@@ -25,7 +25,9 @@ type Config struct {
 	// Consumers is where every instance's consumers read the operator's
 	// setting (nil: NoConsumers, a sale with no queue).
 	Consumers ConsumerBoard
-	Log       *slog.Logger
+	// Restock changes the stock of a voucher in buckets (nil: none is).
+	Restock Restocker
+	Log     *slog.Logger
 }
 
 // Steering carries out operators' actions on running sales.
@@ -37,6 +39,7 @@ type Steering struct {
 	announce  Announcer
 	obs       Observer
 	consumers ConsumerBoard
+	restock   Restocker
 	log       *slog.Logger
 	now       func() time.Time
 }
@@ -44,9 +47,12 @@ type Steering struct {
 // New builds a Steering.
 func New(cfg Config) *Steering {
 	s := &Steering{store: cfg.Store, live: cfg.Live, guard: core.GuardOr(cfg.Guard), locker: cfg.Locker, announce: cfg.Announcer, obs: cfg.Observer,
-		consumers: cfg.Consumers, log: cfg.Log, now: time.Now}
+		consumers: cfg.Consumers, restock: cfg.Restock, log: cfg.Log, now: time.Now}
 	if s.live == nil {
 		s.live = DatabaseIsLive
+	}
+	if s.restock == nil {
+		s.restock = noRestock{}
 	}
 	if s.consumers == nil {
 		s.consumers = NoConsumers

@@ -27,9 +27,6 @@ func (s *Steering) ChangeStock(ctx context.Context, r Request, delta int64) (int
 	if err != nil {
 		return 0, err
 	}
-	if v.BucketCount() > 1 {
-		return 0, conflict(core.CodeNotSupported, "the stock of a voucher in buckets cannot be changed yet")
-	}
 	if !s.now().Before(v.EndAt) {
 		return 0, conflict(core.CodeEnded, "the sale has ended")
 	}
@@ -53,6 +50,9 @@ func (s *Steering) ChangeStock(ctx context.Context, r Request, delta int64) (int
 // database's (both once, by the action's id): the units left, or
 // CodeNotEnoughStock.
 func (s *Steering) settleStock(ctx context.Context, v core.Voucher, id, delta int64) (int64, error) {
+	if v.BucketCount() > 1 {
+		return s.settleBucketStock(ctx, v, id, delta)
+	}
 	var change StockChange
 	err := s.patiently(ctx, func() (err error) {
 		// A voucher nobody bought since Redis forgot it (or since this
@@ -100,4 +100,37 @@ func (s *Steering) finishStock(ctx context.Context, a Action) error {
 	}
 	s.announce.VoucherChanged(ctx, v.ID)
 	return nil
+}
+
+// settleBucketStock is settleStock for a voucher in buckets, whose stock
+// is spread over several keys (and masters) no one script moves: the
+// voucher is reconciled, and within the reconcile's fence (no sale of it
+// meanwhile) the column moves, once by the action's id, and the units left
+// are restored with the change. Killed anywhere, the column is the truth:
+// the next rebuild deals what it says.
+func (s *Steering) settleBucketStock(ctx context.Context, v core.Voucher, id, delta int64) (int64, error) {
+	var refused bool
+	var left int64
+	_, err := s.restock.ReconcileChanging(ctx, v.ID, func(ctx context.Context, remaining int64) (int64, error) {
+		moved, ok, err := s.store.FinishStock(ctx, id, v.ID, delta, remaining+delta >= 0)
+		if err != nil {
+			return 0, err
+		}
+		refused, left = moved, remaining
+		if !ok || moved {
+			return 0, nil // finished before (the snapshot has it), or refused
+		}
+		left += delta
+		return delta, nil
+	})
+	if err != nil {
+		if IsConflict(err) {
+			return 0, err
+		}
+		return 0, core.Wrap("steer: reconcile the voucher's buckets", core.CodeUnavailable, err)
+	}
+	if refused {
+		return left, conflict(core.CodeNotEnoughStock, "that takes more units than remain: sold units are never taken back")
+	}
+	return left, nil
 }

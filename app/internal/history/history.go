@@ -141,11 +141,15 @@ func (r *Recorder) Operations() []porcupine.Operation {
 
 // state is one voucher's sale as the sequential model has it: the stock
 // left, each buyer's order (0: an order whose id no answer told), and
-// whether an operator paused it.
+// whether an operator paused it; mixed: a pause or resume left unanswered
+// reached part of the voucher's buckets (several masters: no one write
+// reaches them all at once), so buys may meet either until the next
+// answered one.
 type state struct {
 	stock  int64
 	buyers map[int64]int64
 	paused bool
+	mixed  bool
 }
 
 func (s state) with(user, order int64, take bool) state {
@@ -155,9 +159,9 @@ func (s state) with(user, order int64, take bool) state {
 	}
 	b[user] = order
 	if take {
-		return state{stock: s.stock - 1, buyers: b, paused: s.paused}
+		return state{stock: s.stock - 1, buyers: b, paused: s.paused, mixed: s.mixed}
 	}
-	return state{stock: s.stock, buyers: b, paused: s.paused}
+	return state{stock: s.stock, buyers: b, paused: s.paused, mixed: s.mixed}
 }
 
 // Model is a voucher sale with initial stock stock per voucher: one unit
@@ -169,7 +173,9 @@ func Model(stock int64) porcupine.Model { return model(stock, false) }
 // (core.Voucher.Buckets), which promise less of one answer: a shopper may
 // be told sold out while a unit another bucket is about to lend remains
 // (a bounded wait, which the bench measures), so a sold-out answer only
-// says the shopper bought nothing. Every other rule stands: no unit sold
+// says the shopper bought nothing; and a pause or resume answered 503 may
+// have reached part of the buckets (on several masters) until the duty
+// finishes it, or the next one answered 200. Every other rule stands: no unit sold
 // twice or past the stock, one order per buyer, reads of the stock and of
 // orders exactly as the sale is.
 func BucketModel(stock int64) porcupine.Model { return model(stock, true) }
@@ -190,7 +196,7 @@ func model(stock int64, earlySoldOut bool) porcupine.Model {
 			case ReadOrder:
 				return s.readOrder(in.User, out)
 			case PauseSale, ResumeSale, ChangeStock:
-				return s.steered(in, out)
+				return s.steered(in, out, earlySoldOut)
 			}
 			return nil
 		},
@@ -235,11 +241,11 @@ func (s state) buy(user int64, out Output, earlySoldOut bool) []any {
 	_, holds := s.buyers[user]
 	switch out.Outcome {
 	case Paused:
-		if s.paused {
+		if s.paused || s.mixed {
 			return []any{s}
 		}
 	case Reserved:
-		if !holds && s.stock > 0 && !s.paused {
+		if !holds && s.stock > 0 && s.selling() {
 			return []any{s.with(user, out.OrderID, true)}
 		}
 		if s.sameOrder(user, out.OrderID) { // a replay of the same reservation
@@ -257,7 +263,7 @@ func (s state) buy(user int64, out Output, earlySoldOut bool) []any {
 		return []any{s}
 	case Unknown:
 		next := []any{s} // it did nothing
-		if !holds && s.stock > 0 && !s.paused {
+		if !holds && s.stock > 0 && s.selling() {
 			next = append(next, s.with(user, out.OrderID, true)) // it reserved
 		}
 		return next
@@ -283,8 +289,11 @@ func (s state) readOrder(user int64, out Output) []any {
 	return nil
 }
 
+// selling: a buy may reserve (not paused, or paused in part only).
+func (s state) selling() bool { return !s.paused || s.mixed }
+
 func (s state) equal(o state) bool {
-	if s.stock != o.stock || s.paused != o.paused || len(s.buyers) != len(o.buyers) {
+	if s.stock != o.stock || s.paused != o.paused || s.mixed != o.mixed || len(s.buyers) != len(o.buyers) {
 		return false
 	}
 	for u, id := range s.buyers {

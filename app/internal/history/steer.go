@@ -26,13 +26,11 @@ const (
 const Paused Outcome = Denied + 1
 
 // SteerFault is an operator steering the sale while it runs: every Every,
-// on a random voucher, a pause (resumed after a while), or, with Stock, a
-// few units added or one taken. Each action is an operation of the
-// history (the model learns the pause and the stock it moves).
+// on a random voucher, a pause (resumed after a while), a few units added
+// or one taken. Each action is an operation of the history (the model
+// learns the pause and the stock it moves).
 type SteerFault struct {
 	Every time.Duration
-	// Stock: change stock too (not for vouchers in buckets, which refuse).
-	Stock bool
 	// Skip tells a voucher to leave alone (nil: none).
 	Skip func(voucher int64) bool
 }
@@ -54,9 +52,9 @@ func (f *SteerFault) run(ctx context.Context, s Sale, rec *Recorder) {
 		switch p := rand.IntN(4); {
 		case paused[v]:
 			in.Kind = ResumeSale
-		case f.Stock && p == 0:
+		case p == 0:
 			in.Kind, in.Delta = ChangeStock, 1+rand.Int64N(3)
-		case f.Stock && p == 1:
+		case p == 1:
 			in.Kind, in.Delta = ChangeStock, -1
 		}
 		call := rec.Now()
@@ -127,14 +125,21 @@ func (f *SteerFault) steer(ctx context.Context, client *http.Client, s Sale, in 
 }
 
 // steered is the states an operator's action answered out may leave.
-func (s state) steered(in Input, out Output) []any {
+func (s state) steered(in Input, out Output, inBuckets bool) []any {
 	switch in.Kind {
 	case PauseSale, ResumeSale:
 		next := s.pausedAs(in.Kind == PauseSale)
-		switch out.Outcome {
-		case Accepted:
+		switch {
+		case out.Outcome == Accepted:
 			return []any{next}
-		case Unknown:
+		case out.Outcome == Unknown && inBuckets && s.paused != next.paused:
+			// Part of the buckets changed (a voucher already as asked
+			// stays so: the duty writes the database's setting, not its
+			// opposite).
+			part := s
+			part.mixed = true
+			return []any{s, next, part}
+		case out.Outcome == Unknown:
 			return []any{s, next}
 		}
 	case ChangeStock:
@@ -154,7 +159,7 @@ func (s state) steered(in Input, out Output) []any {
 }
 
 func (s state) pausedAs(paused bool) state {
-	s.paused = paused
+	s.paused, s.mixed = paused, false
 	return s
 }
 

@@ -99,3 +99,31 @@ func TestTheSettledColumnCountsTheStockChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestAPauseUnansweredMayReachPartOfTheBuckets: a pause answered 503 on a
+// voucher in buckets may have reached some buckets only (until the duty
+// finishes it): a paused answer, then a reservation, is legal there, and
+// not for a whole voucher, where one write pauses it; after a pause
+// answered 200, no reservation in either.
+func TestAPauseUnansweredMayReachPartOfTheBuckets(t *testing.T) {
+	reserved := func(id int64) Output { return Output{Outcome: Reserved, OrderID: id} }
+	paused, unknown := Output{Outcome: Paused}, Output{Outcome: Unknown}
+	part := []porcupine.Operation{steerOp(PauseSale, 0, 0, -1, unknown), op(0, Buy, 1, 20, 30, paused), op(0, Buy, 2, 40, 50, reserved(12))}
+	answered := []porcupine.Operation{steerOp(PauseSale, 0, 0, -1, unknown), steerOp(PauseSale, 0, 5, 10, Output{Outcome: Accepted}),
+		op(0, Buy, 1, 20, 30, paused), op(0, Buy, 2, 40, 50, reserved(12))}
+	for _, c := range []struct {
+		name          string
+		ops           []porcupine.Operation
+		whole, bucket bool
+	}{
+		{"paused, then reserved, after a pause unanswered", part, false, true},
+		{"reserved after a pause answered 200", answered, false, false},
+	} {
+		if err := CheckModel(Model(2), c.ops, 5*time.Second); (err == nil) != c.whole {
+			t.Errorf("%s, whole voucher: legal=%v, want %v (%v)", c.name, err == nil, c.whole, err)
+		}
+		if err := CheckModel(BucketModel(2), c.ops, 5*time.Second); (err == nil) != c.bucket {
+			t.Errorf("%s, in buckets: legal=%v, want %v (%v)", c.name, err == nil, c.bucket, err)
+		}
+	}
+}
