@@ -142,7 +142,7 @@ func checkHistory(t *testing.T, backend string) {
 		// Between the kills, one voucher's orders dead-lettered, the
 		// letters rebuilt over and re-driven.
 		Letters: letters,
-		Steer: &history.SteerFault{Every: 50 * time.Millisecond, Skip: func(v int64) bool { return !steered[v] }},
+		Steer:   &history.SteerFault{Every: 50 * time.Millisecond, Skip: func(v int64) bool { return !steered[v] }},
 	})
 	if open := letters.Redrive(context.Background(), sale, 30*time.Second); open != 0 {
 		t.Errorf("%d dead letters of voucher %d still open after 30 s of re-drives", open, letters.Voucher())
