@@ -84,11 +84,23 @@ func New(cfg Config) *Gate {
 	return &Gate{cfg: cfg, resumed: resumed}
 }
 
-// Runs implements core.ConsumerGate.
+// firstRead bounds the read Runs makes before the consumers start.
+const firstRead = 2 * time.Second
+
+// Runs implements core.ConsumerGate. The setting is read once before the
+// pipeline starts its consumers: an instance started while an operator
+// holds the consumers paused takes nothing from the queue, not even one
+// batch before its first poll. Should the read fail, the consumers start
+// as the gate last knew (open), and the poll catches up.
 func (g *Gate) Runs(consumers int) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.consumers = consumers
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), firstRead)
+	defer cancel()
+	if err := g.step(ctx); err != nil {
+		g.cfg.Log.Warn("consumers: the operator's setting could not be read before the start; starting open", "err", err)
+	}
 }
 
 // Paused implements core.ConsumerGate.
