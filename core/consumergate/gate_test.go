@@ -8,8 +8,7 @@ import (
 
 // TestConsumersStartedDuringAPauseTakeNothing: the setting is read before
 // the pipeline's consumers start, so a new instance's first fetch already
-// waits for the resume; and the pause is acked at once when every
-// consumer the pipeline starts is still to come (none parked of none).
+// waits for the resume; the pause is not acked before they are parked.
 func TestConsumersStartedDuringAPauseTakeNothing(t *testing.T) {
 	board := consumergate.NewLocal()
 	paused := board.Set(true, 0)
