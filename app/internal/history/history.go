@@ -150,6 +150,9 @@ type state struct {
 	buyers map[int64]int64
 	paused bool
 	mixed  bool
+	// memoUntil: a sold-out answer called before it may be an instance's
+	// memo of the sale before an operator added units (steer.go).
+	memoUntil int64
 }
 
 func (s state) with(user, order int64, take bool) state {
@@ -159,9 +162,9 @@ func (s state) with(user, order int64, take bool) state {
 	}
 	b[user] = order
 	if take {
-		return state{stock: s.stock - 1, buyers: b, paused: s.paused, mixed: s.mixed}
+		return state{stock: s.stock - 1, buyers: b, paused: s.paused, mixed: s.mixed, memoUntil: s.memoUntil}
 	}
-	return state{stock: s.stock, buyers: b, paused: s.paused, mixed: s.mixed}
+	return state{stock: s.stock, buyers: b, paused: s.paused, mixed: s.mixed, memoUntil: s.memoUntil}
 }
 
 // Model is a voucher sale with initial stock stock per voucher: one unit
@@ -188,7 +191,7 @@ func model(stock int64, earlySoldOut bool) porcupine.Model {
 			s, in, out := st.(state), input.(Input), output.(Output)
 			switch in.Kind {
 			case Buy:
-				return s.buy(in.User, out, earlySoldOut)
+				return s.buy(in.User, in.At, out, earlySoldOut)
 			case ReadStock:
 				if out.Outcome == Unknown || out.Outcome == Refused || (out.Outcome == Stock && out.Stock == s.stock) {
 					return []any{s}
@@ -237,7 +240,7 @@ func (s state) sameOrder(user, id int64) bool {
 
 // buy is the states a purchase answered out may leave (none: it cannot
 // have been answered so from s).
-func (s state) buy(user int64, out Output, earlySoldOut bool) []any {
+func (s state) buy(user, at int64, out Output, earlySoldOut bool) []any {
 	_, holds := s.buyers[user]
 	switch out.Outcome {
 	case Paused:
@@ -256,7 +259,7 @@ func (s state) buy(user int64, out Output, earlySoldOut bool) []any {
 			return []any{s.with(user, out.OrderID, false)}
 		}
 	case SoldOut:
-		if s.stock == 0 || earlySoldOut {
+		if s.stock == 0 || earlySoldOut || at < s.memoUntil {
 			return []any{s}
 		}
 	case Refused:
@@ -293,7 +296,7 @@ func (s state) readOrder(user int64, out Output) []any {
 func (s state) selling() bool { return !s.paused || s.mixed }
 
 func (s state) equal(o state) bool {
-	if s.stock != o.stock || s.paused != o.paused || s.mixed != o.mixed || len(s.buyers) != len(o.buyers) {
+	if s.stock != o.stock || s.paused != o.paused || s.mixed != o.mixed || s.memoUntil != o.memoUntil || len(s.buyers) != len(o.buyers) {
 		return false
 	}
 	for u, id := range s.buyers {
@@ -313,7 +316,7 @@ func Check(ops []porcupine.Operation, stock int64, timeout time.Duration) error 
 
 // CheckModel is Check against another model (BucketModel).
 func CheckModel(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) error {
-	ops = boundUnknownBuys(withoutBlindReads(ops))
+	ops = stamped(boundUnknownBuys(withoutBlindReads(ops)))
 	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	switch res {
 	case porcupine.Ok:
@@ -441,4 +444,18 @@ func describeIllegal(model porcupine.Model, ops []porcupine.Operation) string {
 		fmt.Fprintf(&b, "\n  [%.3fs, %s] client %d: %s", float64(op.Call)/1e9, ret, op.ClientId, model.DescribeOperation(op.Input, op.Output))
 	}
 	return b.String()
+}
+
+// stamped gives each operation its call and return times (Input.At,
+// Output.Ret), which the model reads where an answer may lag the sale by
+// a bounded time (an instance's memo after units were added).
+func stamped(ops []porcupine.Operation) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(ops))
+	for i, o := range ops {
+		in, res := o.Input.(Input), o.Output.(Output)
+		in.At, res.Ret = o.Call, o.Return
+		o.Input, o.Output = in, res
+		out[i] = o
+	}
+	return out
 }

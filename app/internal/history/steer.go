@@ -35,6 +35,15 @@ type SteerFault struct {
 	Skip func(voucher int64) bool
 }
 
+// memoLifetime is how long an instance answers a sale sold out from
+// memory (SECKILL_ANSWER_MEMO's default, which the checked servers run);
+// finishedWithin bounds when an action answered 503 is finished by another
+// instance's duty (pending 5 s, looked for every second) and told to all.
+const (
+	memoLifetime   = int64(200 * time.Millisecond)
+	finishedWithin = int64(10 * time.Second)
+)
+
 // steerClient is the client id an operator's actions are recorded under.
 const steerClient = -1
 
@@ -144,13 +153,24 @@ func (s state) steered(in Input, out Output, inBuckets bool) []any {
 		}
 	case ChangeStock:
 		after := s.stock + in.Delta
+		restocked := s.stocked(after)
+		if s.stock == 0 && after > 0 {
+			// Each instance remembered the sale sold out, for at most the
+			// memo's lifetime, and forgets it once told of the change
+			// (its answer, or a failed one's finish by the duty).
+			until := out.Ret
+			if out.Outcome == Unknown {
+				until = in.At + finishedWithin
+			}
+			restocked.memoUntil = max(s.memoUntil, until+memoLifetime)
+		}
 		switch {
 		case out.Outcome == Accepted && after >= 0 && out.Stock == after:
-			return []any{s.stocked(after)}
+			return []any{restocked}
 		case out.Outcome == Denied && after < 0:
 			return []any{s}
 		case out.Outcome == Unknown && after >= 0:
-			return []any{s, s.stocked(after)}
+			return []any{s, restocked}
 		case out.Outcome == Unknown:
 			return []any{s}
 		}

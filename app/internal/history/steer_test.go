@@ -66,6 +66,14 @@ func TestTheModelLearnsTheOperatorsActions(t *testing.T) {
 		{"a change answering the wrong stock left", false, []porcupine.Operation{
 			steerOp(ChangeStock, -1, 0, 10, changed(2)),
 		}},
+		{"sold out from an instance's memo just after units were added", true, []porcupine.Operation{
+			op(0, Buy, 1, 0, 10, reserved(11)), op(0, Buy, 2, 20, 30, reserved(12)), op(0, Buy, 3, 40, 50, soldOut),
+			steerOp(ChangeStock, 1, 60, 70, changed(1)), op(1, ReadStock, 0, 80, 90, stock(1)), op(0, Buy, 4, 100, 110, soldOut),
+		}},
+		{"sold out longer than the memo lives after units were added", false, []porcupine.Operation{
+			op(0, Buy, 1, 0, 10, reserved(11)), op(0, Buy, 2, 20, 30, reserved(12)), op(0, Buy, 3, 40, 50, soldOut),
+			steerOp(ChangeStock, 1, 60, 70, changed(1)), op(0, Buy, 4, 70+3e8, 80+3e8, soldOut),
+		}},
 		{"more taken than remains: refused, nothing changed", true, []porcupine.Operation{
 			steerOp(ChangeStock, -3, 0, 10, Output{Outcome: Denied}), op(1, ReadStock, 0, 20, 30, stock(2)),
 		}},
