@@ -102,20 +102,26 @@ func (f *LetterFault) strike(ctx context.Context, s Sale, rec *Recorder) {
 }
 
 // choose is the voucher with the most stock left, if every voucher
-// answers.
+// answers on every instance: each has then verified it against the live
+// store's present incarnation, so none rebuilds it while the column is
+// wrong (an instance that had not, after a master's restart, rebuilt the
+// slipped voucher's lost bucket from the slipped column: no stock until
+// the slip's reconcile, a stock read too low in the history).
 func (f *LetterFault) choose(ctx context.Context, s Sale) (int64, bool) {
 	v, most := int64(0), int64(-1)
 	for _, id := range s.Vouchers {
 		if f.Leave != nil && f.Leave(id) {
 			continue
 		}
-		var got struct{ Stock int64 }
-		status, err := Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(id, 10), &got)
-		if err != nil || status != 200 {
-			return 0, false
-		}
-		if got.Stock > most {
-			v, most = id, got.Stock
+		for i, base := range s.URLs {
+			var got struct{ Stock int64 }
+			status, err := Admin(ctx, base, "", "GET", "/api/vouchers/"+strconv.FormatInt(id, 10), &got)
+			if err != nil || status != 200 {
+				return 0, false
+			}
+			if i == 0 && got.Stock > most {
+				v, most = id, got.Stock
+			}
 		}
 	}
 	return v, true
