@@ -265,7 +265,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 			p.obs.QueueFailed("fetch", err)
 			p.log.Error("fetch failed", "queue", p.caps.Name, "err", err)
 			finishInflight()
-			sleep(ctx, wait.NextBackOff())
+			Sleep(ctx, wait.NextBackOff())
 			continue
 		}
 		wait.Reset()
@@ -297,7 +297,7 @@ func (p *Pipeline) consumeUntilDone(ctx context.Context, c Consumer) {
 			p.finish(ctx, c, p.persistBatch(ctx, b))
 		}
 		if p.cfg.Linger > 0 && len(ds) < asked {
-			sleep(ctx, p.cfg.Linger)
+			Sleep(ctx, p.cfg.Linger)
 		}
 	}
 }
@@ -523,7 +523,8 @@ func (p *Pipeline) newBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits d, or until ctx ends, whichever is first.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

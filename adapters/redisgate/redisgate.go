@@ -14,6 +14,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/adapters/internal/consumername"
 	"github.com/seckill-lab/seckill/adapters/redisrate"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/lua"
@@ -24,6 +25,17 @@ var (
 	ackScript  = redis.NewScript(lua.ConsumerAck)
 	acksScript = redis.NewScript(lua.ConsumerAcks)
 )
+
+// InstanceName names an instance's consumers in the acks: the configured
+// name (SECKILL_CONSUMER_NAME) where set, else the one the queues' own
+// consumers get (host, pid and a random part: the tests run several
+// instances in one process).
+func InstanceName(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return consumername.Default()
+}
 
 // Board is the setting, the acks and the cap in Redis.
 type Board struct {

@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/consumergate"
@@ -69,14 +66,3 @@ type noConsumers struct{}
 func (noConsumers) services() []core.Service         { return nil }
 func (noConsumers) running() int                     { return 0 }
 func (noConsumers) drain(context.Context, int) error { return nil }
-
-// instanceName names this instance's consumers in the operator's acks:
-// SECKILL_CONSUMER_NAME where set, else host, pid and a random part (the
-// tests run several instances in one process).
-func instanceName(configured string) string {
-	if configured != "" {
-		return configured
-	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
-}

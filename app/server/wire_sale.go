@@ -67,7 +67,7 @@ func (s *Server) newConsumers(sale sale) orderConsumers {
 	}
 	orders = s.spans().Store(orders, "persist orders", core.CapabilitiesOf(s.queue).Name)
 	gate := consumergate.New(consumergate.Config{Board: redisgate.New(s.rdb, cfg.KeyPrefix), Truth: mysqlstore.NewSteering(s.store),
-		Instance: instanceName(cfg.ConsumerName), Changed: s.metrics.ConsumersRun, Log: log})
+		Instance: redisgate.InstanceName(cfg.ConsumerName), Changed: s.metrics.ConsumersRun, Log: log})
 	pipeline := core.NewPipeline(s.queue, orders, core.PipelineConfig{Recovery: s.guard,
 		Consumers: cfg.Consumers, BatchSize: cfg.BatchSize, MaxDeliveries: cfg.MaxDeliver, Linger: linger,
 		PayWindow: cfg.PayWindow, Signer: sale.signer, ReturnRefused: sale.returnRefused, Gate: gate,

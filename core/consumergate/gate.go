@@ -164,7 +164,7 @@ func (g *Gate) Charge(ctx context.Context, n int) {
 			n -= part
 			continue
 		}
-		sleep(ctx, wait)
+		core.Sleep(ctx, wait)
 	}
 }
 
@@ -223,13 +223,4 @@ func (g *Gate) run(s core.ConsumerSetting) int64 {
 		return s.Version - 1
 	}
 	return s.Version
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
