@@ -56,6 +56,10 @@ const (
 	CodeNotCancellable Code = "not_cancellable"
 	// CodeNotPayable: the order is queued, paid or cancelled.
 	CodeNotPayable Code = "not_payable"
+	// CodeNotRefundable: a refund of an order that has no money taken
+	// to give back (not paid, or refunded already), or of more than it
+	// has.
+	CodeNotRefundable Code = "not_refundable"
 	// CodePaymentsDisabled: no payment provider is configured.
 	CodePaymentsDisabled Code = "payments_disabled"
 	// CodeBadSignature: a payment notification that does not verify.
@@ -73,7 +77,7 @@ var Codes = []Code{
 	CodeBusy, CodeUnconfirmed, CodeNotReady, CodeNotReconcilable, CodeNotCancellable,
 	CodeNotPayable, CodePaymentsDisabled, CodeBadSignature, CodeUnavailable, CodeInternal,
 	CodePhoneNotAllowed, CodeDeadLetterNotFound, CodeNotAdmitted, CodePuzzleRequired,
-	CodePaused, CodeNotSupported, CodeAlreadyBegun, CodeNotEnoughStock,
+	CodePaused, CodeNotSupported, CodeAlreadyBegun, CodeNotEnoughStock, CodeNotRefundable,
 }
 
 // Error carries a Code, a message fit for a client, the operation that

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -24,6 +25,8 @@ type Payment struct {
 	OrderID  int64
 	// Amount in minor units, the voucher's payValue.
 	Amount int64
+	// PayBy is the order's deadline (where read with the payment).
+	PayBy time.Time
 }
 
 // PaymentNotice is what a provider reports of a payment.
@@ -53,8 +56,56 @@ const (
 	NoticeFailed NoticeResult = "failed"
 )
 
+// PaymentState is the provider's word on a payment, and the shop's record
+// of it.
+type PaymentState string
+
+const (
+	// PaymentPending: started, and nothing known of it yet.
+	PaymentPending PaymentState = "pending"
+	// PaymentSucceeded: the provider took the money.
+	PaymentSucceeded PaymentState = "succeeded"
+	// PaymentFailed: the provider took nothing (the shopper may try again
+	// on the same payment).
+	PaymentFailed PaymentState = "failed"
+	// PaymentRefunded: the money taken went back.
+	PaymentRefunded PaymentState = "refunded"
+)
+
+// ProviderPayment is what the provider says of a payment when asked: its
+// word, whatever became of its notices.
+type ProviderPayment struct {
+	State   PaymentState
+	OrderID int64
+	// Amount is the payment's (minor units); Taken what the provider
+	// took of it, at TakenAt, by the transaction TxnID (the id its notice
+	// carries; the failed attempt's, for a failure).
+	Amount, Taken int64
+	TakenAt       time.Time
+	TxnID         string
+	// Refunded is what it gave back, in Refunds.
+	Refunded int64
+	Refunds  []ProviderRefund
+}
+
+// ProviderRefund is one refund the provider made.
+type ProviderRefund struct {
+	Amount int64
+	At     time.Time
+}
+
+// RefundRequest asks the provider for money back: one refund per Key,
+// however often it is asked.
+type RefundRequest struct {
+	PaymentID string
+	OrderID   int64
+	Amount    int64
+	Key       string
+}
+
 // PaymentProvider is a payment service: it starts payments, verifies its
-// own notifications (each provider signs them in its own way) and refunds.
+// own notifications (each provider signs them in its own way), answers
+// what became of a payment, and refunds.
 type PaymentProvider interface {
 	// Start begins a payment and returns where to send the shopper.
 	Start(ctx context.Context, p Payment) (payURL string, err error)
@@ -62,8 +113,11 @@ type PaymentProvider interface {
 	// if it is not the provider's, a CodeBadRequest error if it does not
 	// parse.
 	Verify(ctx context.Context, body []byte, header func(string) string) (PaymentNotice, error)
-	// Refund gives a recorded payment's money back.
-	Refund(ctx context.Context, n PaymentNotice) error
+	// Status asks the provider about a payment: its word decides, whether
+	// or not its notice ever came.
+	Status(ctx context.Context, p Payment) (ProviderPayment, error)
+	// Refund gives money of a payment back, once per r.Key.
+	Refund(ctx context.Context, r RefundRequest) error
 }
 
 // PaymentStore is the database's side of payments.
@@ -79,6 +133,11 @@ type PaymentStore interface {
 	RecordNotice(ctx context.Context, n PaymentNotice, now time.Time) (NoticeResult, error)
 	// Refunded records that the provider gave the money back.
 	Refunded(ctx context.Context, n PaymentNotice) error
+	// OpenPayments are the payments of an order the provider has not
+	// said took money (pending or failed), each with the order's PayBy.
+	OpenPayments(ctx context.Context, orderID int64) ([]Payment, error)
+	// Checked records that the provider was asked about a payment.
+	Checked(ctx context.Context, paymentID string, at time.Time) error
 }
 
 var (
@@ -98,6 +157,7 @@ type Payments struct {
 	name     string
 	provider PaymentProvider
 	store    PaymentStore
+	log      *slog.Logger
 	now      func() time.Time
 }
 
@@ -108,11 +168,16 @@ type PaymentsConfig struct {
 	Name     string
 	Provider PaymentProvider
 	Store    PaymentStore
+	// Log is told what the provider's answers changed (nil: nothing).
+	Log *slog.Logger
 }
 
 // NewPayments builds the use case.
 func NewPayments(cfg PaymentsConfig) *Payments {
-	return &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, now: time.Now}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, log: cfg.Log, now: time.Now}
 }
 
 // Provider is the name of the provider payments go through ("" when
@@ -158,12 +223,21 @@ func (p *Payments) Notify(ctx context.Context, provider string, body []byte, hea
 		return "", err
 	}
 	n.Provider = p.name
+	return p.carryOut(ctx, n)
+}
+
+// carryOut records a notice — sent, or read from the provider's answer to
+// a status query — and makes the refund it calls for.
+func (p *Payments) carryOut(ctx context.Context, n PaymentNotice) (NoticeResult, error) {
 	res, err := p.store.RecordNotice(ctx, n, p.now())
 	if err != nil {
 		return "", err
 	}
 	if res == NoticeRefunded {
-		if err := p.provider.Refund(ctx, n); err != nil {
+		// Keyed by the transaction: a refund asked again (the provider's
+		// retried notice, a crash before it was recorded) is one refund.
+		r := RefundRequest{PaymentID: n.PaymentID, OrderID: n.OrderID, Amount: n.Amount, Key: "txn:" + n.TxnID}
+		if err := p.provider.Refund(ctx, r); err != nil {
 			return "", Wrap("refund", CodeUnavailable, err)
 		}
 		if err := p.store.Refunded(ctx, n); err != nil {

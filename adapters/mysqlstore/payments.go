@@ -21,8 +21,10 @@ type paymentRow struct {
 	ID            string    `bun:"id,pk"`
 	OrderID       int64     `bun:"order_id"`
 	Provider      string    `bun:"provider"`
-	Amount        int64     `bun:"amount"`
-	CreateTime    time.Time `bun:"create_time"`
+	Amount        int64        `bun:"amount"`
+	State         string       `bun:"state"`
+	CheckedTime   bun.NullTime `bun:"checked_time"`
+	CreateTime    time.Time    `bun:"create_time"`
 }
 
 type paymentTxnRow struct {
@@ -57,7 +59,7 @@ func (s *Payments) StartPayment(ctx context.Context, p core.Payment, owner int64
 		}
 		p.Amount = v.PayValue
 		_, err = tx.NewInsert().Model(&paymentRow{ID: p.ID, OrderID: p.OrderID, Provider: p.Provider, Amount: p.Amount,
-			CreateTime: time.Now().UTC()}).Exec(ctx)
+			State: string(core.PaymentPending), CreateTime: time.Now().UTC()}).Exec(ctx)
 		return err
 	})
 	if err != nil {
@@ -155,7 +157,24 @@ func recordNotice(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time
 	if isDuplicateKey(err) {
 		return "", errTxnRace
 	}
-	return res, err
+	if err != nil {
+		return "", err
+	}
+	return res, recordState(ctx, tx, n, now)
+}
+
+// recordState writes the provider's word into the payment's state: a
+// success is final (until its refund); a failure only stands for a payment
+// nothing succeeded on.
+func recordState(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.Time) error {
+	q := tx.NewUpdate().Table("tb_payment").Set("checked_time = ?", now).Where("id = ?", n.PaymentID)
+	if n.Succeeded {
+		q = q.Set("state = ?", string(core.PaymentSucceeded)).Where("state <> ?", string(core.PaymentRefunded))
+	} else {
+		q = q.Set("state = ?", string(core.PaymentFailed)).Where("state = ?", string(core.PaymentPending))
+	}
+	_, err := q.Exec(ctx)
+	return err
 }
 
 // Refunded implements core.PaymentStore.
@@ -170,8 +189,66 @@ func (s *Payments) Refunded(ctx context.Context, n core.PaymentNotice) error {
 			Where("id = ?", n.OrderID).Where("status = ?", orderStatusRefunding).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: record refund: %w", err)
 		}
+		if _, err := tx.NewUpdate().Table("tb_payment").Set("state = ?", string(core.PaymentRefunded)).
+			Where("id = ?", n.PaymentID).Exec(ctx); err != nil {
+			return fmt.Errorf("mysqlstore: record refund: %w", err)
+		}
 		return nil
 	})
+}
+
+// OpenPayments implements core.PaymentStore.
+func (s *Payments) OpenPayments(ctx context.Context, orderID int64) ([]core.Payment, error) {
+	var rows []paymentWithDeadline
+	err := s.db.NewRaw("SELECT p.id, p.provider, p.order_id, p.amount, o.pay_by FROM tb_payment AS p "+
+		"JOIN tb_voucher_order AS o ON o.id = p.order_id WHERE p.order_id = ? AND p.state IN (?, ?) ORDER BY p.create_time",
+		orderID, string(core.PaymentPending), string(core.PaymentFailed)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: open payments: %w", err)
+	}
+	return paymentsOf(rows), nil
+}
+
+// Unsettled lists the payments the provider has said nothing final of
+// (pending, or failed: a shopper may try again on the same payment)
+// started between since and before and not asked about since before, the
+// longest unasked first (payreconcile.Store).
+func (s *Payments) Unsettled(ctx context.Context, since, before time.Time, limit int) ([]core.Payment, error) {
+	var rows []paymentWithDeadline
+	err := s.db.NewRaw("SELECT p.id, p.provider, p.order_id, p.amount, o.pay_by FROM tb_payment AS p "+
+		"JOIN tb_voucher_order AS o ON o.id = p.order_id WHERE p.state IN (?, ?) AND p.create_time >= ? AND p.create_time < ? "+
+		"AND (p.checked_time IS NULL OR p.checked_time < ?) ORDER BY COALESCE(p.checked_time, p.create_time), p.id LIMIT ?",
+		string(core.PaymentPending), string(core.PaymentFailed), since.UTC(), before.UTC(), before.UTC(), limit).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: unsettled payments: %w", err)
+	}
+	return paymentsOf(rows), nil
+}
+
+// paymentWithDeadline is a payment read with its order's deadline.
+type paymentWithDeadline struct {
+	ID       string       `bun:"id"`
+	Provider string       `bun:"provider"`
+	OrderID  int64        `bun:"order_id"`
+	Amount   int64        `bun:"amount"`
+	PayBy    bun.NullTime `bun:"pay_by"`
+}
+
+func paymentsOf(rows []paymentWithDeadline) []core.Payment {
+	out := make([]core.Payment, len(rows))
+	for i, r := range rows {
+		out[i] = core.Payment{ID: r.ID, Provider: r.Provider, OrderID: r.OrderID, Amount: r.Amount, PayBy: r.PayBy.Time}
+	}
+	return out
+}
+
+// Checked implements core.PaymentStore.
+func (s *Payments) Checked(ctx context.Context, paymentID string, at time.Time) error {
+	_, err := s.db.NewUpdate().Table("tb_payment").Set("checked_time = ?", at.UTC()).Where("id = ?", paymentID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mysqlstore: payment checked: %w", err)
+	}
+	return nil
 }
 
 var _ core.PaymentStore = (*Payments)(nil)

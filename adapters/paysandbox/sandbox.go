@@ -1,19 +1,26 @@
 // Package paysandbox is the built-in payment provider for demos and tests
-// (SECKILL_PAY_PROVIDER=sandbox). Its pay page is a page of the shop's own
-// server whose buttons make the provider's notification — signed
+// (SECKILL_PAY_PROVIDER=sandbox). It behaves like a real provider: it
+// keeps its own books (what it took and gave back of each payment, apart
+// from the shop's record), its pay page's complete step takes the money
+// there and answers what it did, its notice to the shop — signed
 // X-Seckill-Signature: sha256=<hex HMAC-SHA256 of the raw body> with the
-// sandbox's secret — exactly as a real provider's server would send it, so
-// the shop's notification path is the one a real provider uses. It moves
-// no money: a shop that runs it on real servers gives its orders away.
+// sandbox's secret, exactly as a real provider's server would send it —
+// travels apart and, for tests, may be dropped or delayed past the order's
+// deadline; and it answers a status query and a refund request. It moves
+// no real money: a shop that runs it on real servers gives its orders
+// away.
 package paysandbox
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/seckill-lab/seckill/adapters/internal/bodysig"
 	"github.com/seckill-lab/seckill/core"
@@ -25,11 +32,44 @@ const Name = "sandbox"
 // PagePath is where the pay page of a payment lives: PagePath + its id.
 const PagePath = "/pay/sandbox/"
 
-// Sandbox is the provider.
-type Sandbox struct{ secret []byte }
+// Books are the sandbox's own books (the shop's database keeps them, in
+// tables of their own: mysqlstore.SandboxBooks).
+type Books interface {
+	// Open records a payment started; one it has is left as it is.
+	Open(ctx context.Context, p core.Payment) error
+	// Attempt records a shopper's attempt under the transaction txnID: a
+	// success takes the payment's amount once; a failure is recorded on a
+	// payment nothing succeeded on. core.ErrPaymentUnknown: none.
+	Attempt(ctx context.Context, paymentID string, succeeded bool, txnID string, at time.Time) (core.ProviderPayment, error)
+	// Charged records a charge a notice the sandbox signed proves, once
+	// per transaction.
+	Charged(ctx context.Context, paymentID, txnID string, amount int64, at time.Time) error
+	// Look is the books' word on a payment; core.ErrPaymentUnknown: none.
+	Look(ctx context.Context, paymentID string) (core.ProviderPayment, error)
+	// GiveBack refunds, once per r.Key; a core.CodeNotRefundable error
+	// for more than was taken and not given back.
+	GiveBack(ctx context.Context, r core.RefundRequest, at time.Time) (core.ProviderPayment, error)
+}
 
-// New returns the sandbox signing with secret.
-func New(secret []byte) *Sandbox { return &Sandbox{secret: secret} }
+// Config is what the sandbox is made of.
+type Config struct {
+	// Secret signs its notices and the shop's requests to it.
+	Secret []byte
+	Books  Books
+	// DropNotices and DelayNotices are the shares of notices it loses and
+	// sends only after the order's deadline (for tests; 0 by default,
+	// SECKILL_PAYSANDBOX_DROP_NOTICES and …_DELAY_NOTICES).
+	DropNotices, DelayNotices float64
+}
+
+// Sandbox is the provider.
+type Sandbox struct {
+	cfg Config
+	now func() time.Time
+}
+
+// New returns the sandbox.
+func New(cfg Config) *Sandbox { return &Sandbox{cfg: cfg, now: time.Now} }
 
 // Notice is the notification's body, the contract's.
 type Notice struct {
@@ -40,33 +80,99 @@ type Notice struct {
 	TxnID     string          `json:"txnId"`
 }
 
-// Start implements core.PaymentProvider: the pay page.
-func (s *Sandbox) Start(_ context.Context, p core.Payment) (string, error) {
+// Start implements core.PaymentProvider: the payment opens in the books,
+// and the shopper goes to the pay page.
+func (s *Sandbox) Start(ctx context.Context, p core.Payment) (string, error) {
+	if err := s.cfg.Books.Open(ctx, p); err != nil {
+		return "", err
+	}
 	return PagePath + p.ID, nil
 }
 
-// Notification is what the pay page's button sends for p: the body and
-// its signature header, under a new transaction id.
-func (s *Sandbox) Notification(p core.Payment, succeeded bool) (body []byte, signature string) {
-	txn := make([]byte, 10)
-	rand.Read(txn)
-	status := "failed"
-	if succeeded {
-		status = "succeeded"
+// Complete is the shopper's step on the pay page: the sandbox takes the
+// money (or records the failed attempt) in its books, and makes the
+// notice of what it did, signed. A payment that took money already takes
+// nothing more: its notice is made again (the same transaction, which the
+// shop records once).
+func (s *Sandbox) Complete(ctx context.Context, p core.Payment, succeeded bool) (word core.ProviderPayment, body []byte, signature string, err error) {
+	if err := s.cfg.Books.Open(ctx, p); err != nil { // started before the books were kept
+		return word, nil, "", err
 	}
-	body, _ = json.Marshal(Notice{PaymentID: p.ID, OrderID: json.RawMessage(strconv.Quote(strconv.FormatInt(p.OrderID, 10))),
-		Amount: p.Amount, Status: status, TxnID: "sbx_" + hex.EncodeToString(txn)})
-	return body, s.Sign(body)
+	word, err = s.cfg.Books.Attempt(ctx, p.ID, succeeded, newTxnID(), s.now())
+	if err != nil {
+		return word, nil, "", err
+	}
+	n := Notice{PaymentID: p.ID, OrderID: json.RawMessage(strconv.Quote(strconv.FormatInt(p.OrderID, 10))),
+		Amount: p.Amount, Status: "failed", TxnID: word.TxnID}
+	if word.Taken > 0 {
+		n.Status, n.Amount = "succeeded", word.Taken
+	}
+	body, _ = json.Marshal(n)
+	return word, body, s.Sign(body), nil
+}
+
+// Fate is what becomes of a notice.
+type Fate int
+
+const (
+	// Sent: it reaches the shop now.
+	Sent Fate = iota
+	// Delayed: it reaches the shop only after the order's deadline.
+	Delayed
+	// Lost: it never does.
+	Lost
+)
+
+// NoticeFate draws a notice's fate from the configured shares.
+func (s *Sandbox) NoticeFate() Fate {
+	x := rand.Float64()
+	switch {
+	case x < s.cfg.DropNotices:
+		return Lost
+	case x < s.cfg.DropNotices+s.cfg.DelayNotices:
+		return Delayed
+	}
+	return Sent
+}
+
+func newTxnID() string {
+	txn := make([]byte, 10)
+	crand.Read(txn)
+	return "sbx_" + hex.EncodeToString(txn)
 }
 
 // Sign is the signature header's value for body.
-func (s *Sandbox) Sign(body []byte) string { return bodysig.Sign(s.secret, body) }
+func (s *Sandbox) Sign(body []byte) string { return bodysig.Sign(s.cfg.Secret, body) }
 
-// Verify implements core.PaymentProvider.
-func (s *Sandbox) Verify(_ context.Context, body []byte, header func(string) string) (core.PaymentNotice, error) {
-	if !bodysig.Valid(s.secret, body, header(bodysig.Header)) {
+// Valid reports whether signature is body's, by the sandbox's secret (the
+// shop's requests to it are signed as its notices are).
+func (s *Sandbox) Valid(body []byte, signature string) bool {
+	return bodysig.Valid(s.cfg.Secret, body, signature)
+}
+
+// Verify implements core.PaymentProvider. A succeeded notice the sandbox
+// signed is its word that it took the money: its books have the charge,
+// whoever sent the notice.
+func (s *Sandbox) Verify(ctx context.Context, body []byte, header func(string) string) (core.PaymentNotice, error) {
+	if !bodysig.Valid(s.cfg.Secret, body, header(bodysig.Header)) {
 		return core.PaymentNotice{}, core.ErrBadSignature
 	}
+	n, err := parseNotice(body)
+	if err != nil {
+		return n, err
+	}
+	if n.Succeeded {
+		if err := s.cfg.Books.Open(ctx, core.Payment{ID: n.PaymentID, OrderID: n.OrderID, Amount: n.Amount}); err != nil {
+			return core.PaymentNotice{}, core.Wrap("sandbox: books", core.CodeUnavailable, err)
+		}
+		if err := s.cfg.Books.Charged(ctx, n.PaymentID, n.TxnID, n.Amount, s.now()); err != nil {
+			return core.PaymentNotice{}, core.Wrap("sandbox: books", core.CodeUnavailable, err)
+		}
+	}
+	return n, nil
+}
+
+func parseNotice(body []byte) (core.PaymentNotice, error) {
 	var n Notice
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -90,9 +196,33 @@ func (s *Sandbox) Verify(_ context.Context, body []byte, header func(string) str
 		Succeeded: n.Status == "succeeded", TxnID: n.TxnID}, nil
 }
 
-// Refund implements core.PaymentProvider: the sandbox took no money, so
-// there is none to give back; the refund is recorded all the same.
-func (s *Sandbox) Refund(context.Context, core.PaymentNotice) error { return nil }
+// Status implements core.PaymentProvider: the books' word. A payment
+// they never had (started before the books were kept) is pending.
+func (s *Sandbox) Status(ctx context.Context, p core.Payment) (core.ProviderPayment, error) {
+	word, err := s.cfg.Books.Look(ctx, p.ID)
+	if errors.Is(err, core.ErrPaymentUnknown) {
+		return core.ProviderPayment{State: core.PaymentPending, OrderID: p.OrderID, Amount: p.Amount}, nil
+	}
+	return word, err
+}
+
+// Refund implements core.PaymentProvider: the money goes back in the
+// books, once per key.
+func (s *Sandbox) Refund(ctx context.Context, r core.RefundRequest) error {
+	_, err := s.cfg.Books.GiveBack(ctx, r, s.now())
+	return err
+}
+
+// Look and GiveBack are the sandbox's answers to the shop's signed status
+// query and refund request (its HTTP API).
+func (s *Sandbox) Look(ctx context.Context, paymentID string) (core.ProviderPayment, error) {
+	return s.cfg.Books.Look(ctx, paymentID)
+}
+
+// GiveBack: see Look.
+func (s *Sandbox) GiveBack(ctx context.Context, r core.RefundRequest) (core.ProviderPayment, error) {
+	return s.cfg.Books.GiveBack(ctx, r, s.now())
+}
 
 var _ core.PaymentProvider = (*Sandbox)(nil)
 

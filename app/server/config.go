@@ -83,6 +83,14 @@ type Config struct {
 	// expire). PaySecret is the sandbox's signing secret.
 	PayProvider string // SECKILL_PAY_PROVIDER; default "sandbox" on the stand-ins
 	PaySecret   string // SECKILL_PAY_SECRET; random per start on the stand-ins
+	// PayReconcileAfter: a payment the provider has said nothing of this
+	// long is asked about by the reconciliation duty.
+	PayReconcileAfter time.Duration // SECKILL_PAY_RECONCILE_AFTER
+	// PaySandboxDropNotices and PaySandboxDelayNotices are the shares of
+	// the sandbox's notices lost and sent past the order's deadline (for
+	// tests).
+	PaySandboxDropNotices  float64 // SECKILL_PAYSANDBOX_DROP_NOTICES
+	PaySandboxDelayNotices float64 // SECKILL_PAYSANDBOX_DELAY_NOTICES
 	// PaySandboxOnRealServers: the sandbox was chosen with real servers,
 	// where it gives orders away (warned of at start and on the dashboard).
 	PaySandboxOnRealServers bool
@@ -314,6 +322,10 @@ const DefaultMaxConnsPerIP = 256
 
 // DefaultRequestTimeout is the contract's default deadline of a request.
 const DefaultRequestTimeout = 2 * time.Second
+
+// DefaultPayReconcileAfter is SECKILL_PAY_RECONCILE_AFTER's default, the
+// contract's.
+const DefaultPayReconcileAfter = 30 * time.Second
 
 // DefaultPayWindow is SECKILL_PAY_WINDOW's default: the contract's 15
 // minutes, the classic shops' (mall's and gomall's order timeouts).

@@ -287,6 +287,10 @@ func (c *Config) finishPayments(embedded bool) error {
 	if _, set := c.given["SECKILL_PAY_PROVIDER"]; !set && embedded {
 		c.PayProvider = SandboxProvider
 	}
+	if c.PaySandboxDropNotices+c.PaySandboxDelayNotices > 1 {
+		return &configError{"SECKILL_PAYSANDBOX_DELAY_NOTICES", c.given["SECKILL_PAYSANDBOX_DELAY_NOTICES"],
+			"with SECKILL_PAYSANDBOX_DROP_NOTICES, more than every notice: the two shares add up to at most 1"}
+	}
 	if c.PayProvider != SandboxProvider {
 		return nil
 	}

@@ -213,7 +213,7 @@ func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
 				URLs: urls, AdminToken: a.cfg.AdminToken, Stock: stock, Users: users,
 				Clients: 8, Ops: 3000, Timeout: 5 * time.Second,
 			},
-			Sign: paysandbox.New([]byte(a.cfg.PaySecret)).Sign,
+			Sign: paysandbox.New(paysandbox.Config{Secret: []byte(a.cfg.PaySecret)}).Sign,
 			Pace: 60 * time.Millisecond,
 		}
 		for range vouchers {

@@ -162,7 +162,8 @@ func statusOf(code core.Code) int {
 	case core.CodeVoucherNotFound, core.CodeOrderNotFound, core.CodeDeadLetterNotFound:
 		return fiber.StatusNotFound
 	case core.CodeSoldOut, core.CodeAlreadyPurchased, core.CodeNotReconcilable, core.CodeNotCancellable,
-		core.CodeNotPayable, core.CodePaymentsDisabled, core.CodeNotSupported, core.CodeAlreadyBegun, core.CodeNotEnoughStock:
+		core.CodeNotPayable, core.CodePaymentsDisabled, core.CodeNotSupported, core.CodeAlreadyBegun, core.CodeNotEnoughStock,
+		core.CodeNotRefundable:
 		return fiber.StatusConflict
 	case core.CodeRateLimited:
 		return fiber.StatusTooManyRequests

@@ -77,6 +77,9 @@ type lifecycleMetrics struct {
 	// deadLettersResolved counts the dead letters this process resolved,
 	// by how (deadletters.Resolution).
 	deadLettersResolved *prometheus.CounterVec
+	// paymentsReconciled counts the payments the reconciliation asked the
+	// provider about, by what its word did.
+	paymentsReconciled *prometheus.CounterVec
 }
 
 // handler serves the series in Prometheus's text format.
@@ -155,6 +158,9 @@ func newMetrics(queue string) *metrics {
 	m.deadLettersResolved = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_dead_letters_resolved_total", Help: "Dead letters this process resolved, by how: redriven, persisted (the order was in the database already), discarded.", ConstLabels: labels,
 	}, []string{"how"})).(*prometheus.CounterVec)
+	m.paymentsReconciled = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_payments_reconciled_total", Help: "Payments the reconciliation asked the provider about, by what its word did: paid, refunded, failed, already_recorded, pending (nothing yet), error (not answered).", ConstLabels: labels,
+	}, []string{"result"})).(*prometheus.CounterVec)
 	m.unitsUnheld = f(prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_units_unheld", Help: "Units the live stock lacks that neither the database nor the queue accounts for (reserved for orders nobody holds, e.g. dead letters), found by the drift audit twice running on the vouchers on sale.", ConstLabels: labels,
 	})).(prometheus.Gauge)
@@ -208,6 +214,18 @@ func (m *metrics) Cancelled(reason core.CancelReason) {
 	m.cancelled.WithLabelValues(string(reason)).Inc()
 }
 func (m *metrics) UnitReturned() { m.unitsReturned.Inc() }
+
+// Reconciled implements payreconcile.Observer.
+func (m *metrics) Reconciled(res core.NoticeResult, failed bool) {
+	label := string(res)
+	switch {
+	case failed:
+		label = "error"
+	case res == "":
+		label = "pending"
+	}
+	m.paymentsReconciled.WithLabelValues(label).Inc()
+}
 
 // UnitsUnheld is the drift audit's report (recovery.DriftWatch).
 func (m *metrics) UnitsUnheld(units int64, vouchers int) {

@@ -62,14 +62,20 @@ func lookupPayProvider(name string) (PayProvider, bool) { return payProviders.lo
 func init() {
 	RegisterPayProvider(PayProvider{
 		Name: SandboxProvider,
-		Open: func(d Deps) (core.PaymentProvider, error) {
-			return paysandbox.New([]byte(d.Config.PaySecret)), nil
-		},
+		Open: func(d Deps) (core.PaymentProvider, error) { return openSandbox(d), nil },
 		withPages: func(d Deps) (core.PaymentProvider, providerPages) {
-			sandbox := paysandbox.New([]byte(d.Config.PaySecret))
+			sandbox := openSandbox(d)
 			return sandbox, func(s *Server, payments *core.Payments) routeGroup {
-				return &sandboxRoutes{sandbox: sandbox, payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
+				routes := newSandboxRoutes(s, sandbox, payments)
+				s.background.sweeps = append(s.background.sweeps, routes.courier.Duty())
+				return routes
 			}
 		},
 	})
+}
+
+// openSandbox is the sandbox over its books in the shop's database.
+func openSandbox(d Deps) *paysandbox.Sandbox {
+	return paysandbox.New(paysandbox.Config{Secret: []byte(d.Config.PaySecret), Books: d.Store.SandboxBooks(),
+		DropNotices: d.Config.PaySandboxDropNotices, DelayNotices: d.Config.PaySandboxDelayNotices})
 }

@@ -44,7 +44,7 @@ func startPayment(t *testing.T, h *harness, u int64, order string) (string, floa
 // the sandbox's secret, unless sig is given.
 func notify(h *harness, body []byte, sig string) (int, map[string]any) {
 	if sig == "" {
-		sig = paysandbox.New([]byte(h.cfg.PaySecret)).Sign(body)
+		sig = paysandbox.New(paysandbox.Config{Secret: []byte(h.cfg.PaySecret)}).Sign(body)
 	}
 	status, out, _ := h.request("POST", "/api/payments/sandbox/notify", "", string(body), http.Header{"X-Seckill-Signature": {sig}})
 	return status, out

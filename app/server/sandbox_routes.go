@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -14,8 +15,12 @@ import (
 	"github.com/seckill-lab/seckill/core"
 )
 
-// sandboxRoutes are the built-in sandbox's pay page and what it calls:
-// mounted only when the sandbox is the provider.
+// sandboxRoutes are the built-in sandbox's pages and its API — the pay
+// page and its complete step, the status query and the refund — mounted
+// only when the sandbox is the provider. They play the provider's server:
+// the notice of a completed payment goes to the shop's notification path,
+// the one every provider's takes (verify, record once, carry out), at
+// once, later, or never (SECKILL_PAYSANDBOX_DROP_NOTICES, …_DELAY_NOTICES).
 type sandboxRoutes struct {
 	sandbox  *paysandbox.Sandbox
 	payments *core.Payments
@@ -27,10 +32,23 @@ type sandboxRoutes struct {
 		FindOrder(ctx context.Context, orderID int64) (core.Order, error)
 	}
 	catalog *core.Catalog
+	courier *paysandbox.Courier
+}
+
+func newSandboxRoutes(s *Server, sandbox *paysandbox.Sandbox, payments *core.Payments) *sandboxRoutes {
+	r := &sandboxRoutes{sandbox: sandbox, payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
+	r.courier = paysandbox.NewCourier(func(ctx context.Context, body []byte, signature string) error {
+		_, err := r.notify(ctx, body, signature)
+		return err
+	}, s.log)
+	return r
 }
 
 func (a *sandboxRoutes) mount(app *fiber.App, _ *api) {
 	app.Get(paysandbox.PagePath+":paymentId", pageHeaders, pageFile("pay.html"))
+	// The provider's API, which the shop's side calls signed.
+	app.Get("/api/payments/sandbox/payments/:paymentId", a.sandboxStatus)
+	app.Post("/api/payments/sandbox/payments/:paymentId/refund", requireJSON, a.sandboxRefund)
 	app.Get("/api/payments/sandbox/:paymentId", a.sandboxPayment)
 	app.Post("/api/payments/sandbox/:paymentId/complete", requireJSON, a.sandboxComplete)
 }
@@ -71,9 +89,10 @@ func (a *sandboxRoutes) sandboxLookup(c *fiber.Ctx) (core.Payment, error) {
 	return p, err
 }
 
-// sandboxComplete is the sandbox's pay page's button: the sandbox makes
-// its signed notification and the shop takes it through the path every
-// provider's takes (verify, record once, carry out).
+// sandboxComplete is the sandbox's pay page's button: the sandbox takes
+// the money (or records the failure) in its books and answers what it
+// did; its notice to the shop travels apart — here at once (and the shop's
+// result is in the answer), after the order's deadline, or never.
 func (a *sandboxRoutes) sandboxComplete(c *fiber.Ctx) error {
 	var in struct {
 		Status string `json:"status"`
@@ -96,15 +115,113 @@ func (a *sandboxRoutes) sandboxComplete(c *fiber.Ctx) error {
 	if in.Status == "succeeded" && (o.Status == core.StatusPaid || o.Status == core.StatusRefunded) {
 		return core.E(core.CodeNotPayable, "this order is paid already: nothing was charged")
 	}
-	body, signature := a.sandbox.Notification(p, in.Status == "succeeded")
-	res, err := a.payments.Notify(c.UserContext(), paysandbox.Name, body, func(h string) string {
+	word, body, signature, err := a.sandbox.Complete(c.UserContext(), p, in.Status == "succeeded")
+	if err != nil {
+		return core.Wrap("sandbox: take the payment", core.CodeUnavailable, err)
+	}
+	out := fiber.Map{"paymentId": p.ID, "status": word.State, "txnId": word.TxnID}
+	switch a.sandbox.NoticeFate() {
+	case paysandbox.Lost:
+		out["notice"] = "lost"
+	case paysandbox.Delayed:
+		out["notice"] = "delayed"
+		a.courier.Later(o.PayBy.Add(time.Second), body, signature)
+	default:
+		out["notice"] = "sent"
+		res, err := a.notify(c.UserContext(), body, signature)
+		if err != nil {
+			// Not taken now: the courier tries again, as a provider does.
+			a.courier.Later(time.Now().Add(time.Second), body, signature)
+			out["notice"] = "retrying"
+		} else {
+			out["result"] = res
+		}
+	}
+	return c.JSON(out)
+}
+
+// notify hands a notice to the shop's notification path.
+func (a *sandboxRoutes) notify(ctx context.Context, body []byte, signature string) (core.NoticeResult, error) {
+	return a.payments.Notify(ctx, paysandbox.Name, body, func(h string) string {
 		if strings.EqualFold(h, paysandbox.SignatureHeader) {
 			return signature
 		}
 		return ""
 	})
+}
+
+// sandboxStatus is the provider's status query: only the shop asks (the
+// request's path signed with the sandbox's secret, as its notices are),
+// and the answer is signed too.
+func (a *sandboxRoutes) sandboxStatus(c *fiber.Ctx) error {
+	if !a.sandbox.Valid([]byte(c.Path()), c.Get(paysandbox.SignatureHeader)) {
+		return core.ErrBadSignature
+	}
+	word, err := a.sandbox.Look(c.UserContext(), c.Params("paymentId"))
+	if errors.Is(err, core.ErrPaymentUnknown) {
+		return core.E(core.CodeOrderNotFound, "the sandbox has no such payment")
+	}
+	if err != nil {
+		return core.Wrap("sandbox: status", core.CodeUnavailable, err)
+	}
+	return a.signedWord(c, c.Params("paymentId"), word)
+}
+
+// sandboxRefund is the provider's refund request: signed (the body), one
+// refund per idempotency key ("key", or the Idempotency-Key header); the
+// amount defaults to all the payment took and has not given back.
+func (a *sandboxRoutes) sandboxRefund(c *fiber.Ctx) error {
+	if !a.sandbox.Valid(c.Body(), c.Get(paysandbox.SignatureHeader)) {
+		return core.ErrBadSignature
+	}
+	var in struct {
+		Amount *int64 `json:"amount"`
+		Key    string `json:"key"`
+	}
+	if err := json.Unmarshal(c.Body(), &in); err != nil {
+		return core.E(core.CodeBadRequest, `want {"amount": minor units, "key": "an idempotency key"}`)
+	}
+	if in.Key == "" {
+		in.Key = c.Get("Idempotency-Key")
+	}
+	if in.Key == "" || len(in.Key) > 128 {
+		return core.E(core.CodeBadRequest, "an idempotency key (key, or the Idempotency-Key header) of 1 to 128 characters is required")
+	}
+	id := c.Params("paymentId")
+	word, err := a.sandbox.Look(c.UserContext(), id)
+	if errors.Is(err, core.ErrPaymentUnknown) {
+		return core.E(core.CodeOrderNotFound, "the sandbox has no such payment")
+	}
+	if err != nil {
+		return core.Wrap("sandbox: refund", core.CodeUnavailable, err)
+	}
+	amount := word.Taken - word.Refunded
+	if in.Amount != nil {
+		amount = *in.Amount
+	}
+	word, err = a.sandbox.GiveBack(c.UserContext(), core.RefundRequest{PaymentID: id, OrderID: word.OrderID, Amount: amount, Key: in.Key})
+	if err != nil {
+		return core.Wrap("sandbox: refund", core.CodeUnavailable, err)
+	}
+	return a.signedWord(c, id, word)
+}
+
+// signedWord answers the sandbox's word on a payment, signed.
+func (a *sandboxRoutes) signedWord(c *fiber.Ctx, id string, w core.ProviderPayment) error {
+	refunds := make([]fiber.Map, len(w.Refunds))
+	for i, r := range w.Refunds {
+		refunds[i] = fiber.Map{"amount": r.Amount, "at": r.At.UTC().Format(time.RFC3339Nano)}
+	}
+	out := fiber.Map{"paymentId": id, "orderId": strconv.FormatInt(w.OrderID, 10), "status": w.State, "amount": w.Amount,
+		"taken": w.Taken, "refunded": w.Refunded, "refunds": refunds, "txnId": w.TxnID}
+	if !w.TakenAt.IsZero() {
+		out["takenAt"] = w.TakenAt.UTC().Format(time.RFC3339Nano)
+	}
+	body, err := json.Marshal(out)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"result": res})
+	c.Set(paysandbox.SignatureHeader, a.sandbox.Sign(body))
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
 }

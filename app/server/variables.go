@@ -112,6 +112,24 @@ func durationField(at func(*Config) *time.Duration, def time.Duration, check fun
 	}
 }
 
+// fractionField is a share from 0 to 1, 0 when unset.
+func fractionField(at func(*Config) *float64) field {
+	return field{
+		load: func(c *Config, v string) error {
+			f := 0.0
+			if v != "" {
+				var err error
+				if f, err = strconv.ParseFloat(v, 64); err != nil || f < 0 || f > 1 {
+					return errors.New("want a fraction from 0 to 1, e.g. 0.3")
+				}
+			}
+			*at(c) = f
+			return nil
+		},
+		env: func(c Config) string { return strconv.FormatFloat(*at(&c), 'g', -1, 64) },
+	}
+}
+
 // boolField is a boolean variable (1 or 0, true or false), def when unset.
 func boolField(at func(*Config) *bool, def bool) field {
 	return field{

@@ -193,11 +193,8 @@ func TestTheDeployEnvTemplateIsTheTable(t *testing.T) {
 // notYetBuilt are the contract's variables of features still to come, by
 // the issue that brings them (and a name it shows as a typo).
 var notYetBuilt = map[string]string{
-	"SECKILL_QEUE":                     "not one: the contract's example of a typo the start warns of",
-	"SECKILL_PAY_RECONCILE_AFTER":      "issue 62: payments the provider decides",
-	"SECKILL_PAYSANDBOX_DROP_NOTICES":  "issue 62: the sandbox that loses notices",
-	"SECKILL_PAYSANDBOX_DELAY_NOTICES": "issue 62: the sandbox that delays notices",
-	"SECKILL_WARM_AHEAD":               "issue 63: warm before the opening"}
+	"SECKILL_QEUE":       "not one: the contract's example of a typo the start warns of",
+	"SECKILL_WARM_AHEAD": "issue 63: warm before the opening"}
 
 // TestEveryVariableTheContractNamesIsInTheTable: the external contract's
 // SECKILL_* variables are all read (and so in the README, serve -h and the

@@ -15,9 +15,11 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/redisclock"
+	"github.com/seckill-lab/seckill/adapters/redislock"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
+	"github.com/seckill-lab/seckill/core/payreconcile"
 	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/core/room"
 	"github.com/seckill-lab/seckill/core/steer"
@@ -103,6 +105,8 @@ type saleParts struct {
 	lifecycle *core.Lifecycle
 	// steering carries out the operators' actions on running sales.
 	steering *steer.Steering
+	// payments pays orders through the provider, and asks it.
+	payments *core.Payments
 	// background is what the parts wired run beside the requests.
 	background background
 }
@@ -189,16 +193,24 @@ func (s *Server) wire(ctx context.Context) error {
 	if sale.layout.keys.Shards.Count() > 0 {
 		s.layout = &sale.layout
 	}
+	// The provider before the sale: an order about to expire asks it.
+	provider, pages, err := s.openPayProvider()
+	if err != nil {
+		return err
+	}
+	s.payments = core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
+		Store: s.spans().Payments(s.store.Payments(), s.store), Log: log})
+	if provider != nil {
+		reconciler := payreconcile.New(payreconcile.Config{Store: s.store.Payments(), Asker: s.payments,
+			Locker: redislock.New(s.rdb, cfg.KeyPrefix), After: cfg.PayReconcileAfter, Observer: s.metrics, Log: log})
+		s.background.sweeps = append(s.background.sweeps, reconciler.Duty())
+	}
 	seckill := s.wireSale(sale)
 	sender, err := s.openCodeSender()
 	if err != nil {
 		return err
 	}
-	provider, pages, err := s.openPayProvider()
-	if err != nil {
-		return err
-	}
-	a := s.newAPI(seckill, sale, sender, provider, pages)
+	a := s.newAPI(seckill, sale, sender, pages)
 	s.http, s.dashboard = a.newServer(), a.operator.dashboard
 	if cfg.DemoSale {
 		return s.openDemoSale(ctx)
@@ -259,7 +271,7 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 	s.registerQueueMetrics()
 	s.consumers = s.newConsumers(sale)
 	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: s.spans().Returner(sale.returner), Memo: s.memo,
-		Guard: s.guard, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
+		Guard: s.guard, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics, Payments: s.payments})
 	if sale.inRedis {
 		s.watchRecovery()
 	}

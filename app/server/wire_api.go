@@ -15,7 +15,7 @@ import (
 )
 
 // newAPI builds the HTTP API over the wired sale.
-func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, provider core.PaymentProvider, pages providerPages) *api {
+func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, pages providerPages) *api {
 	cfg, log := s.cfg, s.log
 	// The shopper's limit has one owner: the reservation, when it keeps
 	// one (the Redis script, at no round trip of its own); else the HTTP
@@ -31,8 +31,7 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, p
 		ready:   s.ready, requestTimeout: cfg.RequestTimeout,
 		metricsElsewhere: cfg.MetricsAddr != "", metricsNeedToken: !cfg.EmbeddedRedis() || !cfg.EmbeddedSQL()}
 	a.adminGate = newAdminGate(cfg.AdminToken, s.rdb, cfg.KeyPrefix, a.clients.limitKey, s.metrics.registry, log)
-	payments := core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
-		Store: s.spans().Payments(s.store.Payments(), s.store)})
+	payments := s.payments
 	a.shopper = &shopperRoutes{catalog: s.catalog, gate: room.NewGate(s.rooms, seckill), seckill: seckill, lifecycle: s.lifecycle,
 		payments: payments, orders: s.store, shoppers: users, rooms: s.rooms, metrics: s.metrics,
 		seckillRate: seckillRate, missRate: redis_rate.PerMinute(cfg.MissRate)}

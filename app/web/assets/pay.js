@@ -11,6 +11,7 @@ const results = {
   already_recorded: "This payment was recorded already.",
   refunded: "The order was cancelled before the payment arrived: the money goes back (refunded).",
   failed: "The payment failed; the order is still unpaid.",
+  taken: "Paid. The shop records it in a moment.",
 };
 
 async function call(method, path, body) {
@@ -28,9 +29,13 @@ async function complete(status) {
   $("pay").disabled = $("fail").disabled = true;
   const r = await call("POST", "/api/payments/sandbox/" + encodeURIComponent(paymentId) + "/complete", { status });
   if (r.status === 200) {
-    $("result").textContent = results[r.data.result] || r.data.result;
-    if (r.data.result === "failed") $("pay").disabled = $("fail").disabled = false;
-    if (r.data.result === "paid") $("actions").hidden = true;
+    // The sandbox answers what it did; the shop's result is there only
+    // when its notice reached the shop at once (it may come later, or be
+    // lost: the shop then asks the sandbox).
+    const outcome = r.data.result || (r.data.status === "succeeded" ? "taken" : r.data.status);
+    $("result").textContent = results[outcome] || outcome;
+    if (r.data.status === "failed") $("pay").disabled = $("fail").disabled = false;
+    if (r.data.status === "succeeded" && outcome !== "refunded") $("actions").hidden = true;
   } else {
     $("result").textContent = (r.data.error && r.data.error.message) || "The shop did not answer; try again.";
     $("pay").disabled = $("fail").disabled = false;
