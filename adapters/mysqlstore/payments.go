@@ -18,9 +18,9 @@ import (
 
 type paymentRow struct {
 	bun.BaseModel `bun:"table:tb_payment"`
-	ID            string    `bun:"id,pk"`
-	OrderID       int64     `bun:"order_id"`
-	Provider      string    `bun:"provider"`
+	ID            string       `bun:"id,pk"`
+	OrderID       int64        `bun:"order_id"`
+	Provider      string       `bun:"provider"`
 	Amount        int64        `bun:"amount"`
 	State         string       `bun:"state"`
 	CheckedTime   bun.NullTime `bun:"checked_time"`

@@ -19,8 +19,8 @@ import (
 // restart see one provider.
 type SandboxBooks struct{ db *bun.DB }
 
-// SandboxBooks returns the sandbox's books.
-func (s *Store) SandboxBooks() *SandboxBooks { return &SandboxBooks{db: s.db} }
+// NewSandboxBooks returns the sandbox's books in the store's database.
+func NewSandboxBooks(s *Store) *SandboxBooks { return &SandboxBooks{db: s.db} }
 
 type sandboxPaymentRow struct {
 	bun.BaseModel `bun:"table:tb_paysandbox_payment"`

@@ -149,6 +149,19 @@ func newMetrics(queue string) *metrics {
 	m.rebuiltOrders = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_rebuilt_orders_total", Help: "Orders a rebuild counted, by where it found them (persisted, held_unpersisted: queued or in flight, not yet in the database).", ConstLabels: labels,
 	}, []string{"source"})).(*prometheus.CounterVec)
+	m.lifecycleMetrics = newLifecycleMetrics(f, labels)
+	m.unitsUnheld = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_units_unheld", Help: "Units the live stock lacks that neither the database nor the queue accounts for (reserved for orders nobody holds, e.g. dead letters), found by the drift audit twice running on the vouchers on sale.", ConstLabels: labels,
+	})).(prometheus.Gauge)
+	m.unheldVouchers = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_units_unheld_vouchers", Help: "Vouchers on sale with units nobody holds (seckill_units_unheld).", ConstLabels: labels,
+	})).(prometheus.Gauge)
+	m.steeringMetrics = newSteeringMetrics(f, labels)
+	return m
+}
+
+// newLifecycleMetrics registers the lifecycle's and the payments' series.
+func newLifecycleMetrics(f func(prometheus.Collector) prometheus.Collector, labels prometheus.Labels) (m lifecycleMetrics) {
 	m.cancelled = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_orders_cancelled_total", Help: "Orders cancelled, by reason (expired: unpaid past payBy; shopper): each unit went back on sale.", ConstLabels: labels,
 	}, []string{"reason"})).(*prometheus.CounterVec)
@@ -161,13 +174,6 @@ func newMetrics(queue string) *metrics {
 	m.paymentsReconciled = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_payments_reconciled_total", Help: "Payments the reconciliation asked the provider about, by what its word did: paid, refunded, failed, already_recorded, pending (nothing yet), error (not answered).", ConstLabels: labels,
 	}, []string{"result"})).(*prometheus.CounterVec)
-	m.unitsUnheld = f(prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "seckill_units_unheld", Help: "Units the live stock lacks that neither the database nor the queue accounts for (reserved for orders nobody holds, e.g. dead letters), found by the drift audit twice running on the vouchers on sale.", ConstLabels: labels,
-	})).(prometheus.Gauge)
-	m.unheldVouchers = f(prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "seckill_units_unheld_vouchers", Help: "Vouchers on sale with units nobody holds (seckill_units_unheld).", ConstLabels: labels,
-	})).(prometheus.Gauge)
-	m.steeringMetrics = newSteeringMetrics(f, labels)
 	return m
 }
 

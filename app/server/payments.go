@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
 )
@@ -76,6 +77,6 @@ func init() {
 
 // openSandbox is the sandbox over its books in the shop's database.
 func openSandbox(d Deps) *paysandbox.Sandbox {
-	return paysandbox.New(paysandbox.Config{Secret: []byte(d.Config.PaySecret), Books: d.Store.SandboxBooks(),
+	return paysandbox.New(paysandbox.Config{Secret: []byte(d.Config.PaySecret), Books: mysqlstore.NewSandboxBooks(d.Store),
 		DropNotices: d.Config.PaySandboxDropNotices, DelayNotices: d.Config.PaySandboxDelayNotices})
 }
