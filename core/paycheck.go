@@ -30,7 +30,7 @@ func (p *Payments) Ask(ctx context.Context, pay Payment) (res NoticeResult, word
 	if err != nil {
 		return "", word, Wrap("payment status: provider", CodeUnavailable, err)
 	}
-	if err := p.store.Checked(ctx, pay.ID, p.now()); err != nil {
+	if err := p.store.Heard(ctx, pay.ID, word, p.now()); err != nil {
 		return "", word, Wrap("payment status: record", CodeUnavailable, err)
 	}
 	n := PaymentNotice{Provider: p.name, PaymentID: pay.ID, OrderID: pay.OrderID, Amount: word.Taken, TxnID: word.TxnID}
@@ -64,6 +64,9 @@ func (p *Payments) BeforeExpiry(ctx context.Context, orderID int64) (bool, error
 	}
 	for _, pay := range open {
 		word, err := p.provider.Status(ctx, pay)
+		if err == nil {
+			err = p.store.Heard(ctx, pay.ID, word, p.now())
+		}
 		if err != nil {
 			if p.now().Before(pay.PayBy.Add(ExpiryHold)) {
 				return false, Wrap("before expiry: provider", CodeUnavailable, err)

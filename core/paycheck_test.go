@@ -81,7 +81,7 @@ func (s *ledgerPayments) OpenPayments(_ context.Context, orderID int64) ([]core.
 	}
 	return out, nil
 }
-func (s *ledgerPayments) Checked(_ context.Context, id string, _ time.Time) error {
+func (s *ledgerPayments) Heard(_ context.Context, id string, _ core.ProviderPayment, _ time.Time) error {
 	s.checked[id]++
 	return nil
 }

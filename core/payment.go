@@ -136,8 +136,8 @@ type PaymentStore interface {
 	// OpenPayments are the payments of an order the provider has not
 	// said took money (pending or failed), each with the order's PayBy.
 	OpenPayments(ctx context.Context, orderID int64) ([]Payment, error)
-	// Checked records that the provider was asked about a payment.
-	Checked(ctx context.Context, paymentID string, at time.Time) error
+	// Heard records the provider's answer about a payment, at at.
+	Heard(ctx context.Context, paymentID string, word ProviderPayment, at time.Time) error
 }
 
 var (

@@ -169,7 +169,11 @@ func recordNotice(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time
 func recordState(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.Time) error {
 	q := tx.NewUpdate().Table("tb_payment").Set("checked_time = ?", now).Where("id = ?", n.PaymentID)
 	if n.Succeeded {
-		q = q.Set("state = ?", string(core.PaymentSucceeded)).Where("state <> ?", string(core.PaymentRefunded))
+		// The notice is the provider's word too: it took the amount (at
+		// least: the answer to a status query, recorded just before a
+		// notice made of it, has the sum of its charges).
+		q = q.Set("state = ?", string(core.PaymentSucceeded)).Set("word = ?", string(core.PaymentSucceeded)).
+			Set("word_taken = CASE WHEN word_taken < ? THEN ? ELSE word_taken END", n.Amount, n.Amount)
 	} else {
 		q = q.Set("state = ?", string(core.PaymentFailed)).Where("state = ?", string(core.PaymentPending))
 	}
@@ -177,19 +181,30 @@ func recordState(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.
 	return err
 }
 
-// Refunded implements core.PaymentStore.
+// Refunded implements core.PaymentStore: once per transaction, however
+// often it is told.
 func (s *Payments) Refunded(ctx context.Context, n core.PaymentNotice) error {
 	now := time.Now().UTC()
 	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewUpdate().Table("tb_payment_txn").Set("refunded_time = ?", now).
-			Where("provider = ? AND txn_id = ?", n.Provider, n.TxnID).Where("refunded_time IS NULL").Exec(ctx); err != nil {
+		res, err := tx.NewUpdate().Table("tb_payment_txn").Set("refunded_time = ?", now).
+			Where("provider = ? AND txn_id = ?", n.Provider, n.TxnID).Where("refunded_time IS NULL").Exec(ctx)
+		if err != nil {
 			return fmt.Errorf("mysqlstore: record refund: %w", err)
+		}
+		if first, err := res.RowsAffected(); err != nil || first == 0 {
+			return err // recorded before
 		}
 		if _, err := tx.NewUpdate().Table("tb_voucher_order").Set("status = ?", orderStatusRefunded).Set("update_time = ?", now).
 			Where("id = ?", n.OrderID).Where("status = ?", orderStatusRefunding).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: record refund: %w", err)
 		}
-		if _, err := tx.NewUpdate().Table("tb_payment").Set("state = ?", string(core.PaymentRefunded)).
+		// The states before the sum: MySQL's later assignments read the
+		// earlier ones' values, SQLite's the row's.
+		refundedAll := "CASE WHEN word_refunded + ? >= word_taken THEN ? ELSE %s END"
+		if _, err := tx.NewUpdate().Table("tb_payment").
+			Set("state = "+fmt.Sprintf(refundedAll, "state"), n.Amount, string(core.PaymentRefunded)).
+			Set("word = "+fmt.Sprintf(refundedAll, "word"), n.Amount, string(core.PaymentRefunded)).
+			Set("word_refunded = word_refunded + ?", n.Amount).
 			Where("id = ?", n.PaymentID).Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: record refund: %w", err)
 		}
@@ -210,17 +225,34 @@ func (s *Payments) OpenPayments(ctx context.Context, orderID int64) ([]core.Paym
 }
 
 // Unsettled lists the payments the provider has said nothing final of
-// (pending, or failed: a shopper may try again on the same payment)
+// (pending, or failed: a shopper may try again on the same payment), or
+// with a refund owed (asking again makes it),
 // started between since and before and not asked about since before, the
 // longest unasked first (payreconcile.Store).
 func (s *Payments) Unsettled(ctx context.Context, since, before time.Time, limit int) ([]core.Payment, error) {
 	var rows []paymentWithDeadline
 	err := s.db.NewRaw("SELECT p.id, p.provider, p.order_id, p.amount, o.pay_by FROM tb_payment AS p "+
-		"JOIN tb_voucher_order AS o ON o.id = p.order_id WHERE p.state IN (?, ?) AND p.create_time >= ? AND p.create_time < ? "+
+		"JOIN tb_voucher_order AS o ON o.id = p.order_id WHERE (p.state IN (?, ?) OR "+refundOwed+") AND p.create_time >= ? AND p.create_time < ? "+
 		"AND (p.checked_time IS NULL OR p.checked_time < ?) ORDER BY COALESCE(p.checked_time, p.create_time), p.id LIMIT ?",
-		string(core.PaymentPending), string(core.PaymentFailed), since.UTC(), before.UTC(), before.UTC(), limit).Scan(ctx, &rows)
+		string(core.PaymentPending), string(core.PaymentFailed), before.UTC(), since.UTC(), before.UTC(), before.UTC(), limit).Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: unsettled payments: %w", err)
+	}
+	return paymentsOf(rows), nil
+}
+
+// AfterSale lists payments of sales that ended between since and before
+// that the provider was not asked about since their sale ended, the
+// earliest sale first (payreconcile.Store): after a sale, every payment of
+// it is asked about once.
+func (s *Payments) AfterSale(ctx context.Context, since, before time.Time, limit int) ([]core.Payment, error) {
+	var rows []paymentWithDeadline
+	err := s.db.NewRaw("SELECT p.id, p.provider, p.order_id, p.amount, o.pay_by FROM tb_payment AS p "+
+		"JOIN tb_voucher_order AS o ON o.id = p.order_id JOIN tb_seckill_voucher AS v ON v.voucher_id = o.voucher_id "+
+		"WHERE v.end_time >= ? AND v.end_time < ? AND (p.checked_time IS NULL OR p.checked_time < v.end_time) "+
+		"ORDER BY v.end_time, p.id LIMIT ?", since.UTC(), before.UTC(), limit).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: payments after their sale: %w", err)
 	}
 	return paymentsOf(rows), nil
 }
@@ -242,11 +274,12 @@ func paymentsOf(rows []paymentWithDeadline) []core.Payment {
 	return out
 }
 
-// Checked implements core.PaymentStore.
-func (s *Payments) Checked(ctx context.Context, paymentID string, at time.Time) error {
-	_, err := s.db.NewUpdate().Table("tb_payment").Set("checked_time = ?", at.UTC()).Where("id = ?", paymentID).Exec(ctx)
+// Heard implements core.PaymentStore.
+func (s *Payments) Heard(ctx context.Context, paymentID string, word core.ProviderPayment, at time.Time) error {
+	_, err := s.db.NewUpdate().Table("tb_payment").Set("checked_time = ?", at.UTC()).Set("word = ?", string(word.State)).
+		Set("word_taken = ?", word.Taken).Set("word_refunded = ?", word.Refunded).Where("id = ?", paymentID).Exec(ctx)
 	if err != nil {
-		return fmt.Errorf("mysqlstore: payment checked: %w", err)
+		return fmt.Errorf("mysqlstore: the provider's word: %w", err)
 	}
 	return nil
 }

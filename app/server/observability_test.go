@@ -54,6 +54,7 @@ func exportedSeries(t *testing.T) map[string][]string {
 		newDeadLetterCollector("streamgroup", nil, nil).Describe(descs)
 		newClockCollector("streamgroup", nil).Describe(descs)
 		newPausedCollector("streamgroup", nil).Describe(descs)
+		newUnreconciledCollector("streamgroup", nil, 0).Describe(descs)
 		close(descs)
 	}()
 	shape := regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)

@@ -14,6 +14,8 @@ type paymentRoutes struct {
 	// pages are the provider's own routes: sandboxRoutes for the built-in
 	// sandbox, noRoutes for any other provider.
 	pages routeGroup
+	// reconciliation is the operator's report.
+	reconciliation *reconciliationRoutes
 }
 
 // routeGroup is a group of routes the API mounts.
@@ -29,6 +31,7 @@ func (noRoutes) mount(*fiber.App, *api) {}
 func (a *paymentRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/payments/:provider/notify", a.paymentNotify)
 	a.pages.mount(app, e)
+	a.reconciliation.mount(app, e)
 }
 
 // paymentNotify takes a provider's notification. The provider verifies

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,7 +125,52 @@ func TestMoneyTakenAfterTheDeadlineIsRefundedByTheReconciliation(t *testing.T) {
 		if _, v := h.do("GET", "/api/vouchers/"+idString(voucher), "", nil); v["stock"] != 2.0 {
 			t.Fatalf("stock %v, want 2: the expired order's unit back once", v["stock"])
 		}
+		report := reconciliation(t, h, voucher)
+		if report["payments"] != 1.0 || report["refunded"] != 1.0 || len(report["mismatches"].([]any)) != 0 {
+			t.Fatalf("the reconciliation report: %v, want the one payment refunded and nothing amiss", report)
+		}
+
+		// A provider's word the shop did not act on: money it said it
+		// took on another expired order, recorded and never given back
+		// (as if the refund had been lost; the rounds ask no more about a
+		// payment recorded succeeded).
+		other := boughtAndPersisted(t, h, voucher, 2, 2)
+		kept, _ := startPayment(t, h, 2, other)
+		if got := orderStatus(h, 2, other, "cancelled", 10*time.Second); got != "cancelled" {
+			t.Fatalf("the second order is %s, want cancelled (expired)", got)
+		}
+		if _, err := h.srv.store.DB().NewUpdate().Table("tb_payment").Set("word = 'succeeded'").Set("state = 'succeeded'").Set("word_taken = amount").
+			Where("id = ?", kept).Exec(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		report = reconciliation(t, h, voucher)
+		mismatches, _ := report["mismatches"].([]any)
+		if len(mismatches) != 1 || mismatches[0].(map[string]any)["kind"] != "money_kept" || mismatches[0].(map[string]any)["paymentId"] != kept {
+			t.Fatalf("the report %v, want payment %s's money kept", report, kept)
+		}
+		// The gauge reads the database at most every 5 s.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got := scrape(t, h, "seckill_payments_unreconciled")
+			if got >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("seckill_payments_unreconciled %v, want the mismatch counted", got)
+			}
+		}
 	})
+}
+
+func reconciliation(t *testing.T, h *harness, voucher int64) map[string]any {
+	t.Helper()
+	if status, body := h.do("GET", "/api/admin/payments/reconciliation", "", nil); status != 401 {
+		t.Fatalf("the report without the admin token: %d %v, want 401", status, body)
+	}
+	status, body := h.do("GET", "/api/admin/payments/reconciliation?voucher="+idString(voucher), h.cfg.AdminToken, nil)
+	if status != 200 {
+		t.Fatalf("the reconciliation report: %d %v", status, body)
+	}
+	return body
 }
 
 // TestTheSandboxAnswersOnlyTheShopAndRefundsOncePerKey: its status query
@@ -168,4 +216,22 @@ func TestTheSandboxAnswersOnlyTheShopAndRefundsOncePerKey(t *testing.T) {
 			t.Fatalf("a refund of a payment given back: %d %v, want 409 not_refundable", status, out)
 		}
 	})
+}
+
+// scrape reads one series' value (the first of its name) from /metrics.
+func scrape(t *testing.T, h *harness, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(h.metricsText(), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
+			fields := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+			if len(fields) > 0 {
+				v, err := strconv.ParseFloat(fields[0], 64)
+				if err == nil {
+					return v
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s in /metrics", name)
+	return 0
 }

@@ -204,6 +204,7 @@ func (s *Server) wire(ctx context.Context) error {
 		reconciler := payreconcile.New(payreconcile.Config{Store: s.store.Payments(), Asker: s.payments,
 			Locker: redislock.New(s.rdb, cfg.KeyPrefix), After: cfg.PayReconcileAfter, Observer: s.metrics, Log: log})
 		s.background.sweeps = append(s.background.sweeps, reconciler.Duty())
+		s.metrics.registry.MustRegister(newUnreconciledCollector(cfg.Queue, s.store.Payments(), cfg.PayReconcileAfter))
 	}
 	seckill := s.wireSale(sale)
 	sender, err := s.openCodeSender()

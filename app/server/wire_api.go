@@ -39,7 +39,8 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, p
 		delivery: sender, devCodes: cfg.DevCodes, phoneRegion: cfg.PhoneRegion, phoneRegions: cfg.PhoneRegions,
 		tokens: a.tokens, users: users, clients: a.clients, metrics: s.metrics, log: log,
 		codeRate: redis_rate.PerMinute(cfg.CodeRate), loginRate: redis_rate.PerMinute(cfg.LoginRate)}
-	a.payments = &paymentRoutes{payments: payments, pages: pages(s, payments)}
+	a.payments = &paymentRoutes{payments: payments, pages: pages(s, payments),
+		reconciliation: &reconciliationRoutes{reports: s.store.Payments()}}
 	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, repairs: s.repairs(sale),
 		deadLetters: s.store.DeadLetters(), steering: newSteeringRoutes(s.steering, cfg.AdminToken),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),

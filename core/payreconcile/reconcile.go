@@ -24,6 +24,9 @@ type Store interface {
 	// (pending or failed), started between since and before and not asked
 	// about since before, the longest unasked first.
 	Unsettled(ctx context.Context, since, before time.Time, limit int) ([]core.Payment, error)
+	// AfterSale lists payments of sales that ended between since and
+	// before, not asked about since their sale ended.
+	AfterSale(ctx context.Context, since, before time.Time, limit int) ([]core.Payment, error)
 }
 
 // Asker asks the provider about a payment and carries out its word
@@ -121,9 +124,9 @@ func (r *Reconciler) Round(ctx context.Context) error {
 	}
 	defer release()
 	now := r.now()
-	due, err := r.cfg.Store.Unsettled(ctx, now.Add(-r.cfg.Horizon), now.Add(-r.cfg.After), roundBatch)
+	due, err := r.due(ctx, now)
 	if err != nil {
-		return core.Wrap("reconcile payments: list", core.CodeUnavailable, err)
+		return err
 	}
 	failed, first := 0, error(nil)
 	for _, p := range due {
@@ -147,6 +150,33 @@ func (r *Reconciler) Round(ctx context.Context) error {
 		return fmt.Errorf("reconcile payments: %d of %d not asked: %w", failed, len(due), first)
 	}
 	return nil
+}
+
+// due are a round's payments: those unsettled, then — room left — those
+// of sales ended at least After ago (a notice of the last moment has had
+// its time) not asked about since.
+func (r *Reconciler) due(ctx context.Context, now time.Time) ([]core.Payment, error) {
+	due, err := r.cfg.Store.Unsettled(ctx, now.Add(-r.cfg.Horizon), now.Add(-r.cfg.After), roundBatch)
+	if err != nil {
+		return nil, core.Wrap("reconcile payments: list", core.CodeUnavailable, err)
+	}
+	if len(due) == roundBatch {
+		return due, nil
+	}
+	after, err := r.cfg.Store.AfterSale(ctx, now.Add(-r.cfg.Horizon), now.Add(-r.cfg.After), roundBatch-len(due))
+	if err != nil {
+		return nil, core.Wrap("reconcile payments: list", core.CodeUnavailable, err)
+	}
+	seen := make(map[string]bool, len(due))
+	for _, p := range due {
+		seen[p.ID] = true
+	}
+	for _, p := range after {
+		if !seen[p.ID] {
+			due = append(due, p)
+		}
+	}
+	return due, nil
 }
 
 type nopObserver struct{}

@@ -14,6 +14,10 @@ import (
 
 type listed struct{ payments []core.Payment }
 
+func (l listed) AfterSale(context.Context, time.Time, time.Time, int) ([]core.Payment, error) {
+	return []core.Payment{{ID: "a"}, {ID: "d"}}, nil
+}
+
 func (l listed) Unsettled(_ context.Context, since, before time.Time, limit int) ([]core.Payment, error) {
 	if !since.Before(before) {
 		return nil, errors.New("since must be before before")
@@ -72,7 +76,8 @@ func (c *counts) Reconciled(res core.NoticeResult, failed bool) {
 }
 
 // TestOneInstanceAtATimeAsksEachPaymentAtTheRate: three instances run a
-// round at once over the same four payments: one asks each once, the
+// round at once over the same four payments unsettled and two of a sale
+// ended (one of them among the four): one asks each once, the
 // others skip; the questions keep to the rate; a failure is reported with
 // the round's error and counted.
 func TestOneInstanceAtATimeAsksEachPaymentAtTheRate(t *testing.T) {
@@ -89,8 +94,8 @@ func TestOneInstanceAtATimeAsksEachPaymentAtTheRate(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if asker.asked.Load() != 4 || len(asker.ids) != 4 {
-		t.Fatalf("%d questions %v, want each of the 4 payments asked once", asker.asked.Load(), asker.ids)
+	if asker.asked.Load() != 5 || len(asker.ids) != 5 {
+		t.Fatalf("%d questions %v, want each of the 4 unsettled payments and the one more of a sale ended asked once", asker.asked.Load(), asker.ids)
 	}
 	failedRounds := 0
 	for _, err := range errs {
@@ -98,11 +103,11 @@ func TestOneInstanceAtATimeAsksEachPaymentAtTheRate(t *testing.T) {
 			failedRounds++
 		}
 	}
-	if failedRounds != 1 || obs.failed != 1 || obs.by[core.NoticePaid] != 3 {
+	if failedRounds != 1 || obs.failed != 1 || obs.by[core.NoticePaid] != 4 {
 		t.Fatalf("rounds %v, observed %v and %d failures; want the one round that ran to report its one failure", errs, obs.by, obs.failed)
 	}
-	// 4 questions at 20 a second, a burst of 1: at least 3 waits of 50 ms.
-	if took < 150*time.Millisecond {
-		t.Fatalf("4 questions in %v: faster than 20 a second", took)
+	// 5 questions at 20 a second, a burst of 1: at least 4 waits of 50 ms.
+	if took < 200*time.Millisecond {
+		t.Fatalf("5 questions in %v: faster than 20 a second", took)
 	}
 }
