@@ -220,6 +220,11 @@ func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason Can
 	return o, nil
 }
 
+// Release gives a cancelled (or refunded) order's unit back to the live
+// store now, its pending release recorded with the transition: not done,
+// the sweep re-drives it (refund.Releaser).
+func (l *Lifecycle) Release(ctx context.Context, o Order) { l.release(ctx, o) }
+
 // release gives o's unit back to the live store and forgets the pending
 // release once it is there. Not done, the pending release stays for the
 // sweep to re-drive: the live store was unreachable, or has no state for

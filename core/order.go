@@ -81,6 +81,12 @@ const (
 	// CancelDiscarded: its dead letter was discarded by an operator: it
 	// never reached the database, and its unit went back on sale.
 	CancelDiscarded CancelReason = "discarded"
+	// CancelRefunded: an operator refunded the paid order, its unit back
+	// on sale (core/refund).
+	CancelRefunded CancelReason = "operator"
+	// CancelRefundedUnitKept: an operator refunded the paid order and
+	// kept its unit sold.
+	CancelRefundedUnitKept CancelReason = "operator_kept"
 )
 
 // orderMessage is the wire form of an Order on every queue. The order id is a

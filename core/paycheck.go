@@ -92,3 +92,12 @@ func (p *Payments) BeforeExpiry(ctx context.Context, orderID int64) (bool, error
 	}
 	return false, nil
 }
+
+// Refund asks the provider for money back (refund.Provider):
+// ErrPaymentsDisabled without one.
+func (p *Payments) Refund(ctx context.Context, r RefundRequest) error {
+	if p.provider == nil {
+		return ErrPaymentsDisabled
+	}
+	return p.provider.Refund(ctx, r)
+}

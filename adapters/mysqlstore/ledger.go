@@ -35,7 +35,12 @@ func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64, also []int64
 		}
 		var rows []orderRow
 		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "create_time").
-			Where("voucher_id = ?", voucherID).Where("status IN (?)", bun.List([]int{orderStatusCreated, orderStatusPaid})).
+			Where("voucher_id = ?", voucherID).
+			// A refund that kept its unit still holds it (and its buyer).
+			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+				return q.Where("status IN (?)", bun.List([]int{orderStatusCreated, orderStatusPaid})).
+					WhereOr("status IN (?) AND cancel_reason = ?", bun.List([]int{orderStatusRefunding, orderStatusRefunded}), string(core.CancelRefundedUnitKept))
+			}).
 			Scan(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: live orders of voucher %d: %w", voucherID, err)
 		}

@@ -14,8 +14,9 @@ type paymentRoutes struct {
 	// pages are the provider's own routes: sandboxRoutes for the built-in
 	// sandbox, noRoutes for any other provider.
 	pages routeGroup
-	// reconciliation is the operator's report.
+	// reconciliation is the operator's report; refunds its refunds.
 	reconciliation *reconciliationRoutes
+	refunds        *refundRoutes
 }
 
 // routeGroup is a group of routes the API mounts.
@@ -32,6 +33,7 @@ func (a *paymentRoutes) mount(app *fiber.App, e *api) {
 	app.Post("/api/payments/:provider/notify", a.paymentNotify)
 	a.pages.mount(app, e)
 	a.reconciliation.mount(app, e)
+	a.refunds.mount(app, e)
 }
 
 // paymentNotify takes a provider's notification. The provider verifies

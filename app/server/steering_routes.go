@@ -24,8 +24,14 @@ type steeringRoutes struct {
 }
 
 func newSteeringRoutes(st *steer.Steering, adminToken string) *steeringRoutes {
+	return &steeringRoutes{steering: st, fingerprint: adminFingerprint(adminToken)}
+}
+
+// adminFingerprint names the admin token in the action log without
+// giving it away.
+func adminFingerprint(adminToken string) string {
 	sum := sha256.Sum256([]byte(adminToken))
-	return &steeringRoutes{steering: st, fingerprint: hex.EncodeToString(sum[:8])}
+	return hex.EncodeToString(sum[:8])
 }
 
 func (a *steeringRoutes) mount(app *fiber.App, e *api) {

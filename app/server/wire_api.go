@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-lab/seckill/adapters/mysqlstore"
+	"github.com/seckill-lab/seckill/core/refund"
+
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/seckill-lab/seckill/adapters/logincode"
@@ -39,8 +42,13 @@ func (s *Server) newAPI(seckill *core.Seckill, sale sale, sender codeDelivery, p
 		delivery: sender, devCodes: cfg.DevCodes, phoneRegion: cfg.PhoneRegion, phoneRegions: cfg.PhoneRegions,
 		tokens: a.tokens, users: users, clients: a.clients, metrics: s.metrics, log: log,
 		codeRate: redis_rate.PerMinute(cfg.CodeRate), loginRate: redis_rate.PerMinute(cfg.LoginRate)}
+	refunds := refund.New(refund.Config{Store: mysqlstore.NewRefunds(s.store), Provider: payments, Releaser: s.lifecycle, Log: log})
+	if payments.Provider() != "" {
+		s.background.sweeps = append(s.background.sweeps, refunds.Duty())
+	}
 	a.payments = &paymentRoutes{payments: payments, pages: pages(s, payments),
-		reconciliation: &reconciliationRoutes{reports: s.store.Payments()}}
+		reconciliation: &reconciliationRoutes{reports: s.store.Payments()},
+		refunds:        &refundRoutes{refunds: refunds, enabled: payments.Provider() != "", fingerprint: adminFingerprint(cfg.AdminToken)}}
 	a.operator = &operatorRoutes{catalog: s.catalog, log: log, voucherAdmin: s.store, userAdmin: users, repairs: s.repairs(sale),
 		deadLetters: s.store.DeadLetters(), steering: newSteeringRoutes(s.steering, cfg.AdminToken),
 		desk: deadletters.NewDesk(deadletters.DeskConfig{Register: s.store.DeadLetters(), Store: s.spans().Store(s.ordersStore(), "redrive orders", "dead letters"),
