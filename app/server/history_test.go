@@ -135,15 +135,15 @@ func checkHistory(t *testing.T, backend string) {
 			_, err := db.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock + ? WHERE voucher_id = ?", delta, v)
 			return err
 		}}
-	// The operator steers on one Redis (whole vouchers and buckets). On the
-	// cluster it is left out for now: with it, 3 runs of about 21 failed on
-	// the letter slip's voucher, which it never touched (a stock read lower
-	// than the sales known after a master's restart), and none of 22
-	// without it; until that is explained (issue 61), CI runs what holds.
-	var steer *history.SteerFault
-	if !clustered {
-		steer = &history.SteerFault{Every: 50 * time.Millisecond, Skip: func(v int64) bool { return !steered[v] }}
-	}
+	// The operator steers on every topology (whole vouchers and buckets),
+	// and late in the run ends one sale.
+	// On the cluster it was left out while 3 runs of about 21 failed on the
+	// letter slip's voucher, which it never touched: an operator's
+	// reconcile that checked the slip an instant before it began read the
+	// lowered column (history.LetterFault now holds the slip off until
+	// such a reconcile is answered); steering's load only made the instant
+	// longer.
+	steer := &history.SteerFault{Every: 50 * time.Millisecond, Skip: func(v int64) bool { return !steered[v] }, EndAt: 0.7}
 	ops := history.Run(context.Background(), sale, history.Faults{
 		ReconcileEvery: 50 * time.Millisecond,
 		// Early in the sale, and later.

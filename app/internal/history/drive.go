@@ -124,6 +124,8 @@ func do(ctx context.Context, client *http.Client, base string, s Sale, in Input)
 		out.Outcome = SoldOut
 	case in.Kind == Buy && code == "paused":
 		out.Outcome = Paused
+	case in.Kind == Buy && code == "ended":
+		out.Outcome = Ended
 	case in.Kind == ReadStock && resp.StatusCode == 200 && body.Stock != nil:
 		out.Outcome, out.Stock = Stock, *body.Stock
 	case in.Kind == ReadOrder && resp.StatusCode == 200 && body.OrderID != "":

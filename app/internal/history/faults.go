@@ -55,6 +55,25 @@ type LetterFault struct {
 
 	voucher  atomic.Int64
 	slipping atomic.Bool
+	// reconciling is held (read) by each operator's reconcile of the run
+	// from its check of the slip to its answer, and (write) by the slip
+	// as it begins: a reconcile that checked before the slip began is
+	// over before the column is lowered. Without it, one that checked an
+	// instant before read the lowered column, and the voucher's stock
+	// read too low until the slip's own reconcile (1 run in 8 of the
+	// cluster's, with the operator's steering loading the instances).
+	reconciling sync.RWMutex
+}
+
+// mayReconcile tells whether the run's operator may reconcile v now, and
+// if so holds the slip off until release is called.
+func (f *LetterFault) mayReconcile(v int64) (release func(), ok bool) {
+	f.reconciling.RLock()
+	if f.slipping.Load() && v == f.Voucher() {
+		f.reconciling.RUnlock()
+		return nil, false
+	}
+	return f.reconciling.RUnlock, true
 }
 
 // Voucher is the voucher the slip struck (0: none yet).
@@ -84,8 +103,10 @@ func (f *LetterFault) strike(ctx context.Context, s Sale, rec *Recorder) {
 		sleep(ctx, 20*time.Millisecond)
 		v, ok = f.choose(ctx, s)
 	}
+	f.reconciling.Lock()
 	f.voucher.Store(v)
 	f.slipping.Store(true)
+	f.reconciling.Unlock()
 	if err := f.Slip(ctx, v, -slipDelta); err != nil {
 		f.slipping.Store(false)
 		return
@@ -169,12 +190,17 @@ func Run(ctx context.Context, s Sale, f Faults) []porcupine.Operation {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				v := s.Vouchers[rand.IntN(len(s.Vouchers))]
-				if f.Letters != nil && f.Letters.slipping.Load() && v == f.Letters.Voucher() {
-					sleep(ctx, f.ReconcileEvery)
-					continue
+				release := func() {}
+				if f.Letters != nil {
+					var ok bool
+					if release, ok = f.Letters.mayReconcile(v); !ok {
+						sleep(ctx, f.ReconcileEvery)
+						continue
+					}
 				}
 				base := s.URLs[rand.IntN(len(s.URLs))]
 				Admin(ctx, base, s.AdminToken, "POST", "/api/admin/vouchers/"+strconv.FormatInt(v, 10)+"/reconcile", nil)
+				release()
 				sleep(ctx, f.ReconcileEvery)
 			}
 		})

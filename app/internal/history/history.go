@@ -36,7 +36,7 @@ const (
 )
 
 func (k Kind) String() string {
-	return [...]string{"buy", "stock", "order", "pay", "notify", "cancel", "pause", "resume", "stock±"}[k]
+	return [...]string{"buy", "stock", "order", "pay", "notify", "cancel", "pause", "resume", "stock±", "end"}[k]
 }
 
 // Input is an operation's call.
@@ -85,7 +85,7 @@ const (
 
 func (o Outcome) String() string {
 	return [...]string{"unknown", "reserved", "held", "sold_out", "no_order", "stock", "refused", "wrong",
-		"accepted", "not_yet", "denied", "paused"}[o]
+		"accepted", "not_yet", "denied", "paused", "ended"}[o]
 }
 
 // Output is an operation's answer.
@@ -150,6 +150,9 @@ type state struct {
 	buyers map[int64]int64
 	paused bool
 	mixed  bool
+	// ended: an operator ended the sale; endMixed: in part of its buckets
+	// only, until the duty finishes it (steer.go).
+	ended, endMixed bool
 	// memoUntil: a sold-out answer called before it may be an instance's
 	// memo of the sale before an operator added units (steer.go).
 	memoUntil int64
@@ -161,10 +164,11 @@ func (s state) with(user, order int64, take bool) state {
 		b[u] = o
 	}
 	b[user] = order
+	s.buyers = b
 	if take {
-		return state{stock: s.stock - 1, buyers: b, paused: s.paused, mixed: s.mixed, memoUntil: s.memoUntil}
+		s.stock--
 	}
-	return state{stock: s.stock, buyers: b, paused: s.paused, mixed: s.mixed, memoUntil: s.memoUntil}
+	return s
 }
 
 // Model is a voucher sale with initial stock stock per voucher: one unit
@@ -198,7 +202,7 @@ func model(stock int64, earlySoldOut bool) porcupine.Model {
 				}
 			case ReadOrder:
 				return s.readOrder(in.User, out)
-			case PauseSale, ResumeSale, ChangeStock:
+			case PauseSale, ResumeSale, ChangeStock, EndSale:
 				return s.steered(in, out, earlySoldOut)
 			}
 			return nil
@@ -210,7 +214,7 @@ func model(stock int64, earlySoldOut bool) porcupine.Model {
 		},
 		DescribeState: func(st any) string {
 			s := st.(state)
-			return fmt.Sprintf("stock %d, %d buyers, paused %v", s.stock, len(s.buyers), s.paused)
+			return fmt.Sprintf("stock %d, %d buyers, paused %v, ended %v", s.stock, len(s.buyers), s.paused, s.ended)
 		},
 	}
 	return m.ToModel()
@@ -245,6 +249,10 @@ func (s state) buy(user, at int64, out Output, earlySoldOut bool) []any {
 	switch out.Outcome {
 	case Paused:
 		if s.paused || s.mixed {
+			return []any{s}
+		}
+	case Ended:
+		if s.ended || s.endMixed {
 			return []any{s}
 		}
 	case Reserved:
@@ -292,11 +300,13 @@ func (s state) readOrder(user int64, out Output) []any {
 	return nil
 }
 
-// selling: a buy may reserve (not paused, or paused in part only).
-func (s state) selling() bool { return !s.paused || s.mixed }
+// selling: a buy may reserve (not paused, or paused in part only; not
+// ended, or ended in part only).
+func (s state) selling() bool { return (!s.paused || s.mixed) && (!s.ended || s.endMixed) }
 
 func (s state) equal(o state) bool {
-	if s.stock != o.stock || s.paused != o.paused || s.mixed != o.mixed || s.memoUntil != o.memoUntil || len(s.buyers) != len(o.buyers) {
+	if s.stock != o.stock || s.paused != o.paused || s.mixed != o.mixed || s.ended != o.ended || s.endMixed != o.endMixed ||
+		s.memoUntil != o.memoUntil || len(s.buyers) != len(o.buyers) {
 		return false
 	}
 	for u, id := range s.buyers {

@@ -20,10 +20,15 @@ const (
 	// ChangeStock is POST /api/admin/vouchers/{id}/stock {"delta":
 	// Input.Delta}; Accepted answers the stock left (Output.Stock).
 	ChangeStock
+	// EndSale is POST /api/admin/vouchers/{id}/end: the sale ends now.
+	EndSale
 )
 
-// Paused: 403 paused (Buy).
-const Paused Outcome = Denied + 1
+// Paused: 403 paused (Buy); Ended: 403 ended.
+const (
+	Paused Outcome = Denied + 1
+	Ended  Outcome = Paused + 1
+)
 
 // SteerFault is an operator steering the sale while it runs: every Every,
 // on a random voucher, a pause (resumed after a while), a few units added
@@ -33,6 +38,10 @@ type SteerFault struct {
 	Every time.Duration
 	// Skip tells a voucher to leave alone (nil: none).
 	Skip func(voucher int64) bool
+	// EndAt, once the run has done this fraction of its operations, ends
+	// the sale of the next voucher it steers (0: none is ended); an ended
+	// voucher is steered no more.
+	EndAt float64
 }
 
 // memoLifetime is how long an instance answers a sale sold out from
@@ -50,15 +59,17 @@ const steerClient = -1
 // run steers until ctx ends.
 func (f *SteerFault) run(ctx context.Context, s Sale, rec *Recorder) {
 	client := &http.Client{Timeout: s.Timeout}
-	paused := map[int64]bool{}
+	paused, ended := map[int64]bool{}, map[int64]bool{}
 	for ctx.Err() == nil {
 		sleep(ctx, f.Every)
 		v := s.Vouchers[rand.IntN(len(s.Vouchers))]
-		if f.Skip != nil && f.Skip(v) {
+		if (f.Skip != nil && f.Skip(v)) || ended[v] {
 			continue
 		}
 		in := Input{Voucher: v, Kind: PauseSale}
 		switch p := rand.IntN(4); {
+		case f.EndAt > 0 && len(ended) == 0 && float64(rec.Len()) >= f.EndAt*float64(s.Ops):
+			in.Kind = EndSale
 		case paused[v]:
 			in.Kind = ResumeSale
 		case p == 0:
@@ -72,11 +83,14 @@ func (f *SteerFault) run(ctx context.Context, s Sale, rec *Recorder) {
 		if in.Kind == PauseSale || in.Kind == ResumeSale {
 			paused[v] = in.Kind == PauseSale
 		}
+		if in.Kind == EndSale {
+			ended[v] = true // answered or not: it may have ended
+		}
 	}
 	// The sale ends on sale: a pause left in place would hold its last
 	// shoppers' buys.
 	for v, on := range paused {
-		if on {
+		if on && !ended[v] {
 			in := Input{Voucher: v, Kind: ResumeSale}
 			call := rec.Now()
 			rec.Add(steerClient, in, call, f.steer(context.WithoutCancel(ctx), client, s, in))
@@ -93,6 +107,8 @@ func (f *SteerFault) steer(ctx context.Context, client *http.Client, s Sale, in 
 		path += "pause"
 	case ResumeSale:
 		path += "resume"
+	case EndSale:
+		path += "end"
 	case ChangeStock:
 		path += "stock"
 		body = `{"delta":` + strconv.FormatInt(in.Delta, 10) + `}`
@@ -151,6 +167,8 @@ func (s state) steered(in Input, out Output, inBuckets bool) []any {
 		case out.Outcome == Unknown:
 			return []any{s, next}
 		}
+	case EndSale:
+		return s.endedAs(out, inBuckets)
 	case ChangeStock:
 		after := s.stock + in.Delta
 		restocked := s.stocked(after)
@@ -174,6 +192,25 @@ func (s state) steered(in Input, out Output, inBuckets bool) []any {
 		case out.Outcome == Unknown:
 			return []any{s}
 		}
+	}
+	return nil
+}
+
+// endedAs is the states an end answered out may leave: ended for good;
+// answered 503, perhaps not, or (in buckets) in part of them until the
+// duty finishes it.
+func (s state) endedAs(out Output, inBuckets bool) []any {
+	ended := s
+	ended.ended, ended.endMixed = true, false
+	switch {
+	case out.Outcome == Accepted:
+		return []any{ended}
+	case out.Outcome == Unknown && inBuckets && !s.ended:
+		part := ended
+		part.endMixed = true
+		return []any{s, ended, part}
+	case out.Outcome == Unknown:
+		return []any{s, ended}
 	}
 	return nil
 }

@@ -39,6 +39,19 @@ func TestTheModelLearnsTheOperatorsActions(t *testing.T) {
 		{"a buy racing the pause may go either way", true, []porcupine.Operation{
 			op(0, Buy, 1, 0, 30, reserved(11)), steerOp(PauseSale, 0, 5, 20, accepted), op(1, Buy, 2, 10, 40, paused),
 		}},
+		{"ended: a buy after the end's answer is told so, for good", true, []porcupine.Operation{
+			op(0, Buy, 1, 0, 10, reserved(11)), steerOp(EndSale, 0, 20, 30, accepted),
+			op(0, Buy, 2, 40, 50, Output{Outcome: Ended}), op(1, ReadStock, 0, 60, 70, stock(1)),
+		}},
+		{"reserved after the end's answer", false, []porcupine.Operation{
+			steerOp(EndSale, 0, 0, 10, accepted), op(0, Buy, 1, 20, 30, reserved(11)),
+		}},
+		{"ended with no end", false, []porcupine.Operation{
+			op(0, Buy, 1, 0, 10, Output{Outcome: Ended}),
+		}},
+		{"an unanswered end that landed later", true, []porcupine.Operation{
+			steerOp(EndSale, 0, 0, -1, unknown), op(0, Buy, 1, 20, 30, reserved(11)), op(0, Buy, 2, 40, 50, Output{Outcome: Ended}),
+		}},
 		{"reserved after the pause's answer", false, []porcupine.Operation{
 			steerOp(PauseSale, 0, 0, 10, accepted), op(0, Buy, 1, 20, 30, reserved(11)),
 		}},
