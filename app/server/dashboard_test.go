@@ -275,6 +275,9 @@ func TestTheDashboardsOperatorActions(t *testing.T) {
 		}
 		b.waitJS(p, "the record shows the consumers' actions", `(() => { const t = document.getElementById('action-table').textContent;
 			return t.includes('consumers_pause') && t.includes('consumers_rate') && t.includes('consumers_resume'); })()`)
+		// The payments' reconciliation: counted, nothing amiss.
+		b.waitJS(p, "the payments' report is shown", `document.getElementById('payments-summary').dataset.mismatches === '0' &&
+			document.getElementById('payments-summary').textContent.includes('payments')`)
 		b.screenshot(p, "dashboard-steering", 1280, 1600, false)
 		b.clean()
 	})

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -101,12 +103,19 @@ func (a *refundRoutes) sweep(c *fiber.Ctx) error {
 		}
 		s.OrderIDs = append(s.OrderIDs, id)
 	}
-	res, err := a.refunds.Sweep(c.UserContext(), s)
+	// Not the request's deadline: refunds begun go on to their end; none
+	// is begun past the bulk budget, so the answer stays inside the
+	// server's write timeout ("more": call again).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), bulkWorkLimit)
+	defer cancel()
+	s.Until = time.Now().Add(bulkBudget)
+	res, err := a.refunds.Sweep(ctx, s)
 	if err != nil {
 		return err
 	}
 	if s.DryRun {
 		return c.JSON(fiber.Map{"matched": res.Matched, "dryRun": true})
 	}
-	return c.JSON(fiber.Map{"matched": res.Matched, "refunded": res.Refunded, "skipped": res.Skipped, "failed": res.Failed})
+	return c.JSON(fiber.Map{"matched": res.Matched, "refunded": res.Refunded, "skipped": res.Skipped, "failed": res.Failed,
+		"more": res.More})
 }

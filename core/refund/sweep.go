@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/seckill-lab/seckill/core"
 )
@@ -16,6 +17,9 @@ type Sweep struct {
 	OrderIDs  []int64
 	// DryRun counts what would be refunded and refunds nothing.
 	DryRun bool
+	// Until: no refund is begun past it (zero: none left out); the
+	// result says how many matched were left for another call.
+	Until time.Time
 	// Request is each refund's (its OrderID aside).
 	Request Request
 }
@@ -34,6 +38,8 @@ const sweepWorkers = 16
 // answer: refunded within seconds).
 type SweepResult struct {
 	Matched, Refunded, Skipped, Failed int
+	// More were matched and not begun: Until passed.
+	More int
 }
 
 // Sweep refunds the paid orders s names (with DryRun, only counts them).
@@ -77,13 +83,16 @@ func (r *Refunds) Sweep(ctx context.Context, s Sweep) (SweepResult, error) {
 			}
 		})
 	}
+	sent := 0
 	for _, id := range ids {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || (!s.Until.IsZero() && time.Now().After(s.Until)) {
 			break
 		}
 		work <- id
+		sent++
 	}
 	close(work)
 	wg.Wait()
+	res.More = len(ids) - sent
 	return res, nil
 }

@@ -353,6 +353,13 @@ func (s lifeState) notify(in Input, out Output) []lifeState {
 	switch {
 	case out.Outcome == Accepted && out.Result == result:
 		return []lifeState{n}
+	case out.Outcome == Accepted && out.Result == "already_recorded":
+		// The shop heard the provider's word on this transaction first —
+		// its answer to the question asked before the order expired, or
+		// the reconciliation's — between the notice's verification (the
+		// provider's books have it from then) and its record: the same
+		// transition, recorded once.
+		return []lifeState{n}
 	case out.Outcome == Unknown:
 		return []lifeState{was, n}
 	}

@@ -150,6 +150,7 @@ async function loadVouchers(token) {
   $("voucher-table").querySelector("tbody").replaceChildren(...rows);
   $("voucher-table").dataset.loaded = "1";
   await loadConsumers(token);
+  await loadPayments(token);
   await loadActions(token);
 }
 
@@ -204,6 +205,26 @@ async function steerConsumers(method, action, body) {
   const token = $("admin-token").value.trim();
   await loadConsumers(token);
   await loadActions(token);
+}
+
+// loadPayments shows the reconciliation report: counts and mismatches.
+async function loadPayments(token) {
+  const resp = await fetch("/api/admin/payments/reconciliation", { headers: { "Authorization": "Bearer " + token } });
+  if (!resp.ok) return;
+  const r = await resp.json();
+  $("payments-summary").textContent = r.payments + " payments: " + r.paid + " paid, " + r.refunded + " refunded, " +
+    r.pending + " pending, " + r.failed + " failed; " + r.mismatches.length + " mismatches";
+  $("payments-summary").dataset.mismatches = String(r.mismatches.length);
+  const rows = r.mismatches.map((m) => {
+    const tr = document.createElement("tr");
+    for (const c of [m.kind, m.paymentId, m.orderId, m.orderStatus, m.providerSays || "—", m.taken, m.refunded]) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    return tr;
+  });
+  $("mismatch-table").querySelector("tbody").replaceChildren(...rows);
 }
 
 // loadActions fills the record of operators' actions: the newest 20.
