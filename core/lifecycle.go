@@ -115,36 +115,7 @@ type LifecycleConfig struct {
 	SweepBatch int
 	Log        *slog.Logger
 	Observer   LifecycleObserver
-	// Payments is asked, before an order expires, whether the provider
-	// took its money by the deadline (default NoPaymentCheck: no
-	// payments).
-	Payments PaymentCheck
 }
-
-// PaymentCheck asks the payment provider about an order about to expire
-// (Payments.BeforeExpiry).
-type PaymentCheck interface {
-	// BeforeExpiry: true if the order is paid now; an error holds its
-	// expiry until the next sweep.
-	BeforeExpiry(ctx context.Context, orderID int64) (paid bool, err error)
-}
-
-// NoPaymentCheck is the PaymentCheck of a shop without payments.
-var NoPaymentCheck PaymentCheck = noPaymentCheck{}
-
-type noPaymentCheck struct{}
-
-func (noPaymentCheck) BeforeExpiry(context.Context, int64) (bool, error) { return false, nil }
-
-// expiryHeld: the provider did not say whether an order due was paid; it
-// is asked again at the next sweep.
-type expiryHeld struct{ err error }
-
-func (e expiryHeld) Error() string {
-	return "expiry held: the payment provider did not say whether the order was paid: " + e.err.Error()
-}
-
-func (e expiryHeld) Unwrap() error { return e.err }
 
 // NewLifecycle builds the lifecycle, whole: it panics without a Store.
 func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
@@ -172,9 +143,6 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	if cfg.Observer == nil {
 		cfg.Observer = nopLifecycleObserver{}
 	}
-	if cfg.Payments == nil {
-		cfg.Payments = NoPaymentCheck
-	}
 	return &Lifecycle{store: cfg.Store, live: cfg.Live, guard: GuardOr(cfg.Guard), memo: cfg.Memo, log: cfg.Log, obs: cfg.Observer, cfg: cfg, now: time.Now}
 }
 
@@ -195,17 +163,6 @@ func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, e
 }
 
 func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason CancelReason) (Order, error) {
-	if reason == CancelExpired {
-		// The provider's word first: money taken by the deadline wins,
-		// whether or not its notice came.
-		paid, err := l.cfg.Payments.BeforeExpiry(ctx, orderID)
-		if err != nil {
-			return Order{}, expiryHeld{err}
-		}
-		if paid {
-			return Order{}, ErrNotCancellable
-		}
-	}
 	o, err := l.store.CancelOrder(ctx, orderID, owner, reason, l.now())
 	if err != nil {
 		if errors.Is(err, ErrOrderNotFound) || errors.Is(err, ErrNotCancellable) {
@@ -280,12 +237,7 @@ func (l *Lifecycle) Sweep(ctx context.Context) error {
 		return Wrap("sweep: due orders", CodeUnavailable, err)
 	}
 	for _, id := range due {
-		_, err := l.cancel(ctx, id, 0, CancelExpired)
-		if held := (expiryHeld{}); errors.As(err, &held) {
-			l.log.Warn("expiry held until the next sweep", "order", id, "err", err)
-			continue
-		}
-		if err != nil && !errors.Is(err, ErrNotCancellable) && !errors.Is(err, ErrOrderNotFound) {
+		if _, err := l.cancel(ctx, id, 0, CancelExpired); err != nil && !errors.Is(err, ErrNotCancellable) && !errors.Is(err, ErrOrderNotFound) {
 			return err // another instance winning is no error; the database failing is
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/payments"
 )
 
 // wordProvider is a provider whose word on each payment the test sets;
@@ -107,8 +108,8 @@ func TestTheProvidersWordDecidesAnOrderAboutToExpire(t *testing.T) {
 			provider.words[pid] = core.ProviderPayment{State: core.PaymentSucceeded, Amount: 100, Taken: 100, TakenAt: taken, TxnID: "t-" + pid}
 		}
 	}
-	payments := core.NewPayments(core.PaymentsConfig{Name: "fake", Provider: provider, Store: store})
-	l := core.NewLifecycle(core.LifecycleConfig{Store: orders, Payments: payments})
+	svc := payments.New(payments.Config{Name: "fake", Provider: provider, Store: store})
+	l := core.NewLifecycle(core.LifecycleConfig{Store: svc.AskingBeforeExpiry(orders)})
 
 	provider.down = true
 	if err := l.Sweep(context.Background()); err != nil {
@@ -134,7 +135,7 @@ func TestTheProvidersWordDecidesAnOrderAboutToExpire(t *testing.T) {
 	}
 
 	// Past the hold, a provider still down no longer holds the expiry.
-	orders.orders[4] = &core.Order{ID: 4, UserID: 4, VoucherID: 7, Status: core.StatusCreated, PayBy: now.Add(-core.ExpiryHold - time.Second)}
+	orders.orders[4] = &core.Order{ID: 4, UserID: 4, VoucherID: 7, Status: core.StatusCreated, PayBy: now.Add(-payments.ExpiryHold - time.Second)}
 	store.payments["e"] = core.Payment{ID: "e", OrderID: 4, Amount: 100, PayBy: orders.orders[4].PayBy}
 	provider.down = true
 	if err := l.Sweep(context.Background()); err != nil {
@@ -153,20 +154,20 @@ func TestAskingTheProviderRecordsItsWordOnce(t *testing.T) {
 	store := &ledgerPayments{orders: orders, payments: map[string]core.Payment{}, txns: map[string]core.NoticeResult{}, checked: map[string]int{}}
 	provider := &wordProvider{refunds: map[string]int{}, words: map[string]core.ProviderPayment{
 		"a": {State: core.PaymentSucceeded, Amount: 100, Taken: 100, TakenAt: time.Now(), TxnID: "t-a"}}}
-	payments := core.NewPayments(core.PaymentsConfig{Name: "fake", Provider: provider, Store: store})
+	svc := payments.New(payments.Config{Name: "fake", Provider: provider, Store: store})
 	pay := core.Payment{ID: "a", OrderID: 1, Amount: 100}
-	res, _, err := payments.Ask(context.Background(), pay)
+	res, _, err := svc.Ask(context.Background(), pay)
 	if err != nil || res != core.NoticeRefunded {
 		t.Fatalf("ask: %v %v, want refunded", res, err)
 	}
-	if res, _, err := payments.Ask(context.Background(), pay); err != nil || res != core.NoticeAlreadyRecorded {
+	if res, _, err := svc.Ask(context.Background(), pay); err != nil || res != core.NoticeAlreadyRecorded {
 		t.Fatalf("ask again: %v %v, want already recorded", res, err)
 	}
 	if provider.refunds["txn:t-a"] != 1 || len(provider.refunds) != 1 || store.checked["a"] != 2 {
 		t.Fatalf("refunds %v, checked %d times; want one refund, keyed by the transaction, and two questions", provider.refunds, store.checked["a"])
 	}
 	provider.words["a"] = core.ProviderPayment{State: core.PaymentPending, Amount: 100}
-	if res, _, err := payments.Ask(context.Background(), core.Payment{ID: "a", OrderID: 1}); err != nil || res != "" {
+	if res, _, err := svc.Ask(context.Background(), core.Payment{ID: "a", OrderID: 1}); err != nil || res != "" {
 		t.Fatalf("a pending payment: %v %v, want nothing recorded", res, err)
 	}
 }

@@ -2,10 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"log/slog"
 	"time"
 )
 
@@ -151,98 +147,3 @@ var (
 	// (yet): the provider is answered so that it retries.
 	ErrPaymentUnknown = E(CodeUnavailable, "no such payment recorded yet; retry")
 )
-
-// Payments pays orders through one provider.
-type Payments struct {
-	name     string
-	provider PaymentProvider
-	store    PaymentStore
-	log      *slog.Logger
-	now      func() time.Time
-}
-
-// PaymentsConfig is what the payments use case is built over.
-type PaymentsConfig struct {
-	// Name is the provider's registered name; Provider nil disables
-	// payments.
-	Name     string
-	Provider PaymentProvider
-	Store    PaymentStore
-	// Log is told what the provider's answers changed (nil: nothing).
-	Log *slog.Logger
-}
-
-// NewPayments builds the use case.
-func NewPayments(cfg PaymentsConfig) *Payments {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	return &Payments{name: cfg.Name, provider: cfg.Provider, store: cfg.Store, log: cfg.Log, now: time.Now}
-}
-
-// Provider is the name of the provider payments go through ("" when
-// disabled).
-func (p *Payments) Provider() string {
-	if p.provider == nil {
-		return ""
-	}
-	return p.name
-}
-
-// Pay starts the payment of userID's unpaid order.
-func (p *Payments) Pay(ctx context.Context, userID, orderID int64) (_ Payment, _ string, err error) {
-	if p.provider == nil {
-		return Payment{}, "", ErrPaymentsDisabled
-	}
-	id := make([]byte, 12)
-	rand.Read(id)
-	pay, err := p.store.StartPayment(ctx, Payment{ID: hex.EncodeToString(id), Provider: p.name, OrderID: orderID}, userID)
-	if err != nil {
-		if errors.Is(err, ErrOrderNotFound) || errors.Is(err, ErrNotPayable) {
-			return Payment{}, "", err
-		}
-		return Payment{}, "", Wrap("start payment", CodeUnavailable, err)
-	}
-	url, err := p.provider.Start(ctx, pay)
-	if err != nil {
-		return Payment{}, "", Wrap("start payment: provider", CodeUnavailable, err)
-	}
-	return pay, url, nil
-}
-
-// Notify verifies and records a provider's notification. A refund it
-// calls for is made before the answer, so a provider that gets no 200
-// asks again and the refund is retried; a refund done already is recorded
-// as such and not repeated.
-func (p *Payments) Notify(ctx context.Context, provider string, body []byte, header func(string) string) (_ NoticeResult, err error) {
-	if p.provider == nil || provider != p.name {
-		return "", E(CodeBadRequest, "no such payment provider here")
-	}
-	n, err := p.provider.Verify(ctx, body, header)
-	if err != nil {
-		return "", err
-	}
-	n.Provider = p.name
-	return p.carryOut(ctx, n)
-}
-
-// carryOut records a notice — sent, or read from the provider's answer to
-// a status query — and makes the refund it calls for.
-func (p *Payments) carryOut(ctx context.Context, n PaymentNotice) (NoticeResult, error) {
-	res, err := p.store.RecordNotice(ctx, n, p.now())
-	if err != nil {
-		return "", err
-	}
-	if res == NoticeRefunded {
-		// Keyed by the transaction: a refund asked again (the provider's
-		// retried notice, a crash before it was recorded) is one refund.
-		r := RefundRequest{PaymentID: n.PaymentID, OrderID: n.OrderID, Amount: n.Amount, Key: "txn:" + n.TxnID}
-		if err := p.provider.Refund(ctx, r); err != nil {
-			return "", Wrap("refund", CodeUnavailable, err)
-		}
-		if err := p.store.Refunded(ctx, n); err != nil {
-			return "", Wrap("refund: record", CodeUnavailable, err)
-		}
-	}
-	return res, nil
-}

@@ -3,14 +3,14 @@ package server
 import (
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/payments"
 )
 
 // paymentRoutes are the providers' notifications, and the provider's own
 // pages where it has them (the built-in sandbox's pay page; a shopper's
 // /pay is the shopper's routes').
 type paymentRoutes struct {
-	payments *core.Payments
+	payments *payments.Service
 	// pages are the provider's own routes: sandboxRoutes for the built-in
 	// sandbox, noRoutes for any other provider.
 	pages routeGroup

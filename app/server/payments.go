@@ -4,6 +4,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/payments"
 )
 
 // PayProvider is a payment provider, selected by SECKILL_PAY_PROVIDER. The
@@ -24,9 +25,9 @@ type PayProvider struct {
 }
 
 // providerPages are a provider's own routes, over the shop's payments.
-type providerPages func(s *Server, payments *core.Payments) routeGroup
+type providerPages func(s *Server, payments *payments.Service) routeGroup
 
-func noPages(*Server, *core.Payments) routeGroup { return noRoutes{} }
+func noPages(*Server, *payments.Service) routeGroup { return noRoutes{} }
 
 // open opens the provider and says what pages of its own it serves.
 func (p PayProvider) open(d Deps) (core.PaymentProvider, providerPages, error) {
@@ -66,7 +67,7 @@ func init() {
 		Open: func(d Deps) (core.PaymentProvider, error) { return openSandbox(d), nil },
 		withPages: func(d Deps) (core.PaymentProvider, providerPages) {
 			sandbox := openSandbox(d)
-			return sandbox, func(s *Server, payments *core.Payments) routeGroup {
+			return sandbox, func(s *Server, payments *payments.Service) routeGroup {
 				routes := newSandboxRoutes(s, sandbox, payments)
 				s.background.sweeps = append(s.background.sweeps, routes.courier.Duty())
 				return routes

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-lab/seckill/adapters/paysandbox"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/payments"
 )
 
 // sandboxRoutes are the built-in sandbox's pages and its API — the pay
@@ -23,7 +24,7 @@ import (
 // once, later, or never (SECKILL_PAYSANDBOX_DROP_NOTICES, …_DELAY_NOTICES).
 type sandboxRoutes struct {
 	sandbox  *paysandbox.Sandbox
-	payments *core.Payments
+	payments *payments.Service
 	// paymentsDB finds recorded payments.
 	paymentsDB interface {
 		FindPayment(ctx context.Context, id string) (core.Payment, error)
@@ -35,7 +36,7 @@ type sandboxRoutes struct {
 	courier *paysandbox.Courier
 }
 
-func newSandboxRoutes(s *Server, sandbox *paysandbox.Sandbox, payments *core.Payments) *sandboxRoutes {
+func newSandboxRoutes(s *Server, sandbox *paysandbox.Sandbox, payments *payments.Service) *sandboxRoutes {
 	r := &sandboxRoutes{sandbox: sandbox, payments: payments, paymentsDB: s.store.Payments(), orders: s.store, catalog: s.catalog}
 	r.courier = paysandbox.NewCourier(func(ctx context.Context, body []byte, signature string) error {
 		_, err := r.notify(ctx, body, signature)
@@ -53,7 +54,7 @@ func (a *sandboxRoutes) mount(app *fiber.App, _ *api) {
 	app.Post("/api/payments/sandbox/:paymentId/complete", requireJSON, a.sandboxComplete)
 }
 
-// paymentIDPattern is what a payment id looks like (core.Payments makes
+// paymentIDPattern is what a payment id looks like (payments.Service makes
 // 24 hex digits): anything else is not looked up.
 var paymentIDPattern = regexp.MustCompile(`^[0-9a-f]{1,32}$`)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/mysqlstore"
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
+	"github.com/seckill-lab/seckill/core/payments"
 	"github.com/seckill-lab/seckill/core/room"
 )
 
@@ -26,7 +27,7 @@ type shopperRoutes struct {
 	gate      *room.Gate
 	seckill   *core.Seckill
 	lifecycle *core.Lifecycle
-	payments  *core.Payments
+	payments  *payments.Service
 	// orders finds an order in the database, whoever's it is.
 	orders interface {
 		FindOrder(ctx context.Context, orderID int64) (core.Order, error)

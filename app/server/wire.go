@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-lab/seckill/adapters/redisreserve"
 	"github.com/seckill-lab/seckill/core"
 	"github.com/seckill-lab/seckill/core/deadletters"
+	"github.com/seckill-lab/seckill/core/payments"
 	"github.com/seckill-lab/seckill/core/payreconcile"
 	"github.com/seckill-lab/seckill/core/recovery"
 	"github.com/seckill-lab/seckill/core/room"
@@ -106,7 +107,7 @@ type saleParts struct {
 	// steering carries out the operators' actions on running sales.
 	steering *steer.Steering
 	// payments pays orders through the provider, and asks it.
-	payments *core.Payments
+	payments *payments.Service
 	// background is what the parts wired run beside the requests.
 	background background
 }
@@ -198,7 +199,7 @@ func (s *Server) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.payments = core.NewPayments(core.PaymentsConfig{Name: cfg.PayProvider, Provider: provider,
+	s.payments = payments.New(payments.Config{Name: cfg.PayProvider, Provider: provider,
 		Store: s.spans().Payments(s.store.Payments(), s.store), Log: log})
 	if provider != nil {
 		reconciler := payreconcile.New(payreconcile.Config{Store: s.store.Payments(), Asker: s.payments,
@@ -271,8 +272,8 @@ func (s *Server) wireSale(sale sale) *core.Seckill {
 		Orders: s.store, Recovery: s.guard, Memo: s.memo, Holder: sale.caps.Holder, Limit: sale.limit, Trace: s.spans(), Letters: s.store.DeadLetters()})
 	s.registerQueueMetrics()
 	s.consumers = s.newConsumers(sale)
-	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.store.Lifecycle(), Live: s.spans().Returner(sale.returner), Memo: s.memo,
-		Guard: s.guard, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics, Payments: s.payments})
+	s.lifecycle = core.NewLifecycle(core.LifecycleConfig{Store: s.payments.AskingBeforeExpiry(s.store.Lifecycle()), Live: s.spans().Returner(sale.returner), Memo: s.memo,
+		Guard: s.guard, Deadlines: sale.deadlines, PayWindow: cfg.PayWindow, Log: log, Observer: s.metrics})
 	if sale.inRedis {
 		s.watchRecovery()
 	}

@@ -30,7 +30,7 @@ type Store interface {
 }
 
 // Asker asks the provider about a payment and carries out its word
-// (core.Payments.Ask).
+// (payments.Service.Ask).
 type Asker interface {
 	Ask(ctx context.Context, p core.Payment) (core.NoticeResult, core.ProviderPayment, error)
 }
