@@ -27,15 +27,8 @@ func (a *reconciliationRoutes) mount(app *fiber.App, e *api) {
 func (a *reconciliationRoutes) reconciliation(c *fiber.Ctx) error {
 	var f payreconcile.Filter
 	var err error
-	if v := c.Query("voucher"); v != "" {
-		if f.VoucherID, err = strconv.ParseInt(v, 10, 64); err != nil || f.VoucherID <= 0 {
-			return badRequest("voucher: want a voucher id")
-		}
-	}
-	if v := c.Query("since"); v != "" {
-		if f.Since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return badRequest("since: want an RFC 3339 time")
-		}
+	if f.VoucherID, f.Since, err = voucherAndSince(c); err != nil {
+		return err
 	}
 	r, err := a.reports.Report(c.UserContext(), f)
 	if err != nil {

@@ -208,15 +208,8 @@ func (a *steeringRoutes) stock(c *fiber.Ctx) error {
 func (a *steeringRoutes) actions(c *fiber.Ctx) error {
 	var f steer.Filter
 	var err error
-	if v := c.Query("voucher"); v != "" {
-		if f.VoucherID, err = strconv.ParseInt(v, 10, 64); err != nil || f.VoucherID <= 0 {
-			return badRequest("voucher: want a voucher id")
-		}
-	}
-	if v := c.Query("since"); v != "" {
-		if f.Since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return badRequest("since: want an RFC 3339 time")
-		}
+	if f.VoucherID, f.Since, err = voucherAndSince(c); err != nil {
+		return err
 	}
 	if v := c.Query("cursor"); v != "" {
 		if f.Before, err = strconv.ParseInt(v, 10, 64); err != nil || f.Before <= 0 {
@@ -250,4 +243,20 @@ func nullableID(id int64) any {
 		return nil
 	}
 	return id
+}
+
+// voucherAndSince reads a listing's ?voucher= (0: every voucher) and
+// ?since= (zero: from the start).
+func voucherAndSince(c *fiber.Ctx) (voucherID int64, since time.Time, err error) {
+	if v := c.Query("voucher"); v != "" {
+		if voucherID, err = strconv.ParseInt(v, 10, 64); err != nil || voucherID <= 0 {
+			return 0, time.Time{}, badRequest("voucher: want a voucher id")
+		}
+	}
+	if v := c.Query("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return 0, time.Time{}, badRequest("since: want an RFC 3339 time")
+		}
+	}
+	return voucherID, since, nil
 }
