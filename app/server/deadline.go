@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// requestContextKey's value is true on a request's context and on every
+// context derived from it: what a request does is told from what a duty
+// does (a statement hook counting the database's cost of requests, say).
+type requestContextKey struct{}
+
 // requestDeadline is a request's context with its deadline, whose timer
 // is armed only when something waits on it. context.WithDeadline arms a
 // runtime timer for every request and stops it at the end; most of a
@@ -99,6 +104,9 @@ func (r *requestDeadline) Err() error {
 // own cancelable context through it, and attaches a derived context to it
 // instead of starting a goroutine to watch Done.
 func (r *requestDeadline) Value(key any) any {
+	if key == (requestContextKey{}) {
+		return true
+	}
 	if a := r.state.Load(); a != nil && a.ctx != nil {
 		return a.ctx.Value(key)
 	}

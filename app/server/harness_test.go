@@ -33,6 +33,9 @@ type harness struct {
 	tokens *Tokens
 	stop   context.CancelFunc
 	done   chan error
+	// requestQueries counts the statements requests run (not the
+	// server's own duties), installed before the server serves.
+	requestQueries *queryCounter
 
 	stopOnce sync.Once
 }
@@ -174,6 +177,10 @@ func startWithOpts(t testing.TB, cfg Config, opts []Option, beforeServe ...func(
 		cancel()
 		t.Fatalf("build: %v", err)
 	}
+	queries := &queryCounter{}
+	// Before it serves: bun's hooks are not safe to add while it queries.
+	//lint:ignore SA1019 the hook must count the server's own queries; WithQueryHook returns a clone the server never uses
+	srv.store.DB().AddQueryHook(queries)
 	for _, f := range beforeServe {
 		if f != nil {
 			f(srv)
@@ -187,6 +194,7 @@ func startWithOpts(t testing.TB, cfg Config, opts []Option, beforeServe ...func(
 		t: t, cfg: cfg, srv: srv, base: "http://" + ln.Addr().String(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxConnsPerHost: 128}},
 		tokens: NewTokens(cfg.JWTSecret, 0), stop: cancel, done: make(chan error, 1),
+		requestQueries: queries,
 	}
 	go func() { h.done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
