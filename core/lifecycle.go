@@ -40,8 +40,8 @@ type LifecycleStore interface {
 	// PendingReleases lists cancelled orders whose unit the live store
 	// has not had back, recorded at or before `before`, oldest first.
 	PendingReleases(ctx context.Context, before time.Time, limit int) ([]Order, error)
-	// Released forgets a pending release: the live store has the unit.
-	Released(ctx context.Context, orderID int64) error
+	// Released forgets pending releases: the live store has the units.
+	Released(ctx context.Context, orderIDs ...int64) error
 }
 
 // ReturnResult is what giving a unit back to the live store did.
@@ -173,41 +173,54 @@ func (l *Lifecycle) cancel(ctx context.Context, orderID, owner int64, reason Can
 	l.obs.Cancelled(reason)
 	// Won and committed: the unit is the stock column's again. Redis gets
 	// it now; should this fail, the sweep gives it later.
-	l.release(context.WithoutCancel(ctx), o)
+	l.Release(context.WithoutCancel(ctx), o)
 	return o, nil
 }
 
-// Release gives a cancelled (or refunded) order's unit back to the live
-// store now, its pending release recorded with the transition: not done,
-// the sweep re-drives it (refund.Releaser).
-func (l *Lifecycle) Release(ctx context.Context, o Order) { l.release(ctx, o) }
+// Release gives cancelled (or refunded) orders' units back to the live
+// store now, their pending releases recorded with the transitions, and
+// forgets those done in one statement: one not done, the sweep re-drives
+// (refund.Releaser).
+func (l *Lifecycle) Release(ctx context.Context, orders ...Order) {
+	done, vouchers := make([]int64, 0, len(orders)), make(map[int64]bool)
+	for _, o := range orders {
+		if l.returnUnit(ctx, o) {
+			done, vouchers[o.VoucherID] = append(done, o.ID), true
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	if err := l.store.Released(ctx, done...); err != nil {
+		// The releases are done; doing them again changes nothing.
+		l.log.Warn("could not forget done releases; the sweep repeats them harmlessly", "orders", len(done), "err", err)
+	}
+	for v := range vouchers {
+		// Best effort: a memo's lifetime bounds a lost nudge.
+		_ = l.memo.StockBack(ctx, v)
+	}
+}
 
-// release gives o's unit back to the live store and forgets the pending
-// release once it is there. Not done, the pending release stays for the
-// sweep to re-drive: the live store was unreachable, or has no state for
-// the voucher (then its rebuild starts here, and reads this cancellation
-// from the database).
-func (l *Lifecycle) release(ctx context.Context, o Order) {
+// returnUnit gives o's unit back to the live store: false when not done,
+// and its pending release stays for the sweep to re-drive: the live store
+// was unreachable, or has no state for the voucher (then its rebuild
+// starts here, and reads this cancellation from the database).
+func (l *Lifecycle) returnUnit(ctx context.Context, o Order) bool {
 	r, err := l.live.ReturnUnit(ctx, o)
 	if err != nil {
 		l.log.Warn("order cancelled; its unit goes back on sale at the next sweep", "order", o.ID, "voucher", o.VoucherID, "err", err)
-		return
+		return false
 	}
 	if r == ReturnLater {
 		// Not loaded (Redis forgot it) or being rebuilt: start the rebuild
 		// now, not at the sweep's re-drive a second later.
 		_ = l.guard.Lost(ctx, o.VoucherID, DontWait)
-		return
+		return false
 	}
 	if r == UnitReturned {
 		l.obs.UnitReturned()
 	}
-	if err := l.store.Released(ctx, o.ID); err != nil {
-		// The release is done; doing it again changes nothing.
-		l.log.Warn("could not forget a done release; the sweep repeats it harmlessly", "order", o.ID, "err", err)
-	}
-	// Best effort: a memo's lifetime bounds a lost nudge.
-	_ = l.memo.StockBack(ctx, o.VoucherID)
+	return true
 }
 
 // Sweep expires the orders due now — those the live store hands out
@@ -245,9 +258,7 @@ func (l *Lifecycle) Sweep(ctx context.Context) error {
 	if err != nil {
 		return Wrap("sweep: pending releases", CodeUnavailable, err)
 	}
-	for _, o := range pending {
-		l.release(ctx, o)
-	}
+	l.Release(ctx, pending...)
 	return nil
 }
 
@@ -277,7 +288,7 @@ func (l *Lifecycle) expire(ctx context.Context, o Order, now time.Time) error {
 	}
 	l.obs.Cancelled(CancelExpired)
 	o.Status, o.CancelReason = StatusCancelled, CancelExpired
-	l.release(context.WithoutCancel(ctx), o)
+	l.Release(context.WithoutCancel(ctx), o)
 	return nil
 }
 
@@ -294,7 +305,7 @@ func (l *Lifecycle) Withdraw(ctx context.Context, o Order) (bool, error) {
 	}
 	l.obs.Cancelled(CancelDiscarded)
 	o.Status, o.CancelReason = StatusCancelled, CancelDiscarded
-	l.release(context.WithoutCancel(ctx), o)
+	l.Release(context.WithoutCancel(ctx), o)
 	return true, nil
 }
 

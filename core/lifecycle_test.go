@@ -65,10 +65,12 @@ func (s *fakeLifecycleStore) PendingReleases(context.Context, time.Time, int) ([
 	}
 	return out, nil
 }
-func (s *fakeLifecycleStore) Released(_ context.Context, id int64) error {
+func (s *fakeLifecycleStore) Released(_ context.Context, ids ...int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.pending, id)
+	for _, id := range ids {
+		delete(s.pending, id)
+	}
 	return nil
 }
 

@@ -163,8 +163,11 @@ func (s *Lifecycle) PendingReleases(ctx context.Context, before time.Time, limit
 }
 
 // Released implements core.LifecycleStore.
-func (s *Lifecycle) Released(ctx context.Context, orderID int64) error {
-	if _, err := s.db.NewDelete().Model((*releaseRow)(nil)).Where("order_id = ?", orderID).Exec(ctx); err != nil {
+func (s *Lifecycle) Released(ctx context.Context, orderIDs ...int64) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	if _, err := s.db.NewDelete().Model((*releaseRow)(nil)).Where("order_id IN (?)", bun.List(orderIDs)).Exec(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: forget release: %w", err)
 	}
 	return nil

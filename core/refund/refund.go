@@ -18,8 +18,10 @@ package refund
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/seckill-lab/seckill/core"
@@ -42,15 +44,25 @@ type Begun struct {
 	Payment core.Payment
 }
 
-// Store is the database's side.
+// Batch is what a Begin did: the refunds it began, and the orders it left
+// with why (ErrUnderWay, ErrNotPaid or core.ErrOrderNotFound).
+type Batch struct {
+	Begun []Begun
+	Left  map[int64]error
+}
+
+// Store is the database's side. A sweep's refunds are begun and finished
+// a batch at a time: a refund with its unit moves the voucher's stock
+// column, one row every refund of a voucher waits on, so one transaction
+// for a batch, not one each, is what lets thousands go within seconds.
 type Store interface {
-	// Begin makes a paid order refunding, in one transaction with the
-	// action's record and, with ReturnUnit, the unit back to the stock
-	// column and a pending release. ErrNotPaid: the order is not paid
-	// (ErrUnderWay: refunding or refunded already); core.ErrOrderNotFound.
-	Begin(ctx context.Context, r Request, at time.Time) (Begun, error)
-	// Finish records the provider's refund made: the order refunded.
-	Finish(ctx context.Context, b Begun, at time.Time) error
+	// Begin makes the paid orders among ids refunding (each as r asks),
+	// in one transaction with the actions' records and, with
+	// r.ReturnUnit, the units back to the stock column and pending
+	// releases.
+	Begin(ctx context.Context, r Request, ids []int64, at time.Time) (Batch, error)
+	// Finish records the provider's refunds made: the orders refunded.
+	Finish(ctx context.Context, b []Begun, at time.Time) error
 	// Unfinished lists refunds begun before `before` and not finished.
 	Unfinished(ctx context.Context, before time.Time, limit int) ([]Begun, error)
 	// Match lists the paid orders a sweep names.
@@ -62,10 +74,10 @@ type Provider interface {
 	Refund(ctx context.Context, r core.RefundRequest) error
 }
 
-// Releaser gives a unit back to the live store now (core.Lifecycle's
-// release); the lifecycle's sweep re-drives one that did not happen.
+// Releaser gives units back to the live store now (core.Lifecycle's
+// Release); the lifecycle's sweep re-drives one that did not happen.
 type Releaser interface {
-	Release(ctx context.Context, o core.Order)
+	Release(ctx context.Context, orders ...core.Order)
 }
 
 var (
@@ -104,35 +116,39 @@ func New(cfg Config) *Refunds {
 // Refund refunds one paid order. An order refunding or refunded already
 // answers as done (false: this call did not begin it).
 func (r *Refunds) Refund(ctx context.Context, req Request) (began bool, err error) {
-	b, err := r.cfg.Store.Begin(ctx, req, r.now())
-	if errors.Is(err, ErrUnderWay) {
-		return false, nil
-	}
+	batch, err := r.cfg.Store.Begin(ctx, req, []int64{req.OrderID}, r.now())
 	if err != nil {
-		if errors.Is(err, core.ErrOrderNotFound) || errors.Is(err, ErrNotPaid) {
-			return false, err
-		}
 		return false, core.Wrap("refund: begin", core.CodeUnavailable, err)
 	}
+	if why := batch.Left[req.OrderID]; why != nil {
+		if errors.Is(why, ErrUnderWay) {
+			return false, nil
+		}
+		return false, why
+	}
+	if len(batch.Begun) != 1 {
+		return false, core.E(core.CodeInternal, "refund: the store began no refund and said nothing of why")
+	}
+	b := batch.Begun[0]
 	if req.ReturnUnit {
 		r.cfg.Releaser.Release(context.WithoutCancel(ctx), b.Order)
 	}
-	if err := r.finish(ctx, b); err != nil {
+	if err := r.giveBack(ctx, b); err != nil {
 		// Begun: the duty finishes it.
 		return true, core.Wrap("refund: the provider", core.CodeUnavailable, err)
+	}
+	if err := r.cfg.Store.Finish(ctx, batch.Begun, r.now()); err != nil {
+		return true, core.Wrap("refund: finish", core.CodeUnavailable, err)
 	}
 	return true, nil
 }
 
-// finish makes the provider's refund, keyed by the order (one refund
-// however often asked), and records it.
-func (r *Refunds) finish(ctx context.Context, b Begun) error {
+// giveBack makes the provider's refund, keyed by the order: one refund
+// however often asked.
+func (r *Refunds) giveBack(ctx context.Context, b Begun) error {
 	key := "order-refund:" + strconv.FormatInt(b.Order.ID, 10)
-	if err := r.cfg.Provider.Refund(ctx, core.RefundRequest{PaymentID: b.Payment.ID, OrderID: b.Order.ID,
-		Amount: b.Payment.Amount, Key: key}); err != nil {
-		return err
-	}
-	return r.cfg.Store.Finish(ctx, b, r.now())
+	return r.cfg.Provider.Refund(ctx, core.RefundRequest{PaymentID: b.Payment.ID, OrderID: b.Order.ID,
+		Amount: b.Payment.Amount, Key: key})
 }
 
 // finishAfter is how old a begun refund is before any instance finishes
@@ -151,11 +167,44 @@ func (r *Refunds) finishBegun(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range begun {
-		if err := r.finish(ctx, b); err != nil {
+	given, failed := r.giveBackAll(ctx, begun)
+	if len(given) > 0 {
+		if err := r.cfg.Store.Finish(ctx, given, r.now()); err != nil {
 			return err
 		}
-		r.cfg.Log.Warn("refund: finished one its instance left begun", "order", b.Order.ID)
+		r.cfg.Log.Warn("refund: finished refunds their instance left begun", "orders", len(given))
+	}
+	if failed > 0 {
+		return fmt.Errorf("refund: the provider refunded %d of %d begun refunds", len(given), len(begun))
 	}
 	return nil
+}
+
+// providerCalls is how many refunds a batch asks of the provider at once:
+// each is a call over the network, and a provider limits a shop's calls.
+const providerCalls = 8
+
+// giveBackAll makes the provider's refunds of begun, a few at once: those
+// it made, and how many it could not.
+func (r *Refunds) giveBackAll(ctx context.Context, begun []Begun) (given []Begun, failed int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, providerCalls)
+	for _, b := range begun {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := r.giveBack(ctx, b)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				r.cfg.Log.Warn("refund: the provider did not refund now; the duty asks again", "order", b.Order.ID, "err", err)
+				return
+			}
+			given = append(given, b)
+		})
+	}
+	wg.Wait()
+	return given, failed
 }

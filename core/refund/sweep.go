@@ -2,7 +2,6 @@ package refund
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -27,9 +26,15 @@ type Sweep struct {
 // MaxSweep bounds the orders one sweep refunds.
 const MaxSweep = 100_000
 
-// sweepWorkers refund at once: each refund is two transactions and the
-// provider's call, which wait on the network more than on a core.
-const sweepWorkers = 16
+// sweepBatch is how many orders one transaction begins: big enough that
+// the voucher's stock row is locked a few dozen times for ten thousand
+// refunds, not ten thousand times; small enough that a transaction holds
+// its locks for milliseconds.
+const sweepBatch = 200
+
+// sweepWorkers carry batches at once, each with its providerCalls: the
+// provider's calls wait on the network more than on a core.
+const sweepWorkers = 4
 
 // SweepResult is what a sweep did: Matched paid orders, of which Refunded
 // were begun by it; Skipped were refunded (or changed) by another
@@ -56,43 +61,64 @@ func (r *Refunds) Sweep(ctx context.Context, s Sweep) (SweepResult, error) {
 		return res, nil
 	}
 	var mu sync.Mutex
-	work := make(chan int64)
+	work := make(chan []int64)
 	var wg sync.WaitGroup
-	for range min(sweepWorkers, len(ids)) {
+	for range min(sweepWorkers, (len(ids)+sweepBatch-1)/sweepBatch) {
 		wg.Go(func() {
-			for id := range work {
-				req := s.Request
-				req.OrderID = id
-				began, err := r.Refund(ctx, req)
-				// Paid when matched and not now: refunded (or cancelled)
-				// by another meanwhile.
-				gone := errors.Is(err, ErrNotPaid) || errors.Is(err, core.ErrOrderNotFound)
+			for batch := range work {
+				done := r.refundBatch(ctx, s.Request, batch)
 				mu.Lock()
-				switch {
-				case err != nil && !gone:
-					res.Failed++
-				case began:
-					res.Refunded++
-				default:
-					res.Skipped++
-				}
+				res.Refunded += done.Refunded
+				res.Skipped += done.Skipped
+				res.Failed += done.Failed
 				mu.Unlock()
-				if err != nil && !gone {
-					r.cfg.Log.Warn("refund sweep: an order not refunded now", "order", id, "begun", began, "err", err)
-				}
 			}
 		})
 	}
 	sent := 0
-	for _, id := range ids {
+	for sent < len(ids) {
 		if ctx.Err() != nil || (!s.Until.IsZero() && time.Now().After(s.Until)) {
 			break
 		}
-		work <- id
-		sent++
+		batch := ids[sent:min(sent+sweepBatch, len(ids))]
+		work <- batch
+		sent += len(batch)
 	}
 	close(work)
 	wg.Wait()
 	res.More = len(ids) - sent
 	return res, nil
+}
+
+// refundBatch refunds the paid ones of ids: begun in one transaction, the
+// units given to the live store, the provider's refunds made a few at a
+// time, and those made finished in one transaction. Orders no longer paid
+// are skipped; a batch the database could not begin, or a refund the
+// provider did not make, fails (begun ones are the duty's to finish).
+func (r *Refunds) refundBatch(ctx context.Context, req Request, ids []int64) SweepResult {
+	batch, err := r.cfg.Store.Begin(ctx, req, ids, r.now())
+	if err != nil {
+		r.cfg.Log.Warn("refund sweep: a batch not begun", "orders", len(ids), "err", err)
+		return SweepResult{Failed: len(ids)}
+	}
+	res := SweepResult{Skipped: len(batch.Left)}
+	if req.ReturnUnit {
+		orders := make([]core.Order, len(batch.Begun))
+		for i, b := range batch.Begun {
+			orders[i] = b.Order
+		}
+		r.cfg.Releaser.Release(context.WithoutCancel(ctx), orders...)
+	}
+	given, failed := r.giveBackAll(ctx, batch.Begun)
+	res.Failed = failed
+	if len(given) == 0 {
+		return res
+	}
+	if err := r.cfg.Store.Finish(ctx, given, r.now()); err != nil {
+		r.cfg.Log.Warn("refund sweep: refunds made and not recorded; the duty records them", "orders", len(given), "err", err)
+		res.Failed += len(given)
+		return res
+	}
+	res.Refunded = len(given)
+	return res
 }
