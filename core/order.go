@@ -46,8 +46,10 @@ func (o Order) TraceID() string {
 }
 
 // Live reports whether the order holds its unit: queued, created or paid
-// (an order whose status is not known yet is).
-func (o Order) Live() bool { return o.Status != StatusCancelled && o.Status != StatusRefunded }
+// (an order whose status is not known yet is), or refunded with it kept.
+func (o Order) Live() bool {
+	return o.Status != StatusCancelled && (o.Status != StatusRefunded || o.CancelReason == CancelRefundedUnitKept)
+}
 
 // OrderStatus is where an order is in its lifecycle.
 type OrderStatus string

@@ -34,7 +34,7 @@ func (s *Ledger) SaleSnapshot(ctx context.Context, voucherID int64, also []int64
 			return err
 		}
 		var rows []orderRow
-		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "create_time").
+		if err := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "status", "cancel_reason", "create_time").
 			Where("voucher_id = ?", voucherID).
 			// A refund that kept its unit still holds it (and its buyer).
 			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {

@@ -172,8 +172,14 @@ func recordState(ctx context.Context, tx bun.Tx, n core.PaymentNotice, now time.
 		// The notice is the provider's word too: it took the amount (at
 		// least: the answer to a status query, recorded just before a
 		// notice made of it, has the sum of its charges).
+		// What it took is at least the sum of its transactions the shop
+		// recorded (a second one is money taken twice: its refund must
+		// not read as the whole payment given back). word_taken is set
+		// before txn_taken: MySQL's later assignments read the earlier
+		// ones' values, SQLite's the row's; both read the old txn_taken.
 		q = q.Set("state = ?", string(core.PaymentSucceeded)).Set("word = ?", string(core.PaymentSucceeded)).
-			Set("word_taken = CASE WHEN word_taken < ? THEN ? ELSE word_taken END", n.Amount, n.Amount)
+			Set("word_taken = CASE WHEN word_taken < txn_taken + ? THEN txn_taken + ? ELSE word_taken END", n.Amount, n.Amount).
+			Set("txn_taken = txn_taken + ?", n.Amount)
 	} else {
 		q = q.Set("state = ?", string(core.PaymentFailed)).Where("state = ?", string(core.PaymentPending))
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -191,21 +192,32 @@ func checkHistory(t *testing.T, backend string) {
 
 // TestOrderLifecycleHistoriesAreLinearizable is the outside lifecycle
 // checker, built in: two instances, shoppers buying small vouchers,
-// paying (the provider's notices sent once, twice, or failed),
+// paying at the sandbox's page (30 % of its notices lost, 20 % late) or
+// sending the provider's notices themselves (once, twice, or failed),
 // cancelling, leaving orders to expire under a 2 s pay window and buying
-// again what came back; each voucher's history must be linearizable
-// against the contract's lifecycle, strictly (history.LifecycleModel),
-// and the settled state must agree: every answered order a row, no
-// shopper with two live orders, nothing unpaid past its deadline, every
-// unit back once.
+// again what came back, while an operator refunds paid orders (with their
+// units or not) and, on the real servers, the second instance is
+// SIGKILLed and started again mid-run. Each voucher's history must be
+// linearizable against the contract's lifecycle, strictly
+// (history.LifecycleModel: the provider's word, heard late, decides), and
+// the settled state must agree: every answered order a row, no shopper
+// with two live orders, nothing unpaid past its deadline, every unit back
+// once, and the reconciliation finding no money kept or owed.
 func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the lifecycle check runs for seconds; skipped in -short mode")
 	}
-	forEachStack(t, func(c *Config) { c.PayWindow = 2 * time.Second }, func(t *testing.T, a *harness) {
+	forEachStack(t, func(c *Config) {
+		c.PayWindow, c.PayReconcileAfter = 2*time.Second, time.Second
+		c.PaySandboxDropNotices, c.PaySandboxDelayNotices = 0.3, 0.2
+	}, func(t *testing.T, a *harness) {
 		urls := []string{a.base}
+		var restartable *killableInstance
 		if a.cfg.RedisURL != "" { // the stand-ins are each instance's own
-			urls = append(urls, startWith(t, a.cfg).base)
+			restartable = startKillable(t, a.cfg, "SECKILL_PAY_WINDOW=2s", "SECKILL_PAY_RECONCILE_AFTER=1s",
+				"SECKILL_PAYSANDBOX_DROP_NOTICES=0.3", "SECKILL_PAYSANDBOX_DELAY_NOTICES=0.2",
+				"SECKILL_PAY_PROVIDER=sandbox", "SECKILL_PAY_SECRET="+a.cfg.PaySecret)
+			urls = append(urls, restartable.base)
 		}
 		const vouchers, stock, users = 4, 4, 10
 		sale := history.LifecycleSale{
@@ -226,7 +238,13 @@ func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
 		sale.Token = func(u int64) string { return tokens[u] }
 
 		rec := history.NewRecorder()
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		if restartable != nil {
+			go restartable.killAt(ctx, t, rec, sale.Ops/3)
+		}
 		history.DriveLifecycle(context.Background(), sale, rec)
+		stop()
 		ops := rec.Operations()
 		t.Logf("%d operations in %v: %v", len(ops), time.Duration(rec.Now()).Round(time.Millisecond), history.KindOutcomes(ops))
 		if err := history.CheckLifecycle(ops, stock, a.cfg.PayWindow, time.Minute); err != nil {
@@ -242,6 +260,43 @@ func TestOrderLifecycleHistoriesAreLinearizable(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// killableInstance is a second instance in a process of its own, on an
+// address it keeps across a SIGKILL and a start again.
+type killableInstance struct {
+	base string
+	cfg  Config
+	env  []string
+	cmd  *exec.Cmd
+}
+
+func startKillable(t *testing.T, cfg Config, env ...string) *killableInstance {
+	base, cmd := childServer(t, cfg, env...)
+	return &killableInstance{base: base, cfg: cfg, env: env, cmd: cmd}
+}
+
+// killAt SIGKILLs the instance once the history has `after` operations,
+// and starts it again on its address half a second later.
+func (k *killableInstance) killAt(ctx context.Context, t *testing.T, rec *history.Recorder, after int) {
+	for rec.Len() < after {
+		if ctx.Err() != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := k.cmd.Process.Kill(); err != nil {
+		t.Errorf("kill the second instance: %v", err)
+		return
+	}
+	k.cmd.Wait()
+	time.Sleep(500 * time.Millisecond)
+	base, cmd := childServer(t, k.cfg, append(k.env, "SECKILL_ADDR="+strings.TrimPrefix(k.base, "http://"))...)
+	if base != k.base {
+		t.Errorf("the second instance came back on %s, not %s", base, k.base)
+	}
+	k.cmd = cmd
+	t.Logf("the second instance SIGKILLed after %d operations and started again", after)
 }
 
 // keepHistory saves a history under SECKILL_TEST_OUTPUT (CI keeps it),

@@ -235,3 +235,33 @@ func scrape(t *testing.T, h *harness, name string) float64 {
 	t.Fatalf("no %s in /metrics", name)
 	return 0
 }
+
+// TestMoneyTakenTwiceOnOnePaymentIsGivenBackOnceAndThePaymentStaysPaid: a
+// second signed notice of a new transaction on a paid order's payment is
+// money taken twice (the sandbox books it); the shop gives that money
+// back, and the payment still holds the first: the provider says
+// succeeded (taken 200, refunded 100), the shop's record says so too, and
+// the reconciliation finds no order paid without money — the history
+// checker's settle found one when the record kept the larger of the two
+// amounts, not their sum, and the refund read as the whole payment back.
+func TestMoneyTakenTwiceOnOnePaymentIsGivenBackOnceAndThePaymentStaysPaid(t *testing.T) {
+	forEachStack(t, nil, func(t *testing.T, h *harness) {
+		voucher := h.openVoucher(1)
+		order, payment := paidOrder(t, h, voucher, 1, 1)
+		amount := sandboxSays(t, h, payment)["amount"].(float64)
+		if status, body := notify(h, noticeBody(payment, order, amount, "succeeded", "second_"+order), ""); status != 200 || body["result"] != "refunded" {
+			t.Fatalf("a second transaction on the paid payment: %d %v, want it refunded", status, body)
+		}
+		word := sandboxSays(t, h, payment)
+		if word["status"] != "succeeded" || word["taken"] != 2*amount || word["refunded"] != amount {
+			t.Fatalf("the sandbox says %v; want succeeded, %v taken and %v given back", word, 2*amount, amount)
+		}
+		report := reconciliation(t, h, voucher)
+		if ms, _ := report["mismatches"].([]any); len(ms) != 0 || report["paid"] != 1.0 {
+			t.Fatalf("the reconciliation: %v; want the payment paid and no mismatch", report)
+		}
+		if got := orderStatus(h, 1, order, "paid", 0); got != "paid" {
+			t.Fatalf("the order reads %q, want paid", got)
+		}
+	})
+}

@@ -143,8 +143,10 @@ func (p *Service) Ask(ctx context.Context, pay core.Payment) (res core.NoticeRes
 	switch {
 	case word.Taken > 0 && word.TxnID != "":
 		// Taken, and perhaps given back since (a refund the shop asked
-		// for, by this very transaction): the record decides which.
-		n.Succeeded = true
+		// for, by this very transaction): the record decides which. The
+		// word names its first charge, of the payment's amount (a second
+		// one the provider made is money the shop hears of by its notice).
+		n.Succeeded, n.Amount = true, pay.Amount
 	case word.State == core.PaymentFailed && word.TxnID != "":
 		n.Amount = pay.Amount
 	default:
@@ -211,7 +213,7 @@ func (p *Service) BeforeExpiry(ctx context.Context, orderID int64) (bool, error)
 			continue
 		}
 		res, err := p.carryOut(ctx, core.PaymentNotice{Provider: p.name, PaymentID: pay.ID, OrderID: pay.OrderID,
-			Amount: word.Taken, Succeeded: true, TxnID: word.TxnID})
+			Amount: pay.Amount, Succeeded: true, TxnID: word.TxnID})
 		if err != nil {
 			return false, err
 		}

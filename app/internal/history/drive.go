@@ -3,9 +3,11 @@ package history
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -92,7 +94,7 @@ func do(ctx context.Context, client *http.Client, base string, s Sale, in Input)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return Output{Outcome: Unknown, Body: err.Error()}
+		return unanswered(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -163,4 +165,15 @@ func doJSON(req *http.Request, into any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// unanswered classifies a call that got no answer: one that never
+// connected (an instance down: connection refused) cannot have done
+// anything, and says so (Refused); any other may have (Unknown).
+func unanswered(err error) Output {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return Output{Outcome: Refused, Body: err.Error()}
+	}
+	return Output{Outcome: Unknown, Body: err.Error()}
 }

@@ -36,7 +36,7 @@ const (
 )
 
 func (k Kind) String() string {
-	return [...]string{"buy", "stock", "order", "pay", "notify", "cancel", "pause", "resume", "stock±", "end"}[k]
+	return [...]string{"buy", "stock", "order", "pay", "notify", "cancel", "pause", "resume", "stock±", "end", "complete", "refund"}[k]
 }
 
 // Input is an operation's call.
@@ -49,6 +49,8 @@ type Input struct {
 	Order     int64
 	Txn       string
 	Succeeded bool
+	// ReturnUnit: an operator's refund puts the unit back on sale.
+	ReturnUnit bool
 	// Delta is a stock change's units (steer.go).
 	Delta int64
 	// At is the call's time, for the lifecycle model (CheckLifecycle

@@ -26,7 +26,16 @@ import (
 //     pays an unpaid order and refunds anything else;
 //   - /pay and /cancel of the shopper's own order never answer 404; they
 //     may say "still being recorded" only of an order no answer has shown
-//     persisted.
+//     persisted;
+//   - the provider's word decides, not whether its notice arrived: money
+//     the sandbox took (Complete) whose notice was lost or late is heard
+//     some time later (the question before the order expires, the
+//     reconciliation, the late notice): it pays an unpaid order, and a
+//     cancelled one's goes back (refunded). Money taken surely before the
+//     order's deadline keeps it from expiring unpaid;
+//   - an operator's refund (Refund) takes a paid order to refunded, once,
+//     its unit back some time after or kept sold (the shopper's mark
+//     stays with it).
 //
 // Expiries and the units' return are the server's own doing, not a
 // call's: the model lets them happen, each when it may, before any
@@ -41,6 +50,18 @@ const (
 	Notify
 	// Cancel is POST /api/orders/{order}/cancel.
 	Cancel
+)
+
+// Kinds of the provider's word and the operator's refunds (after the
+// steering's, whose values are kept in saved histories).
+const (
+	// Complete is the shopper at the sandbox's page: POST
+	// /api/payments/sandbox/{payment}/complete, Input.Succeeded paying or
+	// failing; its notice may be lost or late.
+	Complete Kind = iota + EndSale + 1
+	// Refund is an operator's POST /api/admin/orders/{order}/refund,
+	// Input.ReturnUnit putting the unit back on sale.
+	Refund
 )
 
 // Lifecycle outcomes, beside those of the sale.
@@ -64,7 +85,11 @@ const (
 	paid
 	cancelled
 	refunded // cancelled, then paid: the money went back
+	returned // paid, then refunded by an operator
 )
+
+// never is a time no operation reaches.
+const never = 1 << 62
 
 // lifeOrder is one order as the model has it.
 type lifeOrder struct {
@@ -82,6 +107,11 @@ type lifeOrder struct {
 	// plus the pay window).
 	dueFrom int64
 	txns    []string // notices recorded, sorted
+	// moneyBy: money the provider took that the shop has not heard of
+	// yet, taken by then at the latest (0: none; never: when is unknown).
+	moneyBy int64
+	// kept: returned with its unit kept sold: its mark is never released.
+	kept bool
 }
 
 // holds: the order still carries its buyer's mark (live, or cancelled and
@@ -104,7 +134,7 @@ func (s lifeState) key() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(s.stock, 10))
 	for _, o := range s.orders {
-		fmt.Fprintf(&b, "|%d:%d:%d:%t:%t:%d:%s", o.id, o.user, o.state, o.persisted, o.released, o.releaseBy, strings.Join(o.txns, ","))
+		fmt.Fprintf(&b, "|%d:%d:%d:%t:%t:%d:%s:%d:%t", o.id, o.user, o.state, o.persisted, o.released, o.releaseBy, strings.Join(o.txns, ","), o.moneyBy, o.kept)
 	}
 	return b.String()
 }
@@ -150,37 +180,83 @@ func (s lifeState) find(user, id int64, at int) int {
 
 // happenings are the states the server's own doings may lead to before an
 // operation called at `call` and answered at `ret`: any due unpaid order
-// expired, any cancelled order's unit back — and every unit whose return
-// was due before the call, back.
+// expired, any money taken heard, any cancelled order's unit back — and
+// every unit whose return was due before the call, back.
 func (s lifeState) happenings(call, ret int64) []lifeState {
 	out := []lifeState{s.clone()}
 	for i := range s.orders {
 		var next []lifeState
 		for _, st := range out {
-			o := st.orders[i]
-			switch {
-			case o.state == unpaid && o.dueFrom <= ret:
-				next = append(next, st) // not yet
-				exp := st.clone()
-				exp.orders[i].state, exp.orders[i].releaseBy, exp.orders[i].persisted = cancelled, 1<<62, true
-				next = append(next, exp)
-				back := exp.clone()
-				back.release(i)
-				next = append(next, back)
-			case (o.state == cancelled || o.state == refunded) && !o.released:
-				back := st.clone()
-				back.release(i)
-				next = append(next, back)
-				if o.releaseBy >= call {
-					next = append(next, st)
+			for _, o := range st.orders[i].futures(call, ret) {
+				n := st.clone()
+				if o.released && !n.orders[i].released {
+					n.stock++
 				}
-			default:
-				next = append(next, st)
+				n.orders[i] = o
+				next = append(next, n)
 			}
 		}
 		out = next
 	}
 	return out
+}
+
+// futures are what the server's own doings may make of the order by an
+// operation called at `call` and answered at `ret`.
+func (o lifeOrder) futures(call, ret int64) []lifeOrder {
+	out := []lifeOrder{o}
+	// Expired: due, and no money taken surely before its deadline (the
+	// expiry asks the provider first, and such money pays it).
+	if o.state == unpaid && o.dueFrom <= ret && (o.moneyBy == 0 || o.moneyBy > o.dueFrom) {
+		exp := o
+		exp.state, exp.releaseBy, exp.persisted = cancelled, never, true
+		out = append(out, exp)
+	}
+	if o.moneyBy != 0 {
+		for _, v := range out {
+			out = append(out, v.heard())
+		}
+	}
+	var final []lifeOrder
+	for _, v := range out {
+		if v.state == unpaid || v.state == paid || v.released || v.kept {
+			final = append(final, v)
+			continue
+		}
+		back := v
+		back.released = true
+		final = append(final, back)
+		if v.releaseBy >= call {
+			final = append(final, v)
+		}
+	}
+	return final
+}
+
+// heard is the order once the shop heard of money taken for it: an unpaid
+// order paid, a cancelled one's money given back; any other's money goes
+// back and the order is as it was.
+func (o lifeOrder) heard() lifeOrder {
+	switch o.state {
+	case unpaid:
+		o.state, o.persisted = paid, true
+	case cancelled:
+		o.state = refunded
+	}
+	o.moneyBy = 0
+	return o
+}
+
+// withMoney is the order with money taken by `by` the shop has not heard
+// of: only an unpaid or a cancelled order's changes anything later.
+func (o lifeOrder) withMoney(by int64) lifeOrder {
+	if o.state == unpaid || o.state == cancelled {
+		if o.moneyBy == 0 || by < o.moneyBy {
+			o.moneyBy = by
+		}
+	}
+	o.persisted = true // a payment was started: the order is a row
+	return o
 }
 
 func (s *lifeState) release(i int) {
@@ -203,6 +279,10 @@ func (s lifeState) step(in Input, out Output, window int64) []lifeState {
 		return s.payOrCancel(in, out)
 	case Notify:
 		return s.notify(in, out)
+	case Complete:
+		return s.complete(in, out)
+	case Refund:
+		return s.refund(in, out)
 	}
 	return nil
 }
@@ -255,7 +335,7 @@ func statusShows(o lifeOrder, status string) bool {
 	case "cancelled":
 		return o.state == cancelled
 	case "refunded":
-		return o.state == refunded
+		return o.state == refunded || o.state == returned
 	}
 	return false
 }
@@ -360,8 +440,104 @@ func (s lifeState) notify(in Input, out Output) []lifeState {
 		// provider's books have it from then) and its record: the same
 		// transition, recorded once.
 		return []lifeState{n}
+	case out.Outcome == Unknown && in.Succeeded:
+		// Verified (the provider's books have the charge) and perhaps not
+		// recorded: the shop hears of it later, or has.
+		w := was.clone()
+		w.orders[i] = w.orders[i].withMoney(never)
+		return []lifeState{w, n}
 	case out.Outcome == Unknown:
 		return []lifeState{was, n}
+	}
+	return nil
+}
+
+// complete is the shopper paying (or failing) at the sandbox: Output's
+// OrderStatus is the payment's state as the sandbox answered (succeeded:
+// money taken, now or by an earlier attempt), Result the shop's answer to
+// the notice when it was sent and answered ("" when lost, late or
+// retried).
+func (s lifeState) complete(in Input, out Output) []lifeState {
+	n := s.clone()
+	i := n.find(in.User, in.Order, n.held(in.User))
+	if i < 0 {
+		return nil
+	}
+	o := n.orders[i]
+	switch out.Outcome {
+	case Accepted:
+		if out.OrderStatus != "succeeded" {
+			n.orders[i].persisted = true
+			return []lifeState{n} // failed: nothing taken, nothing changes
+		}
+		switch out.Result {
+		case "":
+			n.orders[i] = o.withMoney(out.Ret)
+			return []lifeState{n}
+		case "paid":
+			if o.state != unpaid {
+				return nil
+			}
+		case "refunded":
+			if o.state == unpaid {
+				return nil
+			}
+		case "already_recorded":
+		default:
+			return nil
+		}
+		n.orders[i] = o.withMoney(out.Ret).heard()
+		return []lifeState{n}
+	case Denied: // the sandbox takes nothing for an order the shop has the money of
+		if o.state == paid || o.state == refunded || o.state == returned {
+			return []lifeState{n}
+		}
+	case Unknown:
+		if in.Succeeded {
+			m := n.clone()
+			m.orders[i] = o.withMoney(never)
+			return []lifeState{n, m}
+		}
+		return []lifeState{n}
+	case Refused:
+		return []lifeState{n}
+	}
+	return nil
+}
+
+// refund is an operator's refund of the order: a paid one is refunded
+// (once: asked again, or of one whose late money went back, it answers
+// done), its unit back some time after or kept; anything else is not
+// refundable.
+func (s lifeState) refund(in Input, out Output) []lifeState {
+	n := s.clone()
+	i := n.find(in.User, in.Order, n.held(in.User))
+	if i < 0 {
+		return nil
+	}
+	o := n.orders[i]
+	given := n.clone()
+	r := &given.orders[i]
+	r.state, r.releaseBy, r.kept, r.moneyBy = returned, never, !in.ReturnUnit, 0
+	switch out.Outcome {
+	case Accepted:
+		switch o.state {
+		case paid:
+			return []lifeState{given}
+		case returned, refunded:
+			return []lifeState{n}
+		}
+	case Denied:
+		if o.state == unpaid || o.state == cancelled {
+			return []lifeState{n}
+		}
+	case Unknown:
+		if o.state == paid {
+			return []lifeState{n, given}
+		}
+		return []lifeState{n}
+	case Refused:
+		return []lifeState{n}
 	}
 	return nil
 }
@@ -424,8 +600,13 @@ func LifecycleModel(stock int64, window time.Duration) porcupine.Model {
 			if in.Order != 0 {
 				what += fmt.Sprintf(", order %d", in.Order)
 			}
-			if in.Kind == Notify {
+			switch in.Kind {
+			case Notify:
 				what += fmt.Sprintf(", txn %s, succeeded %t", in.Txn, in.Succeeded)
+			case Complete:
+				what += fmt.Sprintf(", succeeded %t", in.Succeeded)
+			case Refund:
+				what += fmt.Sprintf(", unit back %t", in.ReturnUnit)
 			}
 			return fmt.Sprintf("%s) -> %s %d %s%s/%d (%d %s)", what, out.Outcome, out.OrderID, out.OrderStatus, out.Result, out.Stock, out.Status, out.Body)
 		},
@@ -441,8 +622,8 @@ func CheckLifecycle(ops []porcupine.Operation, stock int64, window, timeout time
 	stamped := make([]porcupine.Operation, 0, len(ops))
 	for _, o := range ops {
 		in, out := o.Input.(Input), o.Output.(Output)
-		blind := out.Outcome == Unknown || out.Outcome == Refused
-		if blind && (in.Kind == ReadStock || in.Kind == ReadOrder || in.Kind == Pay) {
+		blind := out.Outcome == Unknown && (in.Kind == ReadStock || in.Kind == ReadOrder || in.Kind == Pay)
+		if blind || out.Outcome == Refused {
 			continue // changed nothing, and says nothing (see withoutBlindReads)
 		}
 		in.At, out.Ret = o.Call, o.Return
@@ -479,7 +660,7 @@ func describeStuck(model porcupine.Model, ops []porcupine.Operation, timeout tim
 			placed[i] = true
 		}
 		at := func(t int64) string {
-			if t >= 1<<62 {
+			if t >= never {
 				return "…"
 			}
 			return fmt.Sprintf("%.3fs", float64(t)/1e9)

@@ -117,30 +117,37 @@ func DriveLifecycle(ctx context.Context, s LifecycleSale, rec *Recorder) {
 }
 
 // pickLifecycleOp chooses the operation: a buy or a read, or, for an order
-// the shopper was told of, a pay, a notice (a new one, a failed one, or
-// one sent again) or a cancel. The payment a notice is for is returned.
+// the shopper was told of, a pay, a completion at the sandbox's page (its
+// notice lost or late as the sandbox is told), a notice (a new one, a
+// failed one, or one sent again), a cancel or an operator's refund. The
+// payment a completion or a notice is for is returned.
 func pickLifecycleOp(rnd *rand.Rand, in *Input, k known) payment {
 	p := rnd.IntN(100)
 	switch {
 	case k.order == 0 || p < 35:
 		in.Kind = Buy
-	case p < 50:
+	case p < 48:
 		in.Kind = ReadOrder
-	case p < 60:
+	case p < 56:
 		in.Kind = ReadStock
-	case p < 75 || (p < 88 && len(k.payments) == 0):
+	case p < 68 || (p < 86 && len(k.payments) == 0):
 		in.Kind, in.Order = Pay, k.order
-	case p < 88:
+	case p < 78:
+		// Most shoppers pay in the end; a paid unit is sold for good, so
+		// few pay at each try, and orders expire and come back meanwhile.
+		in.Kind, in.Order, in.Succeeded = Complete, k.order, rnd.IntN(100) < 30
+		return k.payments[rnd.IntN(len(k.payments))]
+	case p < 86:
 		in.Kind, in.Order = Notify, k.order
 		if len(k.notices) > 0 && rnd.IntN(4) == 0 {
 			n := k.notices[rnd.IntN(len(k.notices))] // the provider's retry: the same notice
 			in.Txn, in.Succeeded = n.txn, n.succeeded
 			return n.pay
 		}
-		// Most shoppers pay in the end; a paid unit is sold for good, so
-		// few pay at each try, and orders expire and come back meanwhile.
 		in.Txn, in.Succeeded = fmt.Sprintf("chk_%d_%d", k.order, rnd.Int64()), rnd.IntN(100) < 30
 		return k.payments[rnd.IntN(len(k.payments))]
+	case p < 90:
+		in.Kind, in.Order, in.ReturnUnit = Refund, k.order, rnd.IntN(4) > 0
 	default:
 		in.Kind, in.Order = Cancel, k.order
 	}
@@ -154,16 +161,23 @@ func lifecycleDo(ctx context.Context, client *http.Client, base string, s Lifecy
 	var body []byte
 	path := "/api/orders/" + order + "/pay"
 	header := http.Header{"Authorization": {s.Token(in.User)}}
+	status := "failed"
+	if in.Succeeded {
+		status = "succeeded"
+	}
 	switch in.Kind {
 	case Cancel:
 		path = "/api/orders/" + order + "/cancel"
 	case Notify:
-		status := "failed"
-		if in.Succeeded {
-			status = "succeeded"
-		}
 		body, _ = json.Marshal(map[string]any{"paymentId": pay.id, "orderId": order, "amount": pay.amount, "status": status, "txnId": in.Txn})
 		path, header = "/api/payments/sandbox/notify", http.Header{"X-Seckill-Signature": {s.Sign(body)}}
+	case Complete:
+		body, _ = json.Marshal(map[string]any{"status": status})
+		path, header = "/api/payments/sandbox/"+pay.id+"/complete", http.Header{}
+	case Refund:
+		body, _ = json.Marshal(map[string]any{"returnUnit": in.ReturnUnit, "note": "history"})
+		path = "/api/admin/orders/" + order + "/refund"
+		header = http.Header{"Authorization": {"Bearer " + s.AdminToken}, "X-Seckill-Operator": {"history"}}
 	}
 	req, err := http.NewRequestWithContext(ctx, "POST", base+path, bytes.NewReader(body))
 	if err != nil {
@@ -173,7 +187,7 @@ func lifecycleDo(ctx context.Context, client *http.Client, base string, s Lifecy
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return Output{Outcome: Unknown, Body: err.Error()}, pay
+		return unanswered(err), pay
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -181,6 +195,7 @@ func lifecycleDo(ctx context.Context, client *http.Client, base string, s Lifecy
 		PaymentID string `json:"paymentId"`
 		Amount    int64  `json:"amount"`
 		Result    string `json:"result"`
+		Status    string `json:"status"` // a completion's: the payment's state at the sandbox
 		Error     struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
@@ -188,6 +203,9 @@ func lifecycleDo(ctx context.Context, client *http.Client, base string, s Lifecy
 	}
 	_ = json.Unmarshal(raw, &answer)
 	out := Output{Status: resp.StatusCode, Body: string(raw), Result: answer.Result}
+	if in.Kind == Complete {
+		out.OrderStatus = answer.Status
+	}
 	if len(out.Body) > 200 {
 		out.Body = out.Body[:200]
 	}
@@ -201,7 +219,7 @@ func lifecycleDo(ctx context.Context, client *http.Client, base string, s Lifecy
 		if in.Kind == Pay {
 			pay = payment{id: answer.PaymentID, amount: answer.Amount}
 		}
-	case code == "not_payable" || code == "not_cancellable":
+	case code == "not_payable" || code == "not_cancellable" || code == "not_refundable":
 		out.Outcome = Denied
 		// The server's words for a queued order (app/server's errPayNotYet):
 		// the generic refusal names all three cases.

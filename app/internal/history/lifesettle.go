@@ -22,7 +22,9 @@ import (
 //   - the stock column is the stock less the live rows, and the stock
 //     shoppers read (Redis's) is the same: every unit given back came
 //     back once;
-//   - the audit finds no difference.
+//   - the audit finds no difference;
+//   - the reconciliation finds no mismatch: no money kept on a cancelled
+//     order, none owed back, no order paid without money.
 func SettleLifecycle(ctx context.Context, s LifecycleSale, ops []porcupine.Operation, db *sql.DB, within time.Duration) error {
 	named := map[int64]map[int64]int64{} // voucher -> order -> user
 	for _, op := range ops {
@@ -55,7 +57,7 @@ func SettleLifecycle(ctx context.Context, s LifecycleSale, ops []porcupine.Opera
 
 func lifecycleSettled(ctx context.Context, s LifecycleSale, v int64, named map[int64]int64, db *sql.DB) []string {
 	var out []string
-	rows, err := db.QueryContext(ctx, "SELECT id, user_id, status FROM tb_voucher_order WHERE voucher_id = ?", v)
+	rows, err := db.QueryContext(ctx, "SELECT id, user_id, status, COALESCE(cancel_reason, '') FROM tb_voucher_order WHERE voucher_id = ?", v)
 	if err != nil {
 		return []string{fmt.Sprintf("voucher %d: %v", v, err)}
 	}
@@ -64,12 +66,14 @@ func lifecycleSettled(ctx context.Context, s LifecycleSale, v int64, named map[i
 	for rows.Next() {
 		var id, user int64
 		var status int
-		if err := rows.Scan(&id, &user, &status); err != nil {
+		var reason string
+		if err := rows.Scan(&id, &user, &status, &reason); err != nil {
 			rows.Close()
 			return []string{fmt.Sprintf("voucher %d: %v", v, err)}
 		}
 		owner[id] = user
-		if status == 1 || status == 2 { // created, paid
+		// Created, paid, or refunded by an operator who kept the unit sold.
+		if status == 1 || status == 2 || (status == 5 || status == 6) && reason == "operator_kept" {
 			live[user]++
 			liveRows++
 		}
@@ -100,7 +104,24 @@ func lifecycleSettled(ctx context.Context, s LifecycleSale, v int64, named map[i
 	if status, err := Admin(ctx, s.URLs[0], "", "GET", "/api/vouchers/"+strconv.FormatInt(v, 10), &read); err != nil || status != 200 || read.Stock != column {
 		out = append(out, fmt.Sprintf("voucher %d: shoppers read stock %d (%d %v), the column says %d", v, read.Stock, status, err, column))
 	}
-	return append(out, auditProblems(ctx, s.Sale, v)...)
+	out = append(out, auditProblems(ctx, s.Sale, v)...)
+	return append(out, mismatches(ctx, s.Sale, v)...)
+}
+
+// mismatches are the reconciliation's of the voucher's payments.
+func mismatches(ctx context.Context, s Sale, v int64) []string {
+	var report struct {
+		Mismatches []map[string]any `json:"mismatches"`
+	}
+	status, err := Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/payments/reconciliation?voucher="+strconv.FormatInt(v, 10), &report)
+	if err != nil || status != 200 {
+		return []string{fmt.Sprintf("voucher %d: the reconciliation answered %d %v", v, status, err)}
+	}
+	var out []string
+	for _, m := range report.Mismatches {
+		out = append(out, fmt.Sprintf("voucher %d: the reconciliation finds %v", v, m))
+	}
+	return out
 }
 
 // overdue says so if the order is unpaid past its deadline, as its owner

@@ -122,7 +122,7 @@ func (f *SteerFault) steer(ctx context.Context, client *http.Client, s Sale, in 
 	req.Header.Set("X-Seckill-Operator", "history")
 	resp, err := client.Do(req)
 	if err != nil {
-		return Output{Outcome: Unknown, Body: err.Error()}
+		return unanswered(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -151,6 +151,9 @@ func (f *SteerFault) steer(ctx context.Context, client *http.Client, s Sale, in 
 
 // steered is the states an operator's action answered out may leave.
 func (s state) steered(in Input, out Output, inBuckets bool) []any {
+	if out.Outcome == Refused { // never reached an instance
+		return []any{s}
+	}
 	switch in.Kind {
 	case PauseSale, ResumeSale:
 		next := s.pausedAs(in.Kind == PauseSale)
