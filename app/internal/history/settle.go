@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func settled(ctx context.Context, s Sale, v int64, h voucherHistory, ledger Ledg
 	}
 	for order, user := range named {
 		if u, ok := rows[order]; !ok || u != user {
-			out = append(out, fmt.Sprintf("voucher %d: order %d of user %d was answered, and is not in the database", v, order, user))
+			out = append(out, fmt.Sprintf("voucher %d: order %d of user %d was answered, and is not in the database (%s)", v, order, user, whereabouts(ctx, s, order, user)))
 		}
 	}
 	perUser := map[int64]int{}
@@ -190,4 +191,33 @@ func (d *stockDeltas) explain(moved int64) bool {
 		sums = next
 	}
 	return sums[moved]
+}
+
+// whereabouts is what the server says of an order the database lacks, for
+// the report: its owner's read of it (queued: the server still holds it
+// somewhere) and any dead letter of it.
+func whereabouts(ctx context.Context, s Sale, order, user int64) string {
+	id := strconv.FormatInt(order, 10)
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URLs[0]+"/api/orders/"+id, nil)
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Authorization", s.Token(user))
+	var read struct {
+		Status string `json:"status"`
+	}
+	status, err := doJSON(req, &read)
+	var letter []string
+	for _, state := range []string{"open", "resolved"} {
+		var letters struct {
+			Items []map[string]any `json:"items"`
+		}
+		Admin(ctx, s.URLs[0], s.AdminToken, "GET", "/api/admin/deadletters?limit=500&state="+state, &letters)
+		for _, l := range letters.Items {
+			if fmt.Sprint(l["orderId"]) == id {
+				letter = append(letter, fmt.Sprintf("%s %v", state, l["reason"]))
+			}
+		}
+	}
+	return fmt.Sprintf("its owner reads %d %q %v; dead letters of it: %v", status, read.Status, err, letter)
 }
