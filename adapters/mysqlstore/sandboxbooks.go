@@ -156,29 +156,10 @@ var ErrNothingToRefund = core.E(core.CodeNotRefundable, "the payment has not tha
 func (b *SandboxBooks) GiveBack(ctx context.Context, r core.RefundRequest, at time.Time) (core.ProviderPayment, error) {
 	var out core.ProviderPayment
 	err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		// The payment's row first, locked where the database can (two
-		// refunds of one payment at once: the second waits, then sees the
-		// first's).
-		if _, err := tx.NewUpdate().Model((*sandboxPaymentRow)(nil)).Set("amount = amount").Where("id = ?", r.PaymentID).Exec(ctx); err != nil {
+		if err := giveBack(ctx, tx, r, at); err != nil {
 			return err
 		}
-		now, err := look(ctx, tx, r.PaymentID)
-		if err != nil {
-			return err
-		}
-		var done int64
-		if done, err = tx.NewSelect().Model((*sandboxRefundRow)(nil)).Where("payment_id = ? AND idem_key = ?", r.PaymentID, r.Key).Count(ctx); err != nil {
-			return err
-		}
-		if done == 0 {
-			if r.Amount <= 0 || now.Taken-now.Refunded < r.Amount {
-				return ErrNothingToRefund
-			}
-			if _, err := tx.NewInsert().Model(&sandboxRefundRow{PaymentID: r.PaymentID, IdemKey: r.Key, Amount: r.Amount,
-				CreateTime: at.UTC()}).Exec(ctx); err != nil {
-				return err
-			}
-		}
+		var err error
 		out, err = look(ctx, tx, r.PaymentID)
 		return err
 	})
@@ -186,4 +167,47 @@ func (b *SandboxBooks) GiveBack(ctx context.Context, r core.RefundRequest, at ti
 		return core.ProviderPayment{}, fmt.Errorf("mysqlstore: sandbox: refund: %w", err)
 	}
 	return out, nil
+}
+
+// Refund is GiveBack without the payment's word after it (the shop's
+// refunds need none): three statements, not nine, for each of a sweep's
+// thousands.
+func (b *SandboxBooks) Refund(ctx context.Context, r core.RefundRequest, at time.Time) error {
+	err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return giveBack(ctx, tx, r, at) })
+	if err != nil {
+		return fmt.Errorf("mysqlstore: sandbox: refund: %w", err)
+	}
+	return nil
+}
+
+// giveBack records the refund unless its key has one.
+func giveBack(ctx context.Context, tx bun.Tx, r core.RefundRequest, at time.Time) error {
+	// The payment's row first, locked where the database can (two refunds
+	// of one payment at once: the second waits, then reads the first's).
+	if _, err := tx.NewUpdate().Model((*sandboxPaymentRow)(nil)).Set("amount = amount").Where("id = ?", r.PaymentID).Exec(ctx); err != nil {
+		return err
+	}
+	var books struct {
+		Known    int64 `bun:"known"`
+		Taken    int64 `bun:"taken"`
+		Refunded int64 `bun:"refunded"`
+		Done     int64 `bun:"done"`
+	}
+	if err := tx.NewRaw("SELECT (SELECT COUNT(*) FROM tb_paysandbox_payment WHERE id = ?) AS known, "+
+		"(SELECT COALESCE(SUM(amount), 0) FROM tb_paysandbox_charge WHERE payment_id = ?) AS taken, "+
+		"(SELECT COALESCE(SUM(amount), 0) FROM tb_paysandbox_refund WHERE payment_id = ?) AS refunded, "+
+		"(SELECT COUNT(*) FROM tb_paysandbox_refund WHERE payment_id = ? AND idem_key = ?) AS done",
+		r.PaymentID, r.PaymentID, r.PaymentID, r.PaymentID, r.Key).Scan(ctx, &books); err != nil {
+		return err
+	}
+	switch {
+	case books.Known == 0:
+		return core.ErrPaymentUnknown
+	case books.Done > 0:
+		return nil
+	case r.Amount <= 0 || books.Taken-books.Refunded < r.Amount:
+		return ErrNothingToRefund
+	}
+	_, err := tx.NewInsert().Model(&sandboxRefundRow{PaymentID: r.PaymentID, IdemKey: r.Key, Amount: r.Amount, CreateTime: at.UTC()}).Exec(ctx)
+	return err
 }
