@@ -200,8 +200,14 @@ func (s *Payments) Refunded(ctx context.Context, n core.PaymentNotice) error {
 		if first, err := res.RowsAffected(); err != nil || first == 0 {
 			return err // recorded before
 		}
+		// A cancelled order this money came late for is refunded now; one
+		// an operator is refunding is not this refund's to finish (its
+		// own, of the money that paid it, may still be owed: the duty
+		// finds it refunding).
 		if _, err := tx.NewUpdate().Table("tb_voucher_order").Set("status = ?", orderStatusRefunded).Set("update_time = ?", now).
-			Where("id = ?", n.OrderID).Where("status = ?", orderStatusRefunding).Exec(ctx); err != nil {
+			Where("id = ?", n.OrderID).Where("status = ?", orderStatusRefunding).
+			Where("cancel_reason IS NULL OR cancel_reason NOT IN (?)", bun.List([]string{string(core.CancelRefunded), string(core.CancelRefundedUnitKept)})).
+			Exec(ctx); err != nil {
 			return fmt.Errorf("mysqlstore: record refund: %w", err)
 		}
 		// The states before the sum: MySQL's later assignments read the

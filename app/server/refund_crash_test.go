@@ -12,7 +12,10 @@ import (
 // which the test holds locked — and is SIGKILLed there. The other
 // instance's duty finishes it: one refund at the provider, the order
 // refunded, the unit back once (stock +1, not +2), the shopper free to
-// buy again.
+// buy again. And money of a second payment of the order, taken meanwhile
+// and given back by its notice, does not finish the operator's refund in
+// its place: the order stays refunding until the duty has the first
+// payment's money back too.
 func TestARefundKilledBetweenItsHalvesIsFinishedOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process kill skipped in -short mode")
@@ -20,7 +23,12 @@ func TestARefundKilledBetweenItsHalvesIsFinishedOnce(t *testing.T) {
 	h := startServer(t, "real", nil)
 	childBase, child := childServer(t, h.cfg, "SECKILL_PAY_SECRET="+h.cfg.PaySecret, "SECKILL_PAY_PROVIDER=sandbox")
 	voucher := h.openVoucher(1)
-	order, payment := paidOrder(t, h, voucher, 1, 1)
+	order := boughtAndPersisted(t, h, voucher, 1, 1)
+	payment, _ := startPayment(t, h, 1, order)
+	second, amount := startPayment(t, h, 1, order)
+	if status, body := h.do("POST", "/api/payments/sandbox/"+payment+"/complete", "", map[string]string{"status": "succeeded"}); status != 200 || body["result"] != "paid" {
+		t.Fatalf("pay: %d %v", status, body)
+	}
 	ctx := context.Background()
 	lock, err := h.srv.store.DB().BeginTx(ctx, nil)
 	if err != nil {
@@ -52,6 +60,15 @@ func TestARefundKilledBetweenItsHalvesIsFinishedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	child.Wait()
+	// The second payment's money comes while the refund is unfinished: it
+	// goes back at once, and the order is still the duty's to finish.
+	if status, body := notify(h, noticeBody(second, order, amount, "succeeded", "late_"+order), ""); status != 200 || body["result"] != "refunded" {
+		t.Fatalf("the second payment's notice: %d %v, want its money given back", status, body)
+	}
+	var refunding int
+	if err := h.srv.store.DB().NewRaw("SELECT status FROM tb_voucher_order WHERE id = ?", order).Scan(ctx, &refunding); err != nil || refunding != 5 {
+		t.Fatalf("after the second payment's refund the order's status code is %d (%v), want 5: the operator's refund unfinished", refunding, err)
+	}
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
