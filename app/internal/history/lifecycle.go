@@ -259,11 +259,6 @@ func (o lifeOrder) withMoney(by int64) lifeOrder {
 	return o
 }
 
-func (s *lifeState) release(i int) {
-	s.orders[i].released = true
-	s.stock++
-}
-
 // step is the operation's effect on one state: the states it may leave.
 func (s lifeState) step(in Input, out Output, window int64) []lifeState {
 	switch in.Kind {
