@@ -60,17 +60,21 @@ LIFECYCLE_FLAGS ?=
 lifecycle:
 	$(GO) run ./app/lab/seckill-lab lifecycle $(LIFECYCLE_FLAGS)
 
-## bench: Go benchmarks, then the load run that prints each ratio against its baseline
+## bench: Go benchmarks, then the load run that prints each ratio against its baseline, then the
+## opening, open-loop past capacity (seckill-lab opening -h)
 ## (needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; SECKILL_TEST_REDIS_URL for the Redis benchmark,
 ## SECKILL_TEST_MYSQL_DSN for the dead-letter one on MySQL, which otherwise says it ran on SQLite,
 ## and for the audit's snapshot of a long sale, which needs it)
 BENCH_FLAGS ?=
+OPENING_FLAGS ?=
 bench:
 	$(GO) build -o bin/seckill-lab ./app/lab/seckill-lab
 	$(GO) test -run '^$$' -bench . -benchmem ./core ./adapters/redisreserve
 	$(GO) test -run '^$$' -bench DeadLetters100k -benchtime 1x ./adapters/mysqlstore
 	$(GO) test -run '^$$' -bench SaleSnapshot -benchmem ./adapters/mysqlstore
+	$(GO) test -run '^$$' -bench RefundSweep10k -benchtime 1x ./app/server
 	./bin/seckill-lab bench $(BENCH_FLAGS)
+	./bin/seckill-lab opening $(OPENING_FLAGS)
 
 ## redis-instructions: Redis's own instructions per reservation, the batch script against the
 ## naive one (BenchmarkReserve's redis-instructions/order), counted by valgrind's callgrind

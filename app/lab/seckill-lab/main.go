@@ -7,6 +7,7 @@
 //	seckill-lab compare    the same sale on every backend, measured
 //	seckill-lab lifecycle  expiry, resale and its races (real servers)
 //	seckill-lab bench      each ratio against its baseline (real servers)
+//	seckill-lab opening    the opening, open-loop, past capacity
 package main
 
 import (
@@ -29,6 +30,7 @@ var program = cmdline.Program{
 		{Name: "compare", Summary: "the comparison lab: the same sale on every backend, measured (seckill-lab compare -h)", Run: lab.RunCompare},
 		{Name: "lifecycle", Summary: "the lifecycle lab: expiry, resale and the races after the reservation, real servers only (seckill-lab lifecycle -h)", Run: lab.RunLifecycle},
 		{Name: "bench", Summary: "the load run that prints each ratio against its baseline, real servers only (seckill-lab bench -h)", Run: lab.RunBench},
+		{Name: "opening", Summary: "a sale's opening as it happens: open-loop arrivals at the begin time, stepping past the capacity measured in the same run (seckill-lab opening -h)", Run: lab.RunOpening},
 		// The labs' own processes: the server as they run it, and the
 		// bench's baselines.
 		{Name: lab.ServeCommand, Run: func([]string) int { return server.Main() }},
