@@ -100,12 +100,9 @@ type lifeOrder struct {
 	persisted bool
 	// released: a cancelled order's unit is back on sale. releaseBy: the
 	// latest time it may come back (a shopper's cancel gives it back
-	// before it answers; an expiry, some time after). markUntil: an
-	// instance may still answer its buyer "already purchased" from its
-	// memo until then (the release's nudge on its way).
+	// before it answers; an expiry, some time after).
 	released  bool
 	releaseBy int64
-	markUntil int64
 	// dueFrom: the earliest its deadline can be (the reservation's call
 	// plus the pay window).
 	dueFrom int64
@@ -125,14 +122,10 @@ func (o lifeOrder) holds() bool { return o.state == unpaid || o.state == paid ||
 type lifeState struct {
 	stock  int64
 	orders []lifeOrder
-	// memoUntil: an instance may answer sold out from its memo until then
-	// (a unit came back to a sold-out sale, and the nudge that makes the
-	// other instances forget their memo may take up to its lifetime).
-	memoUntil int64
 }
 
 func (s lifeState) clone() lifeState {
-	c := lifeState{stock: s.stock, orders: slices.Clone(s.orders), memoUntil: s.memoUntil}
+	c := lifeState{stock: s.stock, orders: slices.Clone(s.orders)}
 	return c
 }
 
@@ -140,9 +133,8 @@ func (s lifeState) clone() lifeState {
 func (s lifeState) key() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(s.stock, 10))
-	fmt.Fprintf(&b, "/%d", s.memoUntil)
 	for _, o := range s.orders {
-		fmt.Fprintf(&b, "|%d:%d:%d:%t:%t:%d:%s:%d:%t:%d", o.id, o.user, o.state, o.persisted, o.released, o.releaseBy, strings.Join(o.txns, ","), o.moneyBy, o.kept, o.markUntil)
+		fmt.Fprintf(&b, "|%d:%d:%d:%t:%t:%d:%s:%d:%t", o.id, o.user, o.state, o.persisted, o.released, o.releaseBy, strings.Join(o.txns, ","), o.moneyBy, o.kept)
 	}
 	return b.String()
 }
@@ -198,15 +190,7 @@ func (s lifeState) happenings(call, ret int64) []lifeState {
 			for _, o := range st.orders[i].futures(call, ret) {
 				n := st.clone()
 				if o.released && !n.orders[i].released {
-					// Back by ret (or by when it was due) at the latest:
-					// the memos of a sale it was sold out in, and of its
-					// buyer, may linger a memo's lifetime after.
-					back := min(ret, n.orders[i].releaseBy)
-					if n.stock == 0 {
-						n.memoUntil = max(n.memoUntil, back+memoLifetime)
-					}
 					n.stock++
-					o.markUntil = back + memoLifetime
 				}
 				n.orders[i] = o
 				next = append(next, n)
@@ -319,12 +303,8 @@ func (s lifeState) buy(in Input, out Output, window int64) []lifeState {
 		if h >= 0 && n.find(in.User, out.OrderID, h) == h {
 			return []lifeState{n}
 		}
-		// A memo's answer for an order whose mark just went.
-		if i := n.find(in.User, out.OrderID, -1); i >= 0 && n.orders[i].released && in.At < n.orders[i].markUntil {
-			return []lifeState{n}
-		}
 	case SoldOut:
-		if s.stock == 0 || in.At < s.memoUntil {
+		if s.stock == 0 {
 			return []lifeState{s}
 		}
 	case Refused:

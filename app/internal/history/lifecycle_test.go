@@ -183,15 +183,8 @@ func TestTheLifecycleModelTellsALifecycleFromItsDefects(t *testing.T) {
 		{"a cancel answered before its unit is back", false, []porcupine.Operation{
 			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Cancel, 1, 11, 10, 12, accepted), op(1, ReadStock, 0, 13, 14, stock(0)),
 		}},
-		{"an instance's memo, for a moment after a unit came back: sold out, and the mark", true, []porcupine.Operation{
-			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Cancel, 1, 11, 10, 12, accepted), op(1, ReadStock, 0, 13, 14, stock(1)),
-			op(2, Buy, 2, 15, 16, soldOut), op(0, Buy, 1, 17, 18, held(11)),
-		}},
-		{"the mark outlives the memo's lifetime after the cancel's answer", false, []porcupine.Operation{
-			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Cancel, 1, 11, 10, 12, accepted), op(0, Buy, 1, 13+memoLifetime, 14+memoLifetime, held(11)),
-		}},
-		{"sold out past the memo's lifetime with a unit back", false, []porcupine.Operation{
-			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Cancel, 1, 11, 10, 12, accepted), op(2, Buy, 2, 13+memoLifetime, 14+memoLifetime, soldOut),
+		{"the mark outlives the cancel's answer", false, []porcupine.Operation{
+			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Cancel, 1, 11, 10, 12, accepted), op(0, Buy, 1, 13, 14, held(11)),
 		}},
 		{"one notice recorded twice", false, []porcupine.Operation{
 			op(0, Buy, 1, 0, 5, reserved(11)), lop(0, Pay, 1, 11, 6, 8, accepted),
