@@ -160,9 +160,19 @@ func createVoucher(base, adminToken string, stock int64) (int64, error) {
 // createVoucherIn creates a voucher on sale now whose stock is split over
 // buckets (core.Voucher.Buckets).
 func createVoucherIn(base, adminToken string, stock int64, buckets int) (int64, error) {
+	return createVoucherAt(base, adminToken, stock, buckets, time.Now().Add(-time.Minute))
+}
+
+// createVoucherAt creates a voucher whose sale begins at begin and lasts
+// an hour from now (or from begin, if later).
+func createVoucherAt(base, adminToken string, stock int64, buckets int, begin time.Time) (int64, error) {
+	end := time.Now().Add(time.Hour)
+	if begin.After(time.Now()) {
+		end = begin.Add(time.Hour)
+	}
 	body, _ := json.Marshal(map[string]any{"title": "lab", "payValue": 1, "actualValue": 2, "stock": stock, "buckets": buckets,
-		"beginTime": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
-		"endTime":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		"beginTime": begin.UTC().Format(time.RFC3339Nano),
+		"endTime":   end.UTC().Format(time.RFC3339Nano)})
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/admin/vouchers", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)

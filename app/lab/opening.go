@@ -125,7 +125,7 @@ func runOpening(cfg server.Config, backend string, f openingFlags) ([]openingRow
 	}
 	total := pacer.total()
 	begin := time.Now().Add(f.lead)
-	voucher, err := createOpening(p.base, c.AdminToken, int64(total), begin)
+	voucher, err := createVoucherAt(p.base, c.AdminToken, int64(total), 1, begin)
 	if err != nil {
 		return nil, err
 	}
@@ -160,27 +160,6 @@ func measureCapacity(p *labProcess, tokens *server.Tokens, f openingFlags) (capa
 		return capacityRun{}, fmt.Errorf("the capacity run reserved nothing (%v, %d transport errors)", res.Status, res.Errors)
 	}
 	return capacityRun{perSecond: float64(ok) / res.Duration.Seconds(), voucher: voucher, users: max(res.Requests, expected)}, nil
-}
-
-// createOpening creates a voucher of stock units whose sale begins at
-// begin.
-func createOpening(base, adminToken string, stock int64, begin time.Time) (int64, error) {
-	body, _ := json.Marshal(map[string]any{"title": "opening", "payValue": 1, "actualValue": 2, "stock": stock,
-		"beginTime": begin.UTC().Format(time.RFC3339Nano), "endTime": begin.Add(time.Hour).UTC().Format(time.RFC3339Nano)})
-	req, _ := http.NewRequest(http.MethodPost, base+"/api/admin/vouchers", strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var v struct {
-		ID int64 `json:"id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("create the opening's voucher: status %d: %v", resp.StatusCode, err)
-	}
-	return v.ID, nil
 }
 
 // openingHit is one arrival's answer: when it was meant to be sent, how
